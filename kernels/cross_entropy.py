@@ -1,0 +1,556 @@
+"""Cross entropy over logits, in Triton: one kernel computes the loss and the gradient.
+
+    import torch
+    from kernels.cross_entropy import cross_entropy
+    logits = torch.randn(8, 1000, requires_grad=True)   # on a GPU: device="cuda", bf16
+    target = torch.randint(0, 1000, (8,))
+    cross_entropy(logits, target, reduction="mean").backward()
+
+Design (the cost model is in ANCHORS.md: read the logits once, write the gradient once):
+- one program owns a row; pass 1 is an online softmax over the row (running max and sum),
+  pass 2 walks the row backwards (the blocks pass 1 read last are the likeliest still in L2)
+  and writes the gradient for an upstream gradient of 1;
+- backward only rescales rows whose upstream gradient is not 1, deciding on the device, so
+  `loss.backward()` costs one tiny launch and no host sync;
+- accumulation is in float32 whatever the logits dtype; the sum of the non-target
+  probabilities is kept apart so that the target's gradient, p_y - 1 = -sum_others / sum,
+  stays exact when p_y is close to 1 (confident logits; ANCHORS.md bug 6).
+
+Output dtypes: the loss (and z-loss) is float32 for every logits dtype (PyTorch returns the
+logits dtype); the gradient has the logits' dtype.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+import triton
+import triton.language as tl
+
+Reduction = Literal["none", "mean", "sum"]
+REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")
+
+
+@triton.jit
+def _tanh(x):
+    # tl.math.tanh exists in neither Triton release we support (3.6 on the GPU box, newer on
+    # CPU). exp(2x) overflows to inf for large x, which still gives exactly +1; -1 for x -> -inf.
+    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+
+
+@triton.jit
+def _to_store(x, dtype: tl.constexpr, ROUND_BY_HAND: tl.constexpr):
+    # Triton's interpreter truncates float32 -> bfloat16 (its cast ignores the rounding mode),
+    # doubling the error of every bf16 gradient on CPU; compiled Triton rounds to nearest even.
+    # So under the interpreter we round to nearest even on the bits ourselves (NaN kept as is).
+    if ROUND_BY_HAND and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = tl.where(x != x, x, bits.to(tl.float32, bitcast=True))
+    return x.to(dtype)
+
+
+@triton.jit
+def _load_row_block(row_ptr, cols, in_row, cap, SOFTCAP: tl.constexpr):
+    x = tl.load(row_ptr + cols, mask=in_row, other=float("-inf")).to(tl.float32)
+    if SOFTCAP:
+        x = tl.where(in_row, cap * _tanh(x / cap), float("-inf"))
+    return x
+
+
+@triton.jit
+def _ce_fwd_kernel(
+    # logits [N, V] with rows `stride_x` elements apart; gradient [N, V] (may alias the logits)
+    x_ptr,
+    stride_x,
+    grad_ptr,
+    stride_g,
+    # per-row inputs: target ids; token weights (only read if HAS_TOKEN_W)
+    tgt_ptr,
+    token_w_ptr,
+    # class weights [V] (only read if HAS_CLASS_W); the mean's denominator, a device scalar
+    class_w_ptr,
+    denom_ptr,
+    # per-row outputs, float32: weighted loss (z-loss included), weighted z-loss, log-sum-exp
+    loss_ptr,
+    zloss_ptr,
+    lse_ptr,
+    # sizes and options
+    N,
+    V,
+    ignore_index,
+    smoothing,
+    cap,
+    z_scale,
+    HAS_CLASS_W: tl.constexpr,
+    HAS_TOKEN_W: tl.constexpr,
+    SMOOTH: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    ZLOSS: tl.constexpr,
+    MEAN: tl.constexpr,
+    WRITE_GRAD: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    ROUND_BY_HAND: tl.constexpr,
+):
+    # A persistent grid: each program walks rows pid, pid + n_programs, ... Rows are int64
+    # because row * stride exceeds 2**31 at large N * V.
+    pid = tl.program_id(0).to(tl.int64)
+    n_programs = tl.num_programs(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_V)
+    n_blocks = tl.cdiv(V, BLOCK_V)
+    for i in range(0, tl.cdiv(N - pid, n_programs)):
+        row = pid + i * n_programs
+        x_row = x_ptr + row * stride_x
+        g_row = grad_ptr + row * stride_g
+        t = tl.load(tgt_ptr + row).to(tl.int64)
+        if t == ignore_index:
+            tl.store(loss_ptr + row, 0.0)
+            tl.store(zloss_ptr + row, 0.0)
+            tl.store(lse_ptr + row, 0.0)
+            if WRITE_GRAD:
+                for b in range(0, n_blocks):
+                    cols = b * BLOCK_V + offs
+                    zero = tl.zeros([BLOCK_V], dtype=tl.float32)
+                    tl.store(g_row + cols, zero.to(grad_ptr.dtype.element_ty), mask=cols < V)
+        else:
+            # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
+            valid = (t >= 0) & (t < V)
+            # ---- pass 1: running max m, sum of exp over the non-target classes s_o
+            m = float("-inf")
+            s_o = 0.0
+            sum_wx = 0.0  # sum_j w_j * x_j, for label smoothing
+            sum_w = 0.0  # sum_j w_j, for label smoothing with class weights
+            for b in range(0, n_blocks):
+                cols = b * BLOCK_V + offs
+                in_row = cols < V
+                x = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
+                m_new = tl.maximum(m, tl.max(x, 0))
+                e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
+                s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
+                m = m_new
+                if SMOOTH:
+                    if HAS_CLASS_W:
+                        w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
+                        sum_wx += tl.sum(w * tl.where(in_row, x, 0.0), 0)
+                        sum_w += tl.sum(w, 0)
+                    else:
+                        sum_wx += tl.sum(tl.where(in_row, x, 0.0), 0)
+            x_y = tl.load(x_row + t, mask=valid, other=float("nan")).to(tl.float32)
+            if SOFTCAP:
+                x_y = cap * _tanh(x_y / cap)
+            e_y = tl.exp(x_y - m)
+            s = s_o + e_y
+            lse = m + tl.log(s)
+            if HAS_CLASS_W:
+                w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
+            else:
+                w_y = 1.0
+            if SMOOTH:
+                if HAS_CLASS_W:
+                    w_all = sum_w
+                else:
+                    w_all = V * 1.0
+                # PyTorch: (1 - eps) * w_y * (lse - x_y) + eps / V * sum_j w_j * (lse - x_j)
+                loss = (1.0 - smoothing) * w_y * (lse - x_y) + smoothing / V * (w_all * lse - sum_wx)
+            else:
+                loss = w_y * (lse - x_y)
+            zl = 0.0
+            if ZLOSS:
+                zl = z_scale * lse * lse
+            if HAS_TOKEN_W:
+                tw = tl.load(token_w_ptr + row).to(tl.float32)
+            else:
+                tw = 1.0
+            tl.store(loss_ptr + row, tw * (loss + zl))
+            tl.store(zloss_ptr + row, tw * zl)
+            tl.store(lse_ptr + row, lse)
+
+            if WRITE_GRAD:
+                # d loss / d x_j = p_j * A - eps / V * w_j  (j != y), with
+                # A = (1 - eps) * w_y + eps * W / V + 2 * z * lse, W = sum_j w_j.
+                p_y = e_y / s
+                if SMOOTH:
+                    a = (1.0 - smoothing) * w_y + smoothing * w_all / V
+                    # p_y - 1 = -s_o / s exactly, no cancellation when p_y -> 1
+                    g_y = (1.0 - smoothing) * w_y * (-s_o / s) + smoothing / V * (w_all * p_y - w_y)
+                else:
+                    a = w_y
+                    g_y = w_y * (-s_o / s)
+                if ZLOSS:
+                    a += 2.0 * z_scale * lse
+                    g_y += 2.0 * z_scale * lse * p_y
+                scale = tw
+                if MEAN:
+                    scale = scale / tl.load(denom_ptr).to(tl.float32)
+                scale = tl.where(valid, scale, float("nan"))
+                # ---- pass 2, last block first: those are the likeliest still in L2
+                for rb in range(0, n_blocks):
+                    cols = (n_blocks - 1 - rb) * BLOCK_V + offs
+                    in_row = cols < V
+                    x = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
+                    g = tl.exp(x - lse) * a
+                    if SMOOTH:
+                        if HAS_CLASS_W:
+                            w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
+                            g -= smoothing / V * w
+                        else:
+                            g -= smoothing / V
+                    g = tl.where(cols == t, g_y, g) * scale
+                    if SOFTCAP:
+                        th = x / cap
+                        g = g * (1.0 - th * th)  # d/dx cap*tanh(x/cap) = 1 - tanh^2
+                    tl.store(g_row + cols, _to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
+
+
+@triton.jit
+def _scale_rows_kernel(
+    grad_ptr,
+    stride_g,
+    up_ptr,  # upstream gradient: one value per row (stride_up = 1) or one for all (stride_up = 0)
+    stride_up,
+    N,
+    V,
+    BLOCK_V: tl.constexpr,
+    ROUND_BY_HAND: tl.constexpr,
+):
+    pid = tl.program_id(0).to(tl.int64)
+    n_programs = tl.num_programs(0).to(tl.int64)
+    offs = tl.arange(0, BLOCK_V)
+    for i in range(0, tl.cdiv(N - pid, n_programs)):
+        row = pid + i * n_programs
+        up = tl.load(up_ptr + row * stride_up).to(tl.float32)
+        # The forward already wrote the gradient for an upstream gradient of 1: most rows of a
+        # training step need nothing more, and the test is made here, on the device.
+        if up != 1.0:
+            g_row = grad_ptr + row * stride_g
+            for b in range(0, tl.cdiv(V, BLOCK_V)):
+                cols = b * BLOCK_V + offs
+                in_row = cols < V
+                g = tl.load(g_row + cols, mask=in_row, other=0.0).to(tl.float32)
+                tl.store(g_row + cols, _to_store(g * up, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+# Rows in flight at once: a few per SM keep enough loads outstanding to saturate HBM while the
+# rows they re-read in pass 2 (256 KB each at V=128256 bf16) still fit the H100's 50 MB L2.
+_PROGRAMS_PER_SM = 2
+# True when triton.jit gave us the interpreter (TRITON_INTERPRET=1 at import): see _to_store.
+_INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
+_MAX_BLOCK_V = 4096
+
+
+def _launch_config(n_rows: int, n_cols: int, device: torch.device) -> tuple[int, int, int]:
+    """(programs, BLOCK_V, num_warps) for a [n_rows, n_cols] problem."""
+    block_v = min(triton.next_power_of_2(max(n_cols, 1)), _MAX_BLOCK_V)
+    if device.type == "cuda":
+        n_sm = torch.cuda.get_device_properties(device).multi_processor_count
+        programs = min(n_rows, n_sm * _PROGRAMS_PER_SM)
+        num_warps = 16 if block_v >= 4096 else (8 if block_v >= 1024 else 4)
+    else:  # Triton's interpreter runs programs one after another; the grid shape is free
+        programs, num_warps = n_rows, 4
+    return max(programs, 1), block_v, num_warps
+
+
+def check_targets_in_range(target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
+    """Raise ValueError if a target is outside [0, n_classes) and not ignore_index.
+
+    Costs one device-to-host sync on a GPU; callers on a hot path may skip it (the kernel then
+    writes NaN for such rows rather than a wrong number)."""
+    bad = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
+    if bool(bad.any()):
+        first = int(target[bad][0])
+        raise ValueError(
+            f"target holds {first}, outside [0, {n_classes}) and not ignore_index={ignore_index}"
+        )
+
+
+def mean_denominator(
+    target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int, n_classes: int
+) -> torch.Tensor:
+    """PyTorch's denominator for reduction='mean', as a float32 device scalar (no sync):
+    the number of counted targets, or with class weights the sum of their weights."""
+    counted = target != ignore_index
+    if weight is None:
+        return counted.sum(dtype=torch.float32)
+    safe = torch.where(counted, target, 0).clamp(0, n_classes - 1)
+    return (weight.float()[safe] * counted).sum()
+
+
+def cross_entropy_rows(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    grad_out: torch.Tensor | None,
+    denom: torch.Tensor | None = None,
+    weight: torch.Tensor | None = None,
+    token_weight: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    label_smoothing: float = 0.0,
+    softcap: float | None = None,
+    z_loss_scale: float = 0.0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Low-level launch over a 2-D `logits` [N, V] (last dim contiguous).
+
+    Returns float32 per-row (loss, z_loss, lse); loss includes the z-loss and the token weight.
+    If `grad_out` is given ([N, V], last dim contiguous, may be `logits` itself) the gradient of
+    sum(loss) -- or of sum(loss) / denom when `denom` is given -- is written into it.
+    Used by the fused linear kernel on chunks of logits. No validation, no host sync."""
+    n_rows, n_cols = logits.shape
+    dev = logits.device
+    loss = torch.empty(n_rows, dtype=torch.float32, device=dev)
+    zloss = torch.empty_like(loss)
+    lse = torch.empty_like(loss)
+    if n_rows == 0:
+        return loss, zloss, lse
+    programs, block_v, num_warps = _launch_config(n_rows, n_cols, dev)
+    write_grad = grad_out is not None
+    _ce_fwd_kernel[(programs,)](
+        logits,
+        logits.stride(0),
+        grad_out if write_grad else logits,
+        grad_out.stride(0) if write_grad else 0,
+        target,
+        token_weight if token_weight is not None else loss,
+        weight if weight is not None else loss,
+        denom if denom is not None else loss,
+        loss,
+        zloss,
+        lse,
+        n_rows,
+        n_cols,
+        ignore_index,
+        float(label_smoothing),
+        float(softcap) if softcap else 1.0,
+        float(z_loss_scale),
+        HAS_CLASS_W=weight is not None,
+        HAS_TOKEN_W=token_weight is not None,
+        SMOOTH=label_smoothing > 0.0,
+        SOFTCAP=bool(softcap),
+        ZLOSS=z_loss_scale != 0.0,
+        MEAN=denom is not None,
+        WRITE_GRAD=write_grad,
+        BLOCK_V=block_v,
+        ROUND_BY_HAND=_INTERPRETED,
+        num_warps=num_warps,
+    )
+    return loss, zloss, lse
+
+
+def scale_rows_(grad: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
+    """grad[i, :] *= upstream[i] (or *= upstream if it has one element), in place, on device;
+    rows whose factor is exactly 1 are not touched."""
+    n_rows, n_cols = grad.shape
+    if n_rows == 0:
+        return grad
+    up = upstream.reshape(-1) if upstream.numel() > 1 else upstream.reshape(1)
+    stride_up = up.stride(0) if up.numel() > 1 else 0
+    programs, block_v, num_warps = _launch_config(n_rows, n_cols, grad.device)
+    _scale_rows_kernel[(programs,)](
+        grad,
+        grad.stride(0),
+        up,
+        stride_up,
+        n_rows,
+        n_cols,
+        BLOCK_V=block_v,
+        ROUND_BY_HAND=_INTERPRETED,
+        num_warps=num_warps,
+    )
+    return grad
+
+
+# ----------------------------------------------------------------------------- autograd
+
+
+def _validate(logits, target, weight, token_weight, reduction, label_smoothing, softcap):
+    if logits.dim() not in (2, 3):
+        raise ValueError(f"logits must be 2-D [N, V] or 3-D [B, T, V], got shape {tuple(logits.shape)}")
+    if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"logits must be float32, bfloat16 or float16, got {logits.dtype}")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"target must be int64 or int32 class ids, got {target.dtype}")
+    if tuple(target.shape) != tuple(logits.shape[:-1]):
+        raise ValueError(
+            f"target shape {tuple(target.shape)} must equal logits shape without the class dim "
+            f"{tuple(logits.shape[:-1])}"
+        )
+    for name, t in (("target", target), ("weight", weight), ("token_weight", token_weight)):
+        if t is not None and t.device != logits.device:
+            raise ValueError(f"{name} is on {t.device} but logits are on {logits.device}")
+    if weight is not None and tuple(weight.shape) != (logits.shape[-1],):
+        raise ValueError(f"weight must have shape ({logits.shape[-1]},), got {tuple(weight.shape)}")
+    if token_weight is not None and tuple(token_weight.shape) != tuple(target.shape):
+        raise ValueError(
+            f"token_weight must have the target's shape {tuple(target.shape)}, got {tuple(token_weight.shape)}"
+        )
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap}")
+
+
+class CrossEntropyFunction(torch.autograd.Function):
+    """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
+
+    @staticmethod
+    def forward(
+        ctx,
+        logits,
+        target,
+        weight,
+        token_weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        softcap,
+        z_loss_scale,
+        inplace_backward,
+        check_targets,
+    ):
+        _validate(logits, target, weight, token_weight, reduction, label_smoothing, softcap)
+        shape = logits.shape
+        n_cols = shape[-1]
+        x = logits.reshape(-1, n_cols)
+        if x.stride(-1) != 1:  # a copy; the caller's tensor is never written through it
+            x = x.contiguous()
+        t = target.reshape(-1)
+        tw = token_weight.reshape(-1).float() if token_weight is not None else None
+        w = weight.float().contiguous() if weight is not None else None
+        if check_targets:
+            check_targets_in_range(t, n_cols, ignore_index)
+        denom = mean_denominator(t, w, ignore_index, n_cols) if reduction == "mean" else None
+
+        needs_grad = ctx.needs_input_grad[0]
+        grad = None
+        if needs_grad:
+            grad = x if inplace_backward else torch.empty_like(x)
+        loss_rows, zloss_rows, _ = cross_entropy_rows(
+            x,
+            t,
+            grad_out=grad,
+            denom=denom,
+            weight=w,
+            token_weight=tw,
+            ignore_index=ignore_index,
+            label_smoothing=label_smoothing,
+            softcap=softcap,
+            z_loss_scale=z_loss_scale,
+        )
+        if reduction == "none":
+            loss, zloss = loss_rows.view(shape[:-1]), zloss_rows.view(shape[:-1])
+        elif reduction == "sum":
+            loss, zloss = loss_rows.sum(), zloss_rows.sum()
+        else:
+            loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
+        ctx.mark_non_differentiable(zloss)
+        ctx.grad = grad
+        ctx.grad_shape = shape
+        return loss, zloss
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_zloss):
+        grad = ctx.grad
+        if grad is None:
+            raise RuntimeError(
+                "cross_entropy backward ran twice on one forward: the gradient is formed in "
+                "forward and scaled in place, so it can be used once (no retain_graph reuse)"
+            )
+        ctx.grad = None
+        scale_rows_(grad, grad_loss)
+        return grad.view(ctx.grad_shape), None, None, None, None, None, None, None, None, None, None
+
+
+def cross_entropy(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    weight: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: Reduction = "mean",
+    label_smoothing: float = 0.0,
+    softcap: float | None = None,
+    z_loss_scale: float = 0.0,
+    token_weight: torch.Tensor | None = None,
+    return_z_loss: bool = False,
+    inplace_backward: bool = False,
+    check_targets: bool = True,
+):
+    """Cross entropy of `logits` [N, V] or [B, T, V] against class ids `target` [N] or [B, T].
+
+    Matches `torch.nn.functional.cross_entropy` where the options overlap (`weight`,
+    `ignore_index`, `reduction`, `label_smoothing`), including NaN for a mean over no target.
+    Extras, applied per token in this order:
+      softcap       logits become softcap * tanh(logits / softcap) first;
+      z_loss_scale  adds z_loss_scale * lse**2 to each counted token's loss;
+      token_weight  [N] or [B, T] floats multiplying each token's loss (and gradient); they do
+                    not enter the mean's denominator, which stays PyTorch's (the count of
+                    counted targets, or the sum of their class weights).
+    Returns the loss in float32 (shape of `target` for reduction='none', else a scalar); with
+    `return_z_loss=True`, a pair (loss, z_loss), the z-loss part reduced the same way, for
+    logging only (no gradient flows through it; the loss already includes it).
+    inplace_backward=True writes the gradient into `logits` during forward (saves N*V memory;
+    the logits are then destroyed). Otherwise `logits` is never modified.
+    check_targets=False skips the range check on `target` (a host sync on GPU): out-of-range
+    targets then give NaN. The gradient is formed in forward, so one backward per forward.
+    """
+    loss, zloss = CrossEntropyFunction.apply(
+        logits,
+        target,
+        weight,
+        token_weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        softcap,
+        z_loss_scale,
+        inplace_backward,
+        check_targets,
+    )
+    return (loss, zloss) if return_z_loss else loss
+
+
+class CrossEntropyLoss(torch.nn.Module):
+    """Module form of `cross_entropy`; the options are fixed at construction."""
+
+    def __init__(
+        self,
+        weight: torch.Tensor | None = None,
+        ignore_index: int = -100,
+        reduction: Reduction = "mean",
+        label_smoothing: float = 0.0,
+        softcap: float | None = None,
+        z_loss_scale: float = 0.0,
+        return_z_loss: bool = False,
+        inplace_backward: bool = False,
+        check_targets: bool = True,
+    ):
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.ignore_index = ignore_index
+        self.reduction = reduction
+        self.label_smoothing = label_smoothing
+        self.softcap = softcap
+        self.z_loss_scale = z_loss_scale
+        self.return_z_loss = return_z_loss
+        self.inplace_backward = inplace_backward
+        self.check_targets = check_targets
+
+    def forward(self, logits, target, token_weight=None):
+        return cross_entropy(
+            logits,
+            target,
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+            softcap=self.softcap,
+            z_loss_scale=self.z_loss_scale,
+            token_weight=token_weight,
+            return_z_loss=self.return_z_loss,
+            inplace_backward=self.inplace_backward,
+            check_targets=self.check_targets,
+        )
