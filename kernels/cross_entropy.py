@@ -33,10 +33,28 @@ REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")
 
 
 @triton.jit
-def _tanh(x):
-    # tl.math.tanh exists in neither Triton release we support (3.6 on the GPU box, newer on
-    # CPU). exp(2x) overflows to inf for large x, which still gives exactly +1; -1 for x -> -inf.
-    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+def _expm1(x):
+    # Kahan's expm1 from exp and log: exact to a few ulps near 0, where exp(x) - 1 alone loses
+    # every digit. (Neither Triton release we support has an expm1 we can rely on.)
+    e = tl.exp(x)
+    return tl.where(e == 1.0, x, (e - 1.0) * x / tl.log(e))
+
+
+@triton.jit
+def _softcap(x, cap):
+    """cap * tanh(x / cap) and its derivative 1 - tanh^2, both to a few ulps.
+
+    tl.math.tanh exists in neither Triton release we support (3.6 on the GPU box, newer on
+    CPU). tanh(a) = expm1(2a) / (expm1(2a) + 2) for a = |u| has no cancellation; past a = 10
+    tanh is 1 in float32. The derivative is sech^2 = 4e / (1 + e)^2 with e = exp(-2|u|),
+    which never overflows and, unlike 1 - tanh^2, keeps its digits when |tanh| -> 1."""
+    u = x / cap
+    a = tl.minimum(tl.abs(u), 10.0)
+    em = _expm1(2.0 * a)
+    t = em / (em + 2.0)
+    t = tl.where(u < 0, -t, t)
+    e = tl.exp(-2.0 * tl.abs(u))
+    return cap * t, 4.0 * e / ((1.0 + e) * (1.0 + e))
 
 
 @triton.jit
@@ -54,9 +72,11 @@ def _to_store(x, dtype: tl.constexpr, ROUND_BY_HAND: tl.constexpr):
 @triton.jit
 def _load_row_block(row_ptr, cols, in_row, cap, SOFTCAP: tl.constexpr):
     x = tl.load(row_ptr + cols, mask=in_row, other=float("-inf")).to(tl.float32)
+    dx = tl.full([1], 1.0, tl.float32)  # d capped / d x
     if SOFTCAP:
-        x = tl.where(in_row, cap * _tanh(x / cap), float("-inf"))
-    return x
+        capped, dx = _softcap(x, cap)
+        x = tl.where(in_row, capped, float("-inf"))
+    return x, dx
 
 
 @triton.jit
@@ -124,7 +144,7 @@ def _ce_fwd_kernel(
             for b in range(0, n_blocks):
                 cols = b * BLOCK_V + offs
                 in_row = cols < V
-                x = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
+                x, _ = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
                 m_new = tl.maximum(m, tl.max(x, 0))
                 e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
                 s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
@@ -138,10 +158,13 @@ def _ce_fwd_kernel(
                         sum_wx += tl.sum(tl.where(in_row, x, 0.0), 0)
             x_y = tl.load(x_row + t, mask=valid, other=float("nan")).to(tl.float32)
             if SOFTCAP:
-                x_y = cap * _tanh(x_y / cap)
+                x_y, _ = _softcap(x_y, cap)
+            # lse = m + log_s is kept in two parts: (x - m) - log_s loses nothing when |x| is
+            # large, where x - lse would round lse to the ulp of |x| first
             e_y = tl.exp(x_y - m)
             s = s_o + e_y
-            lse = m + tl.log(s)
+            log_s = tl.log(s)
+            lse = m + log_s
             if HAS_CLASS_W:
                 w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
             else:
@@ -152,9 +175,9 @@ def _ce_fwd_kernel(
                 else:
                     w_all = V * 1.0
                 # PyTorch: (1 - eps) * w_y * (lse - x_y) + eps / V * sum_j w_j * (lse - x_j)
-                loss = (1.0 - smoothing) * w_y * (lse - x_y) + smoothing / V * (w_all * lse - sum_wx)
+                loss = (1.0 - smoothing) * w_y * ((m - x_y) + log_s) + smoothing / V * (w_all * lse - sum_wx)
             else:
-                loss = w_y * (lse - x_y)
+                loss = w_y * ((m - x_y) + log_s)
             zl = 0.0
             if ZLOSS:
                 zl = z_scale * lse * lse
@@ -188,8 +211,8 @@ def _ce_fwd_kernel(
                 for rb in range(0, n_blocks):
                     cols = (n_blocks - 1 - rb) * BLOCK_V + offs
                     in_row = cols < V
-                    x = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
-                    g = tl.exp(x - lse) * a
+                    x, dx = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
+                    g = tl.exp((x - m) - log_s) * a
                     if SMOOTH:
                         if HAS_CLASS_W:
                             w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
@@ -198,8 +221,7 @@ def _ce_fwd_kernel(
                             g -= smoothing / V
                     g = tl.where(cols == t, g_y, g) * scale
                     if SOFTCAP:
-                        th = x / cap
-                        g = g * (1.0 - th * th)  # d/dx cap*tanh(x/cap) = 1 - tanh^2
+                        g = g * dx
                     tl.store(g_row + cols, _to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
 
 

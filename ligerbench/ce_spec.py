@@ -1,0 +1,177 @@
+"""The `ce` kernel as the harness sees it: its inputs, its float64 reference, and how a
+provider is called on one case.
+
+Semantics (those of kernels/cross_entropy.py, which match torch.nn.functional.cross_entropy
+where they overlap):
+    x_j      = softcap * tanh(logit_j / softcap)           (if softcap)
+    ce_i     = F.cross_entropy(x_i, y_i, weight, label_smoothing, reduction="none")
+    loss_i   = token_weight_i * (ce_i + z_loss_scale * lse(x_i)**2)   (0 for ignored rows)
+    none: loss_i;  sum: sum_i loss_i;  mean: sum_i loss_i / D,
+    D = number of counted rows, or the sum of their class weights (PyTorch's denominator).
+The float64 reference evaluates exactly this with PyTorch ops in float64; PyTorch eager
+evaluates it in the case's dtype, which sets the tolerance (ligerbench/tolerance.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from ligerbench.cases import DTYPES, IGNORE_PATTERNS, OPTIONS, Case, draw_logits, generator_for
+
+
+@dataclass
+class CEProblem:
+    """The inputs of one `ce` case, on the case's device."""
+
+    logits: torch.Tensor  # [N, V] in the case dtype
+    target: torch.Tensor  # [N] int64
+    ignore_index: int
+    reduction: str
+    upstream: torch.Tensor  # the gradient handed to backward: a scalar, or [N]
+    weight: torch.Tensor | None  # [V] float32 class weights
+    token_weight: torch.Tensor | None  # [N] float32
+    label_smoothing: float = 0.0
+    softcap: float | None = None
+    z_loss_scale: float = 0.0
+
+    def options(self) -> dict:
+        """Keyword arguments every `ce` provider takes."""
+        return dict(
+            weight=self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+            softcap=self.softcap,
+            z_loss_scale=self.z_loss_scale,
+            token_weight=self.token_weight,
+        )
+
+
+@dataclass
+class Outcome:
+    """What a provider (or the reference) produced for one case."""
+
+    values: dict[str, torch.Tensor]  # quantity name -> tensor ("loss", "z_loss", "grad_logits")
+    input_mutated: bool = False
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
+    g = generator_for(case, seed)
+    n, v = case.n, case.v
+    ignore_index, pattern = IGNORE_PATTERNS[case.ignore_pattern]
+    opts = OPTIONS[case.option]
+    target = torch.randint(0, v, (n,), generator=g)
+    ignored = pattern(n, g)
+    if case.ignore_pattern == "index_is_class":
+        # rows whose target is class `ignore_index` are ignored, by definition
+        ignored = ignored | (target == ignore_index)
+    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    logits = draw_logits(case.logits, n, v, torch.where(ignored, 0, target), g)
+    if case.reduction == "none":
+        up = torch.ones(n) if case.upstream == "ones" else torch.rand(n, generator=g) * 2.0 - 0.5
+    else:
+        up = torch.tensor(1.0) if case.upstream == "ones" else torch.rand((), generator=g) + 0.5
+    weight = torch.rand(v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
+    token_weight = torch.rand(n, generator=g) * 2.9 + 0.1 if opts.get("token_weight") else None
+
+    def on(t):
+        return None if t is None else t.to(device)
+
+    return CEProblem(
+        logits=logits.to(DTYPES[case.dtype]).to(device),
+        target=target.to(device),
+        ignore_index=ignore_index,
+        reduction=case.reduction,
+        upstream=up.to(device),
+        weight=on(weight),
+        token_weight=on(token_weight),
+        label_smoothing=opts.get("label_smoothing", 0.0),
+        softcap=opts.get("softcap"),
+        z_loss_scale=opts.get("z_loss_scale", 0.0),
+    )
+
+
+def ce_torch(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    weight=None,
+    ignore_index=-100,
+    reduction="mean",
+    label_smoothing=0.0,
+    softcap=None,
+    z_loss_scale=0.0,
+    token_weight=None,
+):
+    """The semantics above in plain PyTorch ops, in the dtype of `logits`.
+    Returns (loss, z_loss). Used in float64 as the truth and in the case dtype as 'eager'."""
+    x = logits
+    dt = x.dtype
+    if softcap:
+        x = softcap * torch.tanh(x / softcap)
+    w = weight.to(dt) if weight is not None else None
+    counted = target != ignore_index
+    if reduction == "mean" and z_loss_scale == 0.0 and token_weight is None:
+        # exactly what transformers and most users run
+        loss = F.cross_entropy(x, target, weight=w, ignore_index=ignore_index, label_smoothing=label_smoothing)
+        return loss, torch.zeros((), dtype=dt, device=x.device)
+    rows = F.cross_entropy(
+        x, target, weight=w, ignore_index=ignore_index, reduction="none", label_smoothing=label_smoothing
+    )
+    z_rows = torch.zeros_like(rows)
+    if z_loss_scale:
+        z_rows = torch.where(counted, z_loss_scale * torch.logsumexp(x, dim=-1) ** 2, 0.0).to(dt)
+        rows = rows + z_rows
+    if token_weight is not None:
+        tw = token_weight.to(dt)
+        rows, z_rows = rows * tw, z_rows * tw
+    if reduction == "none":
+        return rows, z_rows
+    if reduction == "sum":
+        return rows.sum(), z_rows.sum()
+    if w is None:
+        denom = counted.sum().to(dt)
+    else:
+        denom = (w[torch.where(counted, target, 0).clamp(0, x.shape[-1] - 1)] * counted).sum()
+    return rows.sum() / denom, z_rows.sum() / denom
+
+
+def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
+    """Call `fn(logits, target, **options) -> loss | (loss, z_loss)` on a fresh leaf copy of
+    the logits, run backward with the case's upstream gradient, and report what came out and
+    whether the provider changed the logits it was handed."""
+    x = problem.logits.detach().clone().requires_grad_(need_grad)
+    before = x.detach().clone()
+    out = fn(x, problem.target, **problem.options())
+    loss, z_loss = out if isinstance(out, tuple) else (out, None)
+    values = {"loss": loss.detach().clone()}
+    if z_loss is not None:
+        values["z_loss"] = z_loss.detach().clone()
+    if need_grad:
+        loss.backward(problem.upstream.to(loss.dtype).expand_as(loss))
+        values["grad_logits"] = x.grad.detach().clone() if x.grad is not None else None
+    return Outcome(values=values, input_mutated=not same_bits(x.detach(), before))
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equality (NaN equals itself), for telling whether a tensor was written."""
+    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+    return torch.equal(a.contiguous().view(as_int), b.contiguous().view(as_int))
+
+
+def reference(problem: CEProblem) -> Outcome:
+    """The float64 truth, on the problem's device."""
+    x64 = problem.logits.detach().double()
+    p64 = CEProblem(**{**problem.__dict__, "logits": x64})
+    p64.weight = problem.weight.double() if problem.weight is not None else None
+    p64.token_weight = problem.token_weight.double() if problem.token_weight is not None else None
+    p64.upstream = problem.upstream.double()
+    return run_ce(ce_torch, p64)
+
+
+def eager_in_dtype(problem: CEProblem) -> Outcome:
+    """PyTorch eager in the case dtype: the yardstick of the tolerance rule."""
+    return run_ce(ce_torch, problem)

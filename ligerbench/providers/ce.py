@@ -1,0 +1,103 @@
+"""Providers of the `ce` kernel: ours, PyTorch eager, torch.compile, Liger-Kernel.
+
+Each provider's callable takes (logits, target, *, weight, ignore_index, reduction,
+label_smoothing, softcap, z_loss_scale, token_weight) and returns the loss or (loss, z_loss).
+Imports happen in `load()`, so a missing package makes one provider unavailable, not the tool.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ligerbench.cases import Case
+from ligerbench.registry import Provider
+
+
+def _load_ours(inplace: bool):
+    from kernels.cross_entropy import cross_entropy
+
+    return functools.partial(cross_entropy, return_z_loss=True, inplace_backward=inplace)
+
+
+def _load_eager():
+    from ligerbench.ce_spec import ce_torch
+
+    return ce_torch
+
+
+@functools.cache
+def _load_compiled():
+    import torch
+
+    from ligerbench.ce_spec import ce_torch
+
+    return torch.compile(ce_torch, dynamic=False)
+
+
+def _load_liger():
+    from liger_kernel.transformers.functional import liger_cross_entropy
+
+    def call(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, token_weight):
+        out = liger_cross_entropy(
+            logits,
+            target,
+            weight=weight,
+            ignore_index=ignore_index,
+            reduction=reduction,
+            label_smoothing=label_smoothing,
+            lse_square_scale=z_loss_scale,
+            softcap=softcap,
+            return_z_loss=True,
+        )
+        return tuple(out) if isinstance(out, (tuple, list)) else out
+
+    return call
+
+
+def _liger_supports(case: Case) -> str | None:
+    from ligerbench.cases import OPTIONS
+
+    opts = OPTIONS[case.option]
+    if opts.get("token_weight"):
+        return "Liger-Kernel has no per-token weights"
+    if opts.get("z_loss_scale") and opts.get("class_weight"):
+        return "Liger-Kernel normalises the z-loss differently when class weights are set"
+    return None
+
+
+PROVIDERS = (
+    Provider(
+        name="ours",
+        kernel="ce",
+        description="kernels/cross_entropy.py (Triton; loss and gradient in one kernel)",
+        load=lambda: _load_ours(inplace=False),
+    ),
+    Provider(
+        name="ours_inplace",
+        kernel="ce",
+        description="kernels/cross_entropy.py with inplace_backward=True (gradient written into the logits)",
+        load=lambda: _load_ours(inplace=True),
+        mutates_input=True,
+    ),
+    Provider(
+        name="eager",
+        kernel="ce",
+        description="PyTorch eager in the logits dtype (also the tolerance yardstick)",
+        load=_load_eager,
+    ),
+    Provider(
+        name="torch_compile",
+        kernel="ce",
+        description="torch.compile of the eager formula",
+        load=_load_compiled,
+        devices=("cuda",),
+    ),
+    Provider(
+        name="liger",
+        kernel="ce",
+        description="Liger-Kernel liger_cross_entropy (in-place gradient)",
+        load=_load_liger,
+        mutates_input=True,
+        supports=_liger_supports,
+    ),
+)

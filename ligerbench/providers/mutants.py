@@ -1,0 +1,154 @@
+"""Planted bugs: wrong variants of our `ce` kernel, registered like any provider.
+
+Each reproduces a bug a real kernel shipped (ANCHORS.md), built around our kernel so that
+everything else about it is right. A suite that cannot make verify fail on one of these is not
+checking what it claims. They run only when named (`--provider mutant_...`) or by selftest.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ligerbench.registry import Provider
+
+
+def _ours(**fixed):
+    from kernels.cross_entropy import cross_entropy
+
+    return functools.partial(cross_entropy, return_z_loss=True, **fixed)
+
+
+class _FirstRowUpstream(torch.autograd.Function):
+    """reduction='none' backward that scales every row by the first row's upstream gradient
+    (ANCHORS.md bug 1): a leading run of masked tokens then zeroes every gradient."""
+
+    @staticmethod
+    def forward(ctx, rows):
+        ctx.n = rows.shape
+        return rows.view_as(rows)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad.reshape(-1)[:1].expand(ctx.n).contiguous()
+
+
+def _first_row_upstream(logits, target, **opts):
+    loss, z = _ours()(logits, target, **opts)
+    if opts["reduction"] == "none":
+        loss = _FirstRowUpstream.apply(loss)
+    return loss, z
+
+
+def _softcap_without_tanh_derivative(logits, target, *, softcap, **opts):
+    """Caps the logits, then hands back the gradient with respect to the capped logits as if it
+    were the gradient of the raw ones (the chain rule's 1 - tanh^2 factor dropped)."""
+    if not softcap:
+        return _ours()(logits, target, **opts)
+    capped = (softcap * torch.tanh(logits.detach().float() / softcap)).to(logits.dtype)
+    capped = logits + (capped - logits).detach()  # value of the capped logits, gradient of identity
+    return _ours()(capped, target, **opts)
+
+
+def _mean_counts_ignored(logits, target, *, reduction, **opts):
+    """Ignored tokens counted in the mean's denominator."""
+    loss, z = _ours()(logits, target, reduction="sum" if reduction == "mean" else reduction, **opts)
+    if reduction == "mean":
+        return loss / target.numel(), z / target.numel()
+    return loss, z
+
+
+def _zloss_missing_from_gradient(logits, target, *, z_loss_scale, **opts):
+    """The z-loss is in the loss value but not in the gradient."""
+    with_z, z = _ours()(logits.detach(), target, z_loss_scale=z_loss_scale, **opts)
+    # value of the loss with z-loss, gradient of the z-free loss of the same logits
+    grad_path, _ = _ours()(logits, target, **opts)
+    return with_z.detach() + (grad_path - grad_path.detach()), z
+
+
+def _smoothing_ignores_class_weight(logits, target, *, weight, label_smoothing, **opts):
+    """Label smoothing's uniform term computed without the class weights."""
+    if weight is None or not label_smoothing:
+        return _ours()(logits, target, weight=weight, label_smoothing=label_smoothing, **opts)
+    nll, z = _ours()(logits, target, weight=weight, **opts)
+    smooth, _ = _ours()(logits, target, weight=None, label_smoothing=1.0, **{**opts, "z_loss_scale": 0.0})
+    return (1 - label_smoothing) * nll + label_smoothing * smooth, z
+
+
+class _LowPrecisionTargetGrad(torch.autograd.Function):
+    """Our loss, but the target's gradient formed from p_y rounded to bf16, as 1 - bf16(p_y):
+    exact for random logits, 20-100% wrong when p_y is near 1 (ANCHORS.md bug 6)."""
+
+    @staticmethod
+    def forward(ctx, logits, target, opts):
+        with torch.enable_grad():
+            leaf = logits.detach().requires_grad_(True)
+            loss, z = _ours()(leaf, target, **opts)
+        ctx.state = (leaf, loss, target, opts)
+        ctx.mark_non_differentiable(z)
+        return loss.detach(), z.detach()
+
+    @staticmethod
+    def backward(ctx, grad, _gz):
+        leaf, loss, target, opts = ctx.state
+        (g,) = torch.autograd.grad(loss, leaf, grad)
+        x = leaf.detach().float()
+        if opts.get("softcap"):
+            x = opts["softcap"] * torch.tanh(x / opts["softcap"])
+        rows = torch.arange(x.shape[0], device=x.device)
+        counted = target != opts["ignore_index"]
+        safe = torch.where(counted, target, 0).clamp(0, x.shape[-1] - 1)
+        p_y = torch.softmax(x, dim=-1)[rows, safe]
+        exact, rounded = 1.0 - p_y, 1.0 - p_y.to(torch.bfloat16).float()
+        ratio = torch.where(counted & (exact > 0), rounded / exact.clamp_min(1e-30), 1.0)
+        g = g.clone()
+        g[rows, safe] = (g[rows, safe].float() * ratio).to(g.dtype)
+        return g, None, None
+
+
+def _low_precision_target_grad(logits, target, **opts):
+    return _LowPrecisionTargetGrad.apply(logits, target, opts)
+
+
+def _mutant(name: str, description: str, load, **kw) -> Provider:
+    return Provider(name=name, kernel="ce", description=description, load=load, mutant=True, **kw)
+
+
+PROVIDERS = (
+    _mutant(
+        "mutant_first_row_upstream",
+        "reduction='none' backward uses the first row's upstream gradient for every row",
+        lambda: _first_row_upstream,
+    ),
+    _mutant(
+        "mutant_softcap_no_tanh_grad",
+        "softcap gradient without the tanh derivative",
+        lambda: _softcap_without_tanh_derivative,
+    ),
+    _mutant(
+        "mutant_mean_counts_ignored",
+        "ignored tokens counted in the mean's denominator",
+        lambda: _mean_counts_ignored,
+    ),
+    _mutant(
+        "mutant_low_precision_target_grad",
+        "true-class gradient formed from a bf16 probability (wrong for confident logits)",
+        lambda: _low_precision_target_grad,
+    ),
+    _mutant(
+        "mutant_silent_inplace",
+        "writes its gradient into the caller's logits without declaring it",
+        lambda: _ours(inplace_backward=True),
+    ),
+    _mutant(
+        "mutant_zloss_no_grad",
+        "z-loss in the loss value but missing from the gradient",
+        lambda: _zloss_missing_from_gradient,
+    ),
+    _mutant(
+        "mutant_smoothing_ignores_class_weight",
+        "label smoothing's uniform term ignores the class weights",
+        lambda: _smoothing_ignores_class_weight,
+    ),
+)

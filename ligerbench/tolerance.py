@@ -1,0 +1,63 @@
+"""The tolerance rule, written once, and the error metric it applies to.
+
+A provider passes a quantity (loss, gradient, ...) when its error against the float64 truth is
+at most
+
+    limit = FACTOR * eager_error + FLOOR[dtype]
+
+where eager_error is PyTorch eager's error on the same inputs in the same dtype. FACTOR = 2
+leaves room for a second rounding (our bf16 gradient is rounded once in forward and once more
+when a non-unit upstream gradient scales it: about 1.4x a single rounding), not for a bug: the
+bugs this harness exists for give errors of 10% to 100%. FLOOR is one unit roundoff of the dtype,
+for cases where eager happens to be exact (a zero gradient, one class) while a correctly rounded
+result is not.
+
+Error metric: relative L2, ||out - ref|| / ||ref|| (0 when both are exactly zero, inf when only
+the reference is). Non-finite values must match the reference exactly, element by element:
+NaN where the truth is NaN (a mean over no target), never where it is finite.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+FACTOR = 2.0
+FLOOR = {
+    torch.float32: 4 * 2.0**-24,
+    torch.float16: 2.0**-11,
+    torch.bfloat16: 2.0**-9,
+}
+
+
+def rel_error(out: torch.Tensor | None, ref: torch.Tensor) -> float:
+    """Relative L2 error of `out` against `ref` (compared in float64, on ref's device)."""
+    if out is None:
+        return math.inf
+    out = out.detach().to(device=ref.device, dtype=torch.float64).reshape(ref.shape)
+    ref = ref.detach().to(torch.float64)
+    ref_finite = torch.isfinite(ref)
+    out_finite = torch.isfinite(out)
+    if not torch.equal(ref_finite, out_finite):
+        return math.inf
+    if not ref_finite.all():
+        # inf must match in sign; NaN only needs to be NaN
+        same = (out == ref) | (torch.isnan(out) & torch.isnan(ref)) | ref_finite
+        if not same.all():
+            return math.inf
+        out, ref = out[ref_finite], ref[ref_finite]
+    diff = torch.linalg.vector_norm(out - ref).item()
+    norm = torch.linalg.vector_norm(ref).item()
+    if norm == 0.0:
+        return 0.0 if diff == 0.0 else math.inf
+    return diff / norm
+
+
+def limit_for(eager_error: float, dtype: torch.dtype) -> float:
+    """The most error a provider may have on a quantity, given eager's in the same dtype."""
+    return FACTOR * eager_error + FLOOR[dtype]
+
+
+def verdict(error: float, limit: float) -> str:
+    return "pass" if error <= limit else "fail"
