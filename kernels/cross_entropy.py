@@ -70,8 +70,14 @@ def _to_store(x, dtype: tl.constexpr, ROUND_BY_HAND: tl.constexpr):
 
 
 @triton.jit
-def _load_row_block(row_ptr, cols, in_row, cap, SOFTCAP: tl.constexpr):
-    x = tl.load(row_ptr + cols, mask=in_row, other=float("-inf")).to(tl.float32)
+def _load_block(row_ptr, cols, V, POLICY: tl.constexpr):
+    # Blocks past either end of the row (the prefetch after the last block) load nothing.
+    return tl.load(row_ptr + cols, mask=(cols >= 0) & (cols < V), other=float("-inf"), eviction_policy=POLICY)
+
+
+@triton.jit
+def _cap_block(x_raw, in_row, cap, SOFTCAP: tl.constexpr):
+    x = x_raw.to(tl.float32)
     dx = tl.full([1], 1.0, tl.float32)  # d capped / d x
     if SOFTCAP:
         capped, dx = _softcap(x, cap)
@@ -112,6 +118,8 @@ def _ce_fwd_kernel(
     WRITE_GRAD: tl.constexpr,
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
+    POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
+    POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
 ):
     # A persistent grid: each program walks rows pid, pid + n_programs, ... Rows are int64
     # because row * stride exceeds 2**31 at large N * V.
@@ -141,10 +149,16 @@ def _ce_fwd_kernel(
             s_o = 0.0
             sum_wx = 0.0  # sum_j w_j * x_j, for label smoothing
             sum_w = 0.0  # sum_j w_j, for label smoothing with class weights
+            # Each iteration issues the next block's load before working on this one, so a
+            # program keeps two blocks of HBM reads in flight. Pass-1 reads ask L2 to keep the
+            # row (pass 2 re-reads it); pass-2 reads and the gradient stores ask the opposite.
+            x_next = _load_block(x_row, offs, V, POLICY_KEEP)
             for b in range(0, n_blocks):
                 cols = b * BLOCK_V + offs
                 in_row = cols < V
-                x, _ = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
+                x_raw = x_next
+                x_next = _load_block(x_row, cols + BLOCK_V, V, POLICY_KEEP)
+                x, _ = _cap_block(x_raw, in_row, cap, SOFTCAP)
                 m_new = tl.maximum(m, tl.max(x, 0))
                 e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
                 s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
@@ -208,10 +222,13 @@ def _ce_fwd_kernel(
                     scale = scale / tl.load(denom_ptr).to(tl.float32)
                 scale = tl.where(valid, scale, float("nan"))
                 # ---- pass 2, last block first: those are the likeliest still in L2
+                x_next = _load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY_DROP)
                 for rb in range(0, n_blocks):
                     cols = (n_blocks - 1 - rb) * BLOCK_V + offs
                     in_row = cols < V
-                    x, dx = _load_row_block(x_row, cols, in_row, cap, SOFTCAP)
+                    x_raw = x_next
+                    x_next = _load_block(x_row, cols - BLOCK_V, V, POLICY_DROP)
+                    x, dx = _cap_block(x_raw, in_row, cap, SOFTCAP)
                     g = tl.exp((x - m) - log_s) * a
                     if SMOOTH:
                         if HAS_CLASS_W:
@@ -222,7 +239,12 @@ def _ce_fwd_kernel(
                     g = tl.where(cols == t, g_y, g) * scale
                     if SOFTCAP:
                         g = g * dx
-                    tl.store(g_row + cols, _to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
+                    tl.store(
+                        g_row + cols,
+                        _to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND),
+                        mask=in_row,
+                        eviction_policy=POLICY_DROP,
+                    )
 
 
 @triton.jit
@@ -261,6 +283,8 @@ _PROGRAMS_PER_SM = 2
 # True when triton.jit gave us the interpreter (TRITON_INTERPRET=1 at import): see _to_store.
 _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 _MAX_BLOCK_V = 4096
+_NUM_WARPS: int | None = None  # None: chosen from BLOCK_V below
+_L2_HINTS = True
 
 
 def _launch_config(n_rows: int, n_cols: int, device: torch.device) -> tuple[int, int, int]:
@@ -269,7 +293,7 @@ def _launch_config(n_rows: int, n_cols: int, device: torch.device) -> tuple[int,
     if device.type == "cuda":
         n_sm = torch.cuda.get_device_properties(device).multi_processor_count
         programs = min(n_rows, n_sm * _PROGRAMS_PER_SM)
-        num_warps = 16 if block_v >= 4096 else (8 if block_v >= 1024 else 4)
+        num_warps = _NUM_WARPS or (16 if block_v >= 4096 else (8 if block_v >= 1024 else 4))
     else:  # Triton's interpreter runs programs one after another; the grid shape is free
         programs, num_warps = n_rows, 4
     return max(programs, 1), block_v, num_warps
@@ -355,6 +379,8 @@ def cross_entropy_rows(
         WRITE_GRAD=write_grad,
         BLOCK_V=block_v,
         ROUND_BY_HAND=_INTERPRETED,
+        POLICY_KEEP="evict_last" if _L2_HINTS else "",
+        POLICY_DROP="evict_first" if _L2_HINTS else "",
         num_warps=num_warps,
     )
     return loss, zloss, lse

@@ -20,7 +20,7 @@ from rich.table import Table
 from ligerbench import device as devices
 from ligerbench import env as environment
 from ligerbench import rundir, summary
-from ligerbench.cases import IGNORE_PATTERNS, REDUCTIONS
+from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, REDUCTIONS
 from ligerbench.records import RecordWriter
 from ligerbench.registry import default_registry
 
@@ -34,6 +34,8 @@ console = Console(stderr=True)
 KernelName = Enum("KernelName", {"ce": "ce"}, type=str)
 ReductionName = Enum("ReductionName", {r: r for r in REDUCTIONS}, type=str)
 IgnorePattern = Enum("IgnorePattern", {p: p for p in IGNORE_PATTERNS}, type=str)
+OptionName = Enum("OptionName", {o: o for o in OPTIONS}, type=str)
+LogitsKind = Enum("LogitsKind", {k: k for k in LOGITS_KINDS}, type=str)
 DtypeName = Enum("DtypeName", {d: d for d in ("fp32", "bf16", "fp16")}, type=str)
 DeviceName = Enum("DeviceName", {d: d for d in devices.DEVICE_CHOICES}, type=str)
 PresetName = Enum("PresetName", {p: p for p in ("auto", "quick", "full")}, type=str)
@@ -51,6 +53,12 @@ def verify(
         Optional[list[IgnorePattern]], typer.Option(help="Only these ignore-index patterns (repeatable).")
     ] = None,
     dtype: Annotated[Optional[list[DtypeName]], typer.Option(help="Only these logits dtypes (repeatable).")] = None,
+    option: Annotated[
+        Optional[list[OptionName]], typer.Option(help="Only these loss options (repeatable), e.g. softcap.")
+    ] = None,
+    logits: Annotated[
+        Optional[list[LogitsKind]], typer.Option(help="Only these kinds of logits (repeatable), e.g. confident.")
+    ] = None,
     provider: Annotated[
         Optional[list[str]],
         typer.Option(help="Only these providers (repeatable); `ligerbench list` names them. Mutants run only here."),
@@ -82,6 +90,8 @@ def verify(
         "reduction": set(_values(reduction) or []),
         "ignore_pattern": set(_values(ignore_pattern) or []),
         "dtype": set(_values(dtype) or []),
+        "option": set(_values(option) or []),
+        "logits": set(_values(logits) or []),
     }
 
     def keep(case) -> bool:
@@ -179,8 +189,9 @@ def _print_tables(df, path: Path) -> None:
 @app.command("list")
 def list_registry():
     """Show the registered kernels, providers (with availability), suites and presets."""
-    registry = default_registry()
     dev = devices.resolve("auto")
+    devices.prepare(dev)
+    registry = default_registry()
     out = Console()
     t = Table(title="kernels")
     t.add_column("name")

@@ -49,6 +49,9 @@ def _load_liger():
             softcap=softcap,
             return_z_loss=True,
         )
+        # 0.8.x returns a CrossEntropyOutput record when return_z_loss=True; older, a tuple
+        if hasattr(out, "loss"):
+            return out.loss, out.z_loss
         return tuple(out) if isinstance(out, (tuple, list)) else out
 
     return call
