@@ -307,9 +307,7 @@ def check_targets_in_range(target: torch.Tensor, n_classes: int, ignore_index: i
     bad = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
     if bool(bad.any()):
         first = int(target[bad][0])
-        raise ValueError(
-            f"target holds {first}, outside [0, {n_classes}) and not ignore_index={ignore_index}"
-        )
+        raise ValueError(f"target holds {first}, outside [0, {n_classes}) and not ignore_index={ignore_index}")
 
 
 def mean_denominator(

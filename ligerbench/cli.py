@@ -1,7 +1,7 @@
 """The ligerbench command line. Commands only orchestrate: the machinery lives in the modules.
 
-    ligerbench verify --kernel ce --reduction none
-    ligerbench list
+ligerbench verify --kernel ce --reduction none
+ligerbench list
 """
 
 from __future__ import annotations
@@ -48,7 +48,9 @@ def _values(items) -> list[str] | None:
 @app.command("verify")
 def verify(
     kernel: Annotated[KernelName, typer.Option(help="Kernel to verify.")] = KernelName.ce,
-    reduction: Annotated[Optional[list[ReductionName]], typer.Option(help="Only these reductions (repeatable).")] = None,
+    reduction: Annotated[
+        Optional[list[ReductionName]], typer.Option(help="Only these reductions (repeatable).")
+    ] = None,
     ignore_pattern: Annotated[
         Optional[list[IgnorePattern]], typer.Option(help="Only these ignore-index patterns (repeatable).")
     ] = None,
@@ -100,8 +102,13 @@ def verify(
     from ligerbench.verify import make_plan, run_plan
 
     plan = make_plan(
-        registry, kernel=kernel.value, preset=preset_name, device_type=dev.type,
-        suites=suite, providers=provider, case_filter=keep,
+        registry,
+        kernel=kernel.value,
+        preset=preset_name,
+        device_type=dev.type,
+        suites=suite,
+        providers=provider,
+        case_filter=keep,
     )
     if not plan.cases:
         raise typer.BadParameter("no case matches these filters on this device", param_hint="filters")
@@ -114,12 +121,22 @@ def verify(
     interrupted = False
     try:
         with Progress(
-            TextColumn("[bold]verify {task.fields[kernel]}"), BarColumn(), MofNCompleteColumn(),
-            TimeElapsedColumn(), TextColumn("{task.description}"), console=console, disable=as_json,
+            TextColumn("[bold]verify {task.fields[kernel]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+            disable=as_json,
         ) as progress:
             task = progress.add_task("", total=len(plan.cases), kernel=kernel.value)
             run_plan(
-                plan, registry, run_id=run_id, seed=seed, device=dev, writer=writer,
+                plan,
+                registry,
+                run_id=run_id,
+                seed=seed,
+                device=dev,
+                writer=writer,
                 on_case=lambda c: progress.update(task, advance=1, description=c.id),
             )
     except KeyboardInterrupt:
@@ -128,8 +145,9 @@ def verify(
         writer.close()
         df = writer.frame()
         (path / "summary.md").write_text(
-            summary.summary_markdown(df, env, title=f"ligerbench verify {kernel.value} ({run_id})",
-                                     interrupted=interrupted)
+            summary.summary_markdown(
+                df, env, title=f"ligerbench verify {kernel.value} ({run_id})", interrupted=interrupted
+            )
         )
     code = 130 if interrupted else summary.exit_code(df)
     if as_json:
@@ -143,7 +161,9 @@ def _check_names(registry, kernel: str, providers, suites) -> None:
     known_p = [p.name for p in registry.providers.values() if p.kernel == kernel]
     for p in providers or []:
         if p not in known_p:
-            raise typer.BadParameter(f"unknown provider {p!r}; choose from {', '.join(known_p)}", param_hint="--provider")
+            raise typer.BadParameter(
+                f"unknown provider {p!r}; choose from {', '.join(known_p)}", param_hint="--provider"
+            )
     known_s = [s.name for s in registry.suites_for(kernel)]
     for s in suites or []:
         if s not in known_s:
@@ -174,15 +194,17 @@ def _print_tables(df, path: Path) -> None:
     out.print(table)
     bad = summary.problems(df)
     if len(bad):
-        t = Table(title=f"{len(bad)} failing checks", show_lines=False)
-        for c in ("suite", "provider", "case", "quantity", "error", "limit", "verdict", "message"):
-            t.add_column(c, overflow="fold")
+        # plain lines, not a table: case ids are long and must survive a narrow terminal
+        out.print(f"[bold red]{len(bad)} failing checks[/] (suite provider quantity case: error > limit):")
         for _, r in bad.head(50).iterrows():
-            t.add_row(r["suite"], r["provider"], r["case"], r["quantity"], f"{r['value']:.3g}",
-                      f"{r['limit']:.3g}", r["verdict"], str(r["message"])[:120])
-        out.print(t)
+            detail = r["message"] if r["verdict"] == "error" else f"{r['value']:.3g} > {r['limit']:.3g}"
+            out.print(
+                f"  {r['verdict'].upper()} {r['suite']} {r['provider']} {r['quantity']} {r['case']}: {detail}",
+                soft_wrap=True,
+                markup=False,
+            )
         if len(bad) > 50:
-            out.print(f"... and {len(bad) - 50} more in {path / 'records.csv'}")
+            out.print(f"  ... and {len(bad) - 50} more in {path / 'records.csv'}")
     out.print(f"results: {path}")
 
 

@@ -28,7 +28,10 @@ def git_commit(repo: Path | None = None) -> str | None:
         )
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, cwd=repo, timeout=10,
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            timeout=10,
         ).stdout.strip()
         return out.stdout.strip() + ("-dirty" if dirty else "")
     except Exception:

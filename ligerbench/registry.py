@@ -12,8 +12,9 @@ pyproject.toml:
 from __future__ import annotations
 
 import importlib.metadata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ligerbench.cases import Case
 

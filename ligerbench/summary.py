@@ -53,8 +53,8 @@ CASE_COLUMNS = ["suite", "provider", "case", "quantity", "value", "limit", "verd
 
 
 def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, interrupted: bool = False) -> str:
-    status = "INTERRUPTED (rows below are those completed)" if interrupted else (
-        "FAILED" if exit_code(df) else "PASSED"
+    status = (
+        "INTERRUPTED (rows below are those completed)" if interrupted else ("FAILED" if exit_code(df) else "PASSED")
     )
     parts = [
         f"# {title}\n",
@@ -69,9 +69,7 @@ def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, interrupted: bo
         "## Failures and errors\n",
         markdown_table(problems(df), CASE_COLUMNS),
         "## Skipped providers\n",
-        markdown_table(
-            df[df["verdict"] == "skip"].drop_duplicates(["provider", "message"]), ["provider", "message"]
-        ),
+        markdown_table(df[df["verdict"] == "skip"].drop_duplicates(["provider", "message"]), ["provider", "message"]),
         "## Every case\n",
         markdown_table(df, CASE_COLUMNS),
     ]

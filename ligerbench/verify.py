@@ -10,8 +10,8 @@ error rows for that case and the run goes on.
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -77,47 +77,55 @@ def run_plan(
     for case in plan.cases:
         case_suites = [suites[name] for name in plan.suites_of_case[case.id]]
 
-        def emit(suite, provider, quantity, **fields):
-            writer.write(
-                Record.for_case(case, run_id=run_id, suite=suite.name, provider=provider, quantity=quantity, **fields)
-            )
-
-        def emit_all(verdict, message):
-            for suite in case_suites:
-                for provider in plan.providers:
-                    for q in _quantities_for(suite, case):
-                        emit(suite, provider.name, q, metric="", value=float("nan"), unit="", limit=float("nan"),
-                             verdict=verdict, message=message)
+        def rows(provider: Provider, verdict: str, message: str, _case=case, _suites=case_suites) -> None:
+            """Rows without a measurement (skip/error) for every quantity the case's suites check."""
+            for suite in _suites:
+                for q in _quantities_for(suite, _case):
+                    writer.write(
+                        Record.for_case(
+                            _case,
+                            run_id=run_id,
+                            suite=suite.name,
+                            provider=provider.name,
+                            quantity=q,
+                            metric="",
+                            value=float("nan"),
+                            unit="",
+                            limit=float("nan"),
+                            verdict=verdict,
+                            message=message,
+                        )
+                    )
 
         try:
             problem = spec.make_problem(case, seed, device)
             ref = spec.reference(problem)
             eager = spec.eager(problem)
         except Exception as exc:  # the case itself could not be set up: every row is an error
-            emit_all("error", f"reference/eager failed: {_describe(exc)}")
+            for provider in plan.providers:
+                rows(provider, "error", f"reference/eager failed: {_describe(exc)}")
             _free(device)
             on_case(case)
             continue
         for provider in plan.providers:
             reason = reasons[provider.name] or provider.supports(case)
             if reason:
-                for suite in case_suites:
-                    for q in _quantities_for(suite, case):
-                        emit(suite, provider.name, q, metric="", value=float("nan"), unit="",
-                             limit=float("nan"), verdict="skip", message=reason)
+                rows(provider, "skip", reason)
                 continue
             try:
                 outcome = spec.run(provider.load(), problem)
             except Exception as exc:
-                for suite in case_suites:
-                    for q in _quantities_for(suite, case):
-                        emit(suite, provider.name, q, metric="", value=float("nan"), unit="",
-                             limit=float("nan"), verdict="error", message=_describe(exc))
+                rows(provider, "error", _describe(exc))
                 _free(device)
                 continue
             for suite in case_suites:
                 for q in _quantities_for(suite, case):
-                    emit(suite, provider.name, q, **_compare(q, case, provider, outcome, ref, eager))
+                    fields = _compare(q, case, provider, outcome, ref, eager)
+                    writer.write(
+                        Record.for_case(
+                            case, run_id=run_id, suite=suite.name, provider=provider.name, quantity=q, **fields
+                        )
+                    )
             del outcome
         del problem, ref, eager
         on_case(case)
@@ -130,16 +138,34 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, eager)
         msg = ""
         if mutated and not provider.mutates_input:
             msg = "modified the logits it was handed without declaring mutates_input"
-        return dict(metric="mutated", value=float(mutated), unit="bool", limit=float(provider.mutates_input),
-                    verdict="pass" if ok else "fail", message=msg)
+        return dict(
+            metric="mutated",
+            value=float(mutated),
+            unit="bool",
+            limit=float(provider.mutates_input),
+            verdict="pass" if ok else "fail",
+            message=msg,
+        )
     if quantity not in outcome.values:
-        return dict(metric="rel_l2", value=float("nan"), unit="", limit=float("nan"), verdict="skip",
-                    message=f"{provider.name} does not report {quantity}")
+        return dict(
+            metric="rel_l2",
+            value=float("nan"),
+            unit="",
+            limit=float("nan"),
+            verdict="skip",
+            message=f"{provider.name} does not report {quantity}",
+        )
     err = tolerance.rel_error(outcome.values[quantity], ref.values[quantity])
     eager_err = tolerance.rel_error(eager.values.get(quantity), ref.values[quantity])
     limit = tolerance.limit_for(eager_err, DTYPES[case.dtype])
-    return dict(metric="rel_l2", value=err, unit="relative", limit=limit, verdict=tolerance.verdict(err, limit),
-                message="" if err <= limit else f"error {err:.3g} > limit {limit:.3g} (eager {eager_err:.3g})")
+    return dict(
+        metric="rel_l2",
+        value=err,
+        unit="relative",
+        limit=limit,
+        verdict=tolerance.verdict(err, limit),
+        message="" if err <= limit else f"error {err:.3g} > limit {limit:.3g} (eager {eager_err:.3g})",
+    )
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,0 +1,31 @@
+"""Shared test helpers: float64 truth, eager yardstick and the one tolerance rule."""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench import tolerance
+from ligerbench.ce_spec import ce_torch
+
+
+def run(fn, logits, target, upstream=None, **opts):
+    """loss and gradient of `fn` on a fresh leaf copy of `logits`."""
+    x = logits.detach().clone().requires_grad_(True)
+    out = fn(x, target, **opts)
+    loss = out[0] if isinstance(out, tuple) else out
+    up = torch.ones_like(loss) if upstream is None else upstream.to(loss.dtype)
+    loss.backward(up)
+    return loss.detach(), x.grad
+
+
+def check_against_truth(fn, logits, target, upstream=None, **opts) -> None:
+    """Assert `fn` is within the tolerance rule of the float64 truth, loss and gradient."""
+    w64 = {k: (v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v) for k, v in opts.items()}
+    up64 = None if upstream is None else upstream.double()
+    ref_loss, ref_grad = run(ce_torch, logits.double(), target, up64, **w64)
+    eager_loss, eager_grad = run(ce_torch, logits, target, upstream, **opts)
+    loss, grad = run(fn, logits, target, upstream, **opts)
+    for name, got, eager, ref in (("loss", loss, eager_loss, ref_loss), ("grad", grad, eager_grad, ref_grad)):
+        err = tolerance.rel_error(got, ref)
+        limit = tolerance.limit_for(tolerance.rel_error(eager, ref), logits.dtype)
+        assert err <= limit, f"{name}: error {err:.3g} > limit {limit:.3g}"

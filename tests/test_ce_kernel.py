@@ -1,0 +1,167 @@
+"""The cross-entropy kernel against the float64 truth and PyTorch, option by option.
+
+Sizes: V=97 is prime (never a power of two, so every block has masked lanes); N=16 keeps
+Triton's interpreter fast on CPU."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+from helpers import check_against_truth, run
+
+from kernels.cross_entropy import CrossEntropyLoss, cross_entropy
+
+N, V = 16, 97
+
+
+def _inputs(device, dtype=torch.float32, n=N, v=V, ignore_index=-100, frac_ignored=0.25, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logits = torch.randn(n, v, generator=g).to(dtype).to(device)
+    target = torch.randint(0, v, (n,), generator=g)
+    target[torch.rand(n, generator=g) < frac_ignored] = ignore_index
+    return logits, target.to(device)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # fp16 needs the GPU
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+# -100 (default), another negative value, and a value that is also a valid class id
+@pytest.mark.parametrize("ignore_index", [-100, -7, 5])
+def test_matches_truth_across_reductions_and_ignore_index(device, dtype, reduction, ignore_index):
+    logits, target = _inputs(device, dtype, ignore_index=ignore_index, seed=abs(ignore_index))
+    # random non-uniform upstream gradient for 'none': each row must use its own (ANCHORS bug 1)
+    up = torch.rand(N, device=device) + 0.5 if reduction == "none" else None
+    check_against_truth(cross_entropy, logits, target, up, reduction=reduction, ignore_index=ignore_index)
+
+
+@pytest.mark.parametrize(
+    "opts",
+    [
+        {"label_smoothing": 0.1},
+        {"softcap": 3.0},
+        {"z_loss_scale": 0.05},
+        {"weight": "class"},
+        {"token_weight": "token"},
+        {"label_smoothing": 0.2, "weight": "class"},
+        {"label_smoothing": 0.1, "softcap": 3.0, "z_loss_scale": 0.05, "weight": "class", "token_weight": "token"},
+    ],
+    ids=["smoothing", "softcap", "z_loss", "class_weight", "token_weight", "smoothing+weight", "all"],
+)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_options_match_truth(device, opts, reduction):
+    logits, target = _inputs(device, seed=1)
+    opts = dict(opts)
+    if opts.get("weight") == "class":
+        opts["weight"] = torch.rand(V, device=device) + 0.2
+    if opts.get("token_weight") == "token":
+        opts["token_weight"] = torch.rand(N, device=device) * 3
+    up = torch.randn(N, device=device) if reduction == "none" else None
+    check_against_truth(cross_entropy, logits * 4, target, up, reduction=reduction, **opts)
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_matches_torch_functional_where_options_overlap(device, reduction):
+    logits, target = _inputs(device)
+    w = torch.rand(V, device=device) + 0.1
+    kw = dict(weight=w, reduction=reduction, label_smoothing=0.15)
+    ours, g_ours = run(cross_entropy, logits, target, **kw)
+    theirs, g_theirs = run(
+        F.cross_entropy, logits.double(), target, weight=w.double(), reduction=reduction, label_smoothing=0.15
+    )
+    torch.testing.assert_close(ours.double(), theirs, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(g_ours.double(), g_theirs, rtol=1e-4, atol=1e-6)
+
+
+def test_confident_logits_keep_the_target_gradient(device):
+    """p_y near 1: the target's gradient -(1 - p_y) must keep its digits (ANCHORS bug 6)."""
+    logits, target = _inputs(device, frac_ignored=0.0)
+    rows = torch.arange(N, device=device)
+    logits[rows, target] = 25.0  # 1 - p_y ~ 1e-9 .. 1e-8
+    _, grad = run(cross_entropy, logits, target, reduction="sum")
+    _, truth = run(F.cross_entropy, logits.double(), target, reduction="sum")
+    rel = ((grad[rows, target].double() - truth[rows, target]).abs() / truth[rows, target].abs()).max()
+    assert rel < 1e-3, rel
+
+
+def test_all_ignored_matches_pytorch(device):
+    logits, target = _inputs(device, frac_ignored=1.0)
+    loss, grad = run(cross_entropy, logits, target, reduction="mean")
+    assert torch.isnan(loss)  # PyTorch: mean over no target is NaN
+    assert torch.equal(grad, torch.zeros_like(grad))
+    loss, _ = run(cross_entropy, logits, target, reduction="sum")
+    assert loss.item() == 0.0
+
+
+@pytest.mark.parametrize("n,v", [(1, V), (N, 1), (1, 1), (3, 4099)])
+def test_odd_shapes(device, n, v):
+    logits, target = _inputs(device, n=n, v=v, frac_ignored=0.0)
+    check_against_truth(cross_entropy, logits, target, reduction="mean")
+
+
+def test_three_d_input_and_shape_of_none(device):
+    logits, target = _inputs(device, n=12)
+    loss = cross_entropy(logits.view(3, 4, V), target.view(3, 4), reduction="none")
+    assert loss.shape == (3, 4) and loss.dtype == torch.float32
+    torch.testing.assert_close(loss.view(-1), cross_entropy(logits, target, reduction="none"))
+
+
+def test_non_contiguous_logits(device):
+    wide, target = _inputs(device, v=2 * V)
+    sliced = wide[:, :V]  # rows 2V apart
+    assert not sliced.is_contiguous()
+    check_against_truth(cross_entropy, sliced, target.clamp(max=V - 1), reduction="mean")
+    transposed = wide[:, :V].t().contiguous().t()  # column-major
+    check_against_truth(cross_entropy, transposed, target.clamp(max=V - 1), reduction="sum")
+
+
+def test_callers_logits_are_untouched_and_inplace_writes_them(device):
+    logits, target = _inputs(device)
+    x = logits.clone().requires_grad_()
+    cross_entropy(x, target).backward()
+    assert torch.equal(x.detach(), logits)
+    y = logits.clone().requires_grad_()
+    cross_entropy(y, target, inplace_backward=True).backward()
+    assert not torch.equal(y.detach(), logits)
+    torch.testing.assert_close(y.grad, x.grad)
+    assert y.grad.data_ptr() == y.data_ptr()  # no gradient buffer of its own
+
+
+def test_out_of_range_target_raises_or_gives_nan(device):
+    logits, target = _inputs(device, frac_ignored=0.0)
+    target[3] = V
+    with pytest.raises(ValueError, match=r"outside \[0, 97\)"):
+        cross_entropy(logits, target)
+    loss = cross_entropy(logits, target, reduction="none", check_targets=False)
+    assert torch.isnan(loss[3]) and torch.isfinite(loss[torch.arange(N, device=device) != 3]).all()
+
+
+def test_backward_twice_is_refused(device):
+    logits, target = _inputs(device)
+    x = logits.clone().requires_grad_()
+    loss = cross_entropy(x, target)
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        loss.backward()
+
+
+def test_module_and_z_loss_output(device):
+    logits, target = _inputs(device)
+    module = CrossEntropyLoss(reduction="sum", z_loss_scale=0.1, return_z_loss=True)
+    loss, z = module(logits, target)
+    plain = cross_entropy(logits, target, reduction="sum")
+    lse = torch.logsumexp(logits.double(), -1)
+    want_z = (0.1 * lse**2)[target != -100].sum()
+    torch.testing.assert_close(z.double(), want_z, rtol=1e-5, atol=0)
+    torch.testing.assert_close(loss.double(), plain.double() + want_z, rtol=1e-5, atol=0)
+
+
+def test_no_gradient_requested_writes_nothing(device):
+    logits, target = _inputs(device)
+    before = logits.clone()
+    with torch.no_grad():
+        cross_entropy(logits, target, inplace_backward=True)
+    assert torch.equal(logits, before)
+
+
+@pytest.mark.gpu
+def test_fp16_on_gpu(device):
+    logits, target = _inputs(device, torch.float16)
+    check_against_truth(cross_entropy, logits, target, reduction="mean")
