@@ -1,0 +1,307 @@
+"""Fused linear + cross entropy: the loss of `hidden @ weight.T (+ bias)` without the full logits.
+
+    import torch
+    from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+    h = torch.randn(64, 32, requires_grad=True)          # on a GPU: device="cuda", bf16
+    w = torch.randn(500, 32, requires_grad=True)
+    y = torch.randint(0, 500, (64,))
+    fused_linear_cross_entropy(h, w, y).backward()
+
+Design (the cost model is in ../shared/ANCHORS.md: 6*N*H*V FLOPs is the floor; a design that
+recomputes the logits in backward pays 8*N*H*V):
+- tokens are cut into chunks; one [chunk, V] logits buffer is allocated once and reused. Per
+  chunk: logits = h_c @ W.T (+ b) by cuBLAS; our cross-entropy kernel reads the logits and
+  writes d loss / d logits over them, in place; then dh_c = dlogits @ W and
+  dW += dlogits.T @ h_c (cuBLAS), db += column sums. All of it happens in forward, so backward
+  only rescales the gradients by the upstream scalar (and skips even that when it is 1: the
+  test is made on the device, no host sync).
+- reduction="none": each row's upstream gradient is only known in backward, and dW is a sum
+  over rows, so it cannot be rescaled afterwards. Forward then computes the loss only and
+  backward recomputes each chunk with token weights multiplied by the upstream gradient: the
+  per-row scaling is exact (one rounding, inside the kernel), at the price of 8*N*H*V FLOPs.
+- chunk size: the largest number of tokens whose logits fit `chunk_bytes` (default
+  DEFAULT_CHUNK_BYTES), rounded down to a multiple of 128 when above 128 (cuBLAS tile
+  friendly). A budget, not a formula in V/H, so large vocabularies do not get tiny chunks.
+  `chunk_tokens` overrides it (tests use it to force many and partial chunks).
+- gradient of the weight, `grad_weight_accum`:
+    "fp32"  (default) an fp32 [V, H] accumulator; each chunk's dlogits.T @ h_c is added in
+            fp32 and the result is rounded to the weight dtype once at the end. Exact, but the
+            accumulator costs 4*V*H bytes (2 GiB at the Llama-3-8B head).
+    "dtype" accumulate into the weight-dtype gradient itself (addmm with beta=1: the product
+            is accumulated in fp32 inside cuBLAS, the running sum is rounded once per chunk,
+            so about sqrt(chunks/2) roundings instead of one). No extra memory.
+  The bias gradient always accumulates in fp32 (it is only V floats).
+
+Output: the loss in float32 (shape of `target` for reduction="none"), like kernels/cross_entropy.
+The gradients have the dtype of the tensors they belong to.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from kernels.cross_entropy import (
+    REDUCTIONS,
+    Reduction,
+    check_targets_in_range,
+    cross_entropy_rows,
+    mean_denominator,
+    scale_rows_,
+)
+
+# 192 MiB of logits per chunk: at N=8192 the Llama-3-8B head (V=128256, bf16) gets chunks of
+# 768 tokens and the Gemma-2 head (V=256000) 384; with the gradients themselves (1066 and
+# 1161 MiB) that stays under the 1.25 / 1.35 GiB targets of issue 3 in "dtype" accumulation.
+DEFAULT_CHUNK_BYTES = 192 * 2**20
+_TILE = 128
+GradWeightAccum = Literal["fp32", "dtype"]
+
+
+def chunk_size(n_tokens: int, n_classes: int, element_size: int, chunk_bytes: int, chunk_tokens: int | None) -> int:
+    """Tokens per chunk: `chunk_tokens` if given, else the most whose logits fit `chunk_bytes`."""
+    if chunk_tokens is not None:
+        if chunk_tokens < 1:
+            raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
+        return min(chunk_tokens, max(n_tokens, 1))
+    if chunk_bytes < 1:
+        raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
+    rows = max(chunk_bytes // max(n_classes * element_size, 1), 1)
+    if rows > _TILE:
+        rows -= rows % _TILE
+    return min(rows, max(n_tokens, 1))
+
+
+def _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap):
+    if hidden.dim() not in (2, 3):
+        raise ValueError(f"hidden must be 2-D [N, H] or 3-D [B, T, H], got shape {tuple(hidden.shape)}")
+    if weight.dim() != 2 or weight.shape[1] != hidden.shape[-1]:
+        raise ValueError(
+            f"weight must be [V, H] with H = hidden.shape[-1] = {hidden.shape[-1]}, got {tuple(weight.shape)}"
+        )
+    if hidden.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"hidden must be float32, bfloat16 or float16, got {hidden.dtype}")
+    if weight.dtype != hidden.dtype or (bias is not None and bias.dtype != hidden.dtype):
+        got = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        raise TypeError(f"hidden, weight and bias must share one dtype, got {got}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    if target.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"target must be int64 or int32 class ids, got {target.dtype}")
+    if tuple(target.shape) != tuple(hidden.shape[:-1]):
+        raise ValueError(
+            f"target shape {tuple(target.shape)} must equal hidden shape without the hidden dim "
+            f"{tuple(hidden.shape[:-1])}"
+        )
+    tensors = (("weight", weight), ("bias", bias), ("target", target), ("class_weight", class_weight),
+               ("token_weight", token_weight))
+    for name, t in tensors:
+        if t is not None and t.device != hidden.device:
+            raise ValueError(f"{name} is on {t.device} but hidden is on {hidden.device}")
+    if class_weight is not None and tuple(class_weight.shape) != (weight.shape[0],):
+        raise ValueError(f"class_weight must have shape ({weight.shape[0]},), got {tuple(class_weight.shape)}")
+    if token_weight is not None and tuple(token_weight.shape) != tuple(target.shape):
+        raise ValueError(
+            f"token_weight must have the target's shape {tuple(target.shape)}, got {tuple(token_weight.shape)}"
+        )
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap}")
+
+
+_FP32_OUT_MM: dict[str, bool] = {}  # device type -> whether addmm(out_dtype=float32) runs there
+
+
+def _add_product_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """acc (float32) += a @ b for 16-bit a, b, with the product accumulated in fp32 and never
+    rounded to 16 bits. cuBLAS does it directly (torch's out_dtype matmul, CUDA only); elsewhere
+    the operands are upcast first (exact, slower, 2x the operand memory: fine on CPU)."""
+    if a.dtype == torch.float32:
+        acc.addmm_(a, b)
+        return
+    kind = acc.device.type
+    if _FP32_OUT_MM.get(kind, True):
+        try:
+            torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+            _FP32_OUT_MM[kind] = True
+            return
+        except (RuntimeError, TypeError, NotImplementedError):
+            _FP32_OUT_MM[kind] = False
+    acc.addmm_(a.float(), b.float())
+
+
+def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows):
+    """Run every chunk: logits, loss and gradient rows (in place), then the three gradient
+    products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed."""
+    n, v = h.shape[0], w.shape[0]
+    need_grad = need_h or need_w or need_b
+    grad_h = torch.empty_like(h) if need_h else None
+    if need_w:
+        grad_w = torch.zeros_like(w, dtype=torch.float32) if accum == "fp32" else torch.zeros_like(w)
+    else:
+        grad_w = None
+    grad_b = torch.zeros(v, dtype=torch.float32, device=h.device) if need_b else None
+    buf = torch.empty(min(chunk, n), v, dtype=h.dtype, device=h.device)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        h_c, logits = h[start:stop], buf[: stop - start]
+        if b is not None:
+            torch.addmm(b, h_c, w.t(), out=logits)
+        else:
+            torch.mm(h_c, w.t(), out=logits)
+        loss_c, zloss_c, _ = cross_entropy_rows(
+            logits, t[start:stop], grad_out=logits if need_grad else None, denom=denom,
+            token_weight=None if tw is None else tw[start:stop], **ce,
+        )
+        loss_rows[start:stop] = loss_c
+        zloss_rows[start:stop] = zloss_c
+        if need_h:
+            torch.mm(logits, w, out=grad_h[start:stop])
+        if need_w:
+            if accum == "fp32":
+                _add_product_fp32(grad_w, logits.t(), h_c)
+            else:
+                grad_w.addmm_(logits.t(), h_c)
+        if need_b:
+            grad_b += logits.sum(0, dtype=torch.float32)
+    if grad_w is not None and grad_w.dtype != w.dtype:
+        grad_w = grad_w.to(w.dtype)
+    if grad_b is not None:
+        grad_b = grad_b.to(b.dtype)
+    return grad_h, grad_w, grad_b
+
+
+def _scale_(g: torch.Tensor, up: torch.Tensor) -> None:
+    """g *= up (a scalar tensor) in place, decided on the device: when up is 1 the kernel
+    reads one value per row and writes nothing, so the common `loss.backward()` costs no pass
+    over the 1-2 GB weight gradient and no host sync.
+    The rows handed to scale_rows_ are groups of whole rows of g, as few as still spread over
+    the GPU (each row is one program's walk); the interpreter runs programs one by one, so on
+    CPU a handful of long rows is fastest."""
+    rows = g.shape[0] if g.dim() > 1 else 1
+    most = 1024 if g.is_cuda else 4
+    groups = max(d for d in range(1, min(rows, most) + 1) if rows % d == 0)
+    scale_rows_(g.view(groups, -1), up)
+
+
+class FusedLinearCrossEntropyFunction(torch.autograd.Function):
+    """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction,
+                label_smoothing, softcap, z_loss_scale, chunk_bytes, chunk_tokens, grad_weight_accum, check_targets):
+        _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
+        if grad_weight_accum not in ("fp32", "dtype"):
+            raise ValueError(f"grad_weight_accum must be 'fp32' or 'dtype', got {grad_weight_accum!r}")
+        shape = target.shape
+        n_classes = weight.shape[0]
+        h = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+        w = weight.contiguous()
+        b = bias.contiguous() if bias is not None else None
+        t = target.reshape(-1).contiguous()
+        tw = token_weight.reshape(-1).float().contiguous() if token_weight is not None else None
+        cw = class_weight.float().contiguous() if class_weight is not None else None
+        if check_targets:
+            check_targets_in_range(t, n_classes, ignore_index)
+        denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
+        chunk = chunk_size(h.shape[0], n_classes, h.element_size(), chunk_bytes, chunk_tokens)
+        ce = dict(weight=cw, ignore_index=ignore_index, label_smoothing=label_smoothing, softcap=softcap,
+                  z_loss_scale=z_loss_scale)
+        need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        # reduction="none": gradients are formed in backward, where each row's upstream is known
+        in_forward = reduction != "none"
+        loss_rows = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
+        zloss_rows = torch.empty_like(loss_rows)
+        grads = _chunk_loop(
+            h, w, b, t, tw, ce=ce, denom=denom, chunk=chunk, need_h=need_h and in_forward,
+            need_w=need_w and in_forward, need_b=need_b and in_forward, accum=grad_weight_accum,
+            loss_rows=loss_rows, zloss_rows=zloss_rows,
+        )
+        if reduction == "none":
+            loss, zloss = loss_rows.view(shape), zloss_rows.view(shape)
+            ctx.recompute = (h, w, b, t, tw, ce, chunk, grad_weight_accum)
+            ctx.grads = None
+        else:
+            if reduction == "sum":
+                loss, zloss = loss_rows.sum(), zloss_rows.sum()
+            else:
+                loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
+            ctx.recompute = None
+            ctx.grads = grads
+        ctx.mark_non_differentiable(zloss)
+        ctx.hidden_shape = hidden.shape
+        ctx.done = False
+        return loss, zloss
+
+    @staticmethod
+    def backward(ctx, grad_loss, _grad_zloss):
+        if ctx.done:
+            raise RuntimeError(
+                "fused_linear_cross_entropy backward ran twice on one forward: the gradients are "
+                "formed in forward and scaled in place, so they can be used once"
+            )
+        ctx.done = True
+        need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
+        if ctx.recompute is not None:
+            h, w, b, t, tw, ce, chunk, accum = ctx.recompute
+            ctx.recompute = None
+            # The upstream gradient joins the token weights: the kernel then writes the gradient
+            # of sum_i up_i * tw_i * loss_i, each row scaled exactly once.
+            up = grad_loss.reshape(-1).float()
+            tw_up = up if tw is None else tw * up
+            scratch = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
+            grad_h, grad_w, grad_b = _chunk_loop(
+                h, w, b, t, tw_up, ce=ce, denom=None, chunk=chunk, need_h=need_h, need_w=need_w, need_b=need_b,
+                accum=accum, loss_rows=scratch, zloss_rows=torch.empty_like(scratch),
+            )
+        else:
+            grad_h, grad_w, grad_b = ctx.grads
+            ctx.grads = None
+            for g in (grad_h, grad_w, grad_b):
+                if g is not None:
+                    _scale_(g, grad_loss)
+        if grad_h is not None:
+            grad_h = grad_h.view(ctx.hidden_shape)
+        return (grad_h, grad_w, grad_b) + (None,) * 12
+
+
+def fused_linear_cross_entropy(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    class_weight: torch.Tensor | None = None,
+    ignore_index: int = -100,
+    reduction: Reduction = "mean",
+    label_smoothing: float = 0.0,
+    softcap: float | None = None,
+    z_loss_scale: float = 0.0,
+    token_weight: torch.Tensor | None = None,
+    return_z_loss: bool = False,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_tokens: int | None = None,
+    grad_weight_accum: GradWeightAccum = "fp32",
+    check_targets: bool = True,
+):
+    """Cross entropy of `hidden @ weight.T + bias` against class ids `target`, chunk by chunk.
+
+    hidden [N, H] or [B, T, H]; weight [V, H]; bias [V] or None; target [N] or [B, T]; all of
+    hidden, weight and bias in one dtype (float32, bfloat16 or float16) on one device.
+    The loss options are those of kernels.cross_entropy.cross_entropy (`class_weight` is its
+    `weight`): softcap first, then cross entropy with class weights and label smoothing, plus
+    z_loss_scale * lse**2 per counted token, times the per-token weight; mean divides by
+    PyTorch's denominator. Returns the float32 loss, or (loss, z_loss) with return_z_loss=True
+    (z_loss for logging: no gradient flows through it; the loss already includes it).
+    chunk_bytes / chunk_tokens / grad_weight_accum: see the module docstring. One backward per
+    forward (the gradients are formed in forward, except for reduction="none").
+    """
+    loss, zloss = FusedLinearCrossEntropyFunction.apply(
+        hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction, label_smoothing,
+        softcap, z_loss_scale, chunk_bytes, chunk_tokens, grad_weight_accum, check_targets,
+    )
+    return (loss, zloss) if return_z_loss else loss
