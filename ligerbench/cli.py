@@ -20,6 +20,7 @@ from rich.table import Table
 from ligerbench import device as devices
 from ligerbench import env as environment
 from ligerbench import rundir, summary
+from ligerbench.bench_cli import bench
 from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, REDUCTIONS
 from ligerbench.records import RecordWriter
 from ligerbench.registry import default_registry
@@ -31,7 +32,7 @@ app = typer.Typer(
 )
 console = Console(stderr=True)
 
-KernelName = Enum("KernelName", {"ce": "ce"}, type=str)
+KernelName = Enum("KernelName", {"ce": "ce", "flce": "flce"}, type=str)
 ReductionName = Enum("ReductionName", {r: r for r in REDUCTIONS}, type=str)
 IgnorePattern = Enum("IgnorePattern", {p: p for p in IGNORE_PATTERNS}, type=str)
 OptionName = Enum("OptionName", {o: o for o in OPTIONS}, type=str)
@@ -240,6 +241,10 @@ def list_registry():
     for p in registry.presets.values():
         t.add_row(p.name, p.device, p.description)
     out.print(t)
+
+
+# the command's body lives in its own module; registered here so `ligerbench --help` lists it
+app.command("bench")(bench)
 
 
 def main() -> None:

@@ -1,0 +1,75 @@
+"""The sweeps of `ligerbench bench`: which shapes each sweep visits, shared by every kernel.
+
+Sizes are chosen so a whole sweep of every peer fits one 10-minute GPU call on an H100:
+N=8192 tokens is the anchors' size (a typical micro-batch of 8 x 1K or 1 x 8K tokens), and the
+tokens sweep stops at 16K by default because eager fp32 logits at 32K x 128256 need ~50 GB of
+scratch; `--tokens 32768` asks for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ligerbench.cases import Case
+
+# name -> (hidden size H, vocabulary V) of the model's output head
+HEADS: dict[str, tuple[int, int]] = {
+    "llama3-8b": (4096, 128256),
+    "gemma2-2b": (2304, 256000),
+    "qwen2.5-7b": (3584, 152064),
+    "mistral-7b": (4096, 32768),
+}
+VOCABS = (32000, 128256, 152064, 256000)  # Llama-2/Mistral-v0.1, Llama-3, Qwen2.5, Gemma
+TOKENS = (1024, 2048, 4096, 8192, 16384, 32768)
+DEFAULT_TOKENS = 8192  # N of the vocab and heads sweeps
+DEFAULT_MAX_TOKENS = 16384  # last N of the tokens sweep
+TOKENS_SWEEP_HEAD = "llama3-8b"  # the shape the tokens sweep holds fixed
+
+# --smoke: tiny shapes for Triton's interpreter on CPU (seconds, not a measurement). Odd sizes
+# on purpose, so masking of partial blocks runs.
+SMOKE_TOKENS = (8, 16)
+SMOKE_N = 8
+SMOKE_VOCABS = (33, 96)
+SMOKE_HEADS: dict[str, tuple[int, int]] = {"llama3-8b": (16, 96), "mistral-7b": (16, 40)}
+
+SWEEPS = ("tokens", "vocab", "heads")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One x value of a sweep: its label on the axis, its numeric position, and its case."""
+
+    label: str
+    x: float
+    case: Case
+
+
+def sweep_points(
+    kernel: str, sweep: str, *, dtype: str, tokens: int | None = None, smoke: bool = False
+) -> list[SweepPoint]:
+    """The cases of one sweep. `tokens` is N for the vocab and heads sweeps, and the largest N
+    of the tokens sweep. `ce` has no hidden size: its heads sweep visits the heads' vocabularies."""
+    if sweep not in SWEEPS:
+        raise ValueError(f"unknown sweep {sweep!r}; expected one of {SWEEPS}")
+    fused = kernel != "ce"
+    heads = SMOKE_HEADS if smoke else HEADS
+    n = tokens or (SMOKE_N if smoke else DEFAULT_TOKENS)
+    # bench inputs are the anchors' inputs: random normal logits, ~10% of targets ignored, mean
+    base = Case(kernel=kernel, n=n, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
+
+    def shape(n_: int, h: int, v: int) -> Case:
+        return base.replace(n=n_, v=v, h=h if fused else 0)
+
+    if sweep == "tokens":
+        h, v = heads[TOKENS_SWEEP_HEAD] if TOKENS_SWEEP_HEAD in heads else next(iter(heads.values()))
+        if smoke:
+            ns = SMOKE_TOKENS
+        else:
+            top = tokens or DEFAULT_MAX_TOKENS
+            ns = tuple(t for t in TOKENS if t <= top) or (top,)
+        return [SweepPoint(str(t), float(t), shape(t, h, v)) for t in ns]
+    if sweep == "vocab":
+        h = heads[TOKENS_SWEEP_HEAD][0]
+        vocabs = SMOKE_VOCABS if smoke else VOCABS
+        return [SweepPoint(str(v), float(v), shape(n, h, v)) for v in vocabs]
+    return [SweepPoint(name, float(i), shape(n, h, v)) for i, (name, (h, v)) in enumerate(heads.items())]
