@@ -6,8 +6,8 @@ Triton's interpreter fast on CPU."""
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import check_against_truth, run
 
+from helpers import check_against_truth, run
 from kernels.cross_entropy import CrossEntropyLoss, cross_entropy
 
 N, V = 16, 97
