@@ -1,0 +1,217 @@
+"""Our loss kernels inside a Hugging Face causal LM, for one model instance, undone on exit.
+
+    from kernels.hf import patch_causal_lm
+    with patch_causal_lm(model, "ce") as patch:        # "ce", "flce" or "both"
+        model(input_ids, labels=labels).loss.backward()
+    assert patch.calls["ce"] == 1                      # proof that our kernel ran
+
+What is replaced: the instance's `forward` (an attribute on the instance shadows the class's
+method; the class and every other instance stay untouched; nothing global is patched). The new
+forward does what `LlamaForCausalLM.forward` (and the Qwen3, Mistral and Gemma-2 ones) does in
+transformers 5.x: run the base model, slice the hidden states by `logits_to_keep` in every mode
+(training included: ANCHORS.md bug 5), project with `lm_head`, then take the loss:
+
+  ce    logits materialised as transformers does; the loss by our cross entropy kernel on them.
+        Gemma-2's final_logit_softcapping is passed to the kernel, which applies it inside the
+        loss, so the kernel gets the raw `lm_head` output (capping first would apply it twice).
+        We replace `forward` rather than `loss_function` for exactly this reason: transformers
+        caps the logits before it calls `loss_function`.
+  flce  in training with labels, the fused linear + cross entropy kernel on the sliced hidden
+        states: no logits are materialised and `logits` is None in the output. Without labels
+        or in eval mode the logits are needed, so transformers' own path (logits and loss).
+  both  flce where it applies, ce everywhere else a loss is taken.
+
+The loss follows transformers' ForCausalLMLoss: labels shifted by one (or `shift_labels`
+given), mean over counted targets, or sum / `num_items_in_batch` when that is passed (gradient
+accumulation). With `per_sequence_mean=True` the loss is instead the mean over sequences of each
+sequence's mean, sequences found from `position_ids` restarts (packed rows): kernels/packing.py.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Literal
+
+import torch
+
+from kernels.packing import per_sequence_token_weights, shift_labels_packed
+
+PatchKind = Literal["ce", "flce", "both"]
+PATCH_KINDS: tuple[str, ...] = ("ce", "flce", "both")
+
+
+def slice_hidden(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:
+    """The hidden states transformers projects to logits, sliced as `slice_logits_to_keep` does in
+    transformers 5.23 (re-stated here because older 5.x releases inline it in each model):
+    an int k keeps the last k positions (0 keeps all); a 1-D tensor keeps those positions; a 2-D
+    integer tensor gathers positions per row; a 2-D bool mask keeps its True positions, flattened."""
+    if isinstance(logits_to_keep, torch.Tensor) and logits_to_keep.ndim == 2:
+        if logits_to_keep.dtype == torch.bool:
+            return hidden[logits_to_keep]
+        return torch.take_along_dim(hidden, logits_to_keep[..., None], dim=1)
+    if isinstance(logits_to_keep, int):
+        logits_to_keep = slice(-logits_to_keep, None)
+    return hidden[:, logits_to_keep, :]
+
+
+def _fused_kernel():
+    # Imported on first use: the fused kernel is optional, and `ce` must work without it.
+    from kernels import fused_linear_cross_entropy as flce_module
+
+    return flce_module.fused_linear_cross_entropy
+
+
+class CausalLMPatch:
+    """Context manager that routes one causal-LM instance's loss through our kernels.
+
+    `calls` counts kernel launches per kernel ("ce", "flce") while active: the proof the patch was
+    applied. Subclasses may override `slice_hidden` (the harness plants bugs that way)."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        kind: PatchKind = "ce",
+        *,
+        per_sequence_mean: bool = False,
+        inplace_backward: bool = False,
+    ):
+        if kind not in PATCH_KINDS:
+            raise ValueError(f"patch kind must be one of {PATCH_KINDS}, got {kind!r}")
+        for part in ("model", "lm_head", "config"):
+            if not hasattr(model, part):
+                raise TypeError(f"{type(model).__name__} has no `{part}`: not a transformers *ForCausalLM")
+        self.model = model
+        self.kind = kind
+        self.per_sequence_mean = per_sequence_mean
+        # Off by default: with it the returned `logits` would hold the gradient after forward.
+        self.inplace_backward = inplace_backward
+        self.calls = {"ce": 0, "flce": 0}
+        self.active = False
+
+    # ------------------------------------------------------------------ apply / undo
+    def __enter__(self) -> CausalLMPatch:
+        if "forward" in vars(self.model):
+            raise RuntimeError("this model instance already has a patched forward; nest no patches")
+
+        def forward(*args, **kwargs):
+            return self.forward(self.model, *args, **kwargs)
+
+        # __wrapped__ keeps inspect.signature (used by generate) on the original parameters.
+        functools.update_wrapper(forward, self.model.forward)
+        self.model.forward = forward
+        self.active = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        vars(self.model).pop("forward", None)
+        self.active = False
+
+    # ------------------------------------------------------------------ the forward
+    def slice_hidden(self, model, hidden, logits_to_keep):
+        return slice_hidden(hidden, logits_to_keep)
+
+    def forward(
+        self,
+        model,
+        input_ids=None,
+        attention_mask=None,
+        position_ids=None,
+        past_key_values=None,
+        inputs_embeds=None,
+        labels=None,
+        use_cache=None,
+        logits_to_keep=0,
+        **kwargs,
+    ):
+        from transformers.modeling_outputs import CausalLMOutputWithPast
+
+        return_dict = kwargs.pop("return_dict", True)
+        outputs = model.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        hidden = self.slice_hidden(model, outputs.last_hidden_state, logits_to_keep)
+        cap = getattr(model.config, "final_logit_softcapping", None)
+        loss = logits = None
+        if labels is not None and model.training and self.kind in ("flce", "both"):
+            loss = self._fused_loss(model, hidden, labels, position_ids, cap, kwargs)
+        else:
+            raw = model.lm_head(hidden)
+            logits = raw
+            if cap is not None:  # the same three operations, in the same order, as Gemma-2's forward
+                logits = torch.tanh(raw / cap) * cap
+            if labels is not None:
+                if self.kind in ("ce", "both"):
+                    loss = self._ce_loss(raw, labels, position_ids, cap, kwargs)
+                else:
+                    loss = model.loss_function(logits, labels, model.config.vocab_size, **kwargs)
+        out = CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            hidden_states=outputs.hidden_states,
+            attentions=outputs.attentions,
+        )
+        return out if return_dict else out.to_tuple()
+
+    # ------------------------------------------------------------------ losses
+    def _targets(self, labels, position_ids, kwargs):
+        """(flat targets, flat token weights or None, reduction, divisor or None)."""
+        ignore_index = kwargs.get("ignore_index", -100)
+        target = kwargs.get("shift_labels")
+        if self.per_sequence_mean:
+            if target is None:
+                target = shift_labels_packed(labels, position_ids, ignore_index)
+            weights = per_sequence_token_weights(target, position_ids, ignore_index)
+            return target.reshape(-1), weights.reshape(-1), "sum", None
+        if target is None:  # ForCausalLMLoss's shift: token t predicts t+1, the last predicts nothing
+            target = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
+        n_items = kwargs.get("num_items_in_batch")
+        reduction = "mean" if n_items is None else "sum"
+        return target.reshape(-1), None, reduction, n_items
+
+    def _ce_loss(self, raw_logits, labels, position_ids, cap, kwargs):
+        from kernels.cross_entropy import cross_entropy
+
+        target, weights, reduction, n_items = self._targets(labels, position_ids, kwargs)
+        flat = raw_logits.reshape(-1, raw_logits.shape[-1])
+        target = target.to(flat.device)
+        self.calls["ce"] += 1
+        loss = cross_entropy(
+            flat,
+            target,
+            ignore_index=kwargs.get("ignore_index", -100),
+            reduction=reduction,
+            softcap=cap,
+            token_weight=None if weights is None else weights.to(flat.device),
+            inplace_backward=self.inplace_backward,
+        )
+        return loss if n_items is None else loss / torch.as_tensor(n_items, device=loss.device)
+
+    def _fused_loss(self, model, hidden, labels, position_ids, cap, kwargs):
+        fused = _fused_kernel()
+        target, weights, reduction, n_items = self._targets(labels, position_ids, kwargs)
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        extra = {} if weights is None else {"token_weight": weights.to(flat.device)}
+        self.calls["flce"] += 1
+        loss = fused(
+            flat,
+            model.lm_head.weight,
+            target.to(flat.device),
+            bias=model.lm_head.bias,
+            ignore_index=kwargs.get("ignore_index", -100),
+            reduction=reduction,
+            softcap=cap,
+            **extra,
+        )
+        return loss if n_items is None else loss / torch.as_tensor(n_items, device=loss.device)
+
+
+def patch_causal_lm(model, kind: PatchKind = "ce", **options) -> CausalLMPatch:
+    """`CausalLMPatch(model, kind, **options)`: use it as a context manager."""
+    return CausalLMPatch(model, kind, **options)

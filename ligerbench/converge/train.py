@@ -1,0 +1,126 @@
+"""One training run of a mini model, as transformers does it or with a patch applied.
+
+    from ligerbench.converge.train import train
+    ref = train(model, batches, lr=1e-2)                            # transformers' own loss
+    with patch_causal_lm(model2, "ce") as p: ours = train(model2, batches, lr=1e-2)
+
+Both runs of a comparison start from the same weights (same builder and seed), see the same
+batches in the same order and use the same AdamW settings, so any difference comes from the
+loss path. Step 0 is also captured in detail (hidden states, logits and their gradients): there
+the weights are still identical, so the kernel's own error can be judged against a float64
+truth, apart from the drift that training adds later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ligerbench.converge.data import Batch
+
+# Transformers-style fine-tuning defaults; weight decay on so that the update touches every
+# parameter every step (a parameter the loss does not reach would still be compared).
+BETAS = (0.9, 0.95)
+WEIGHT_DECAY = 0.01
+
+
+@dataclass
+class StepZero:
+    """What the first forward/backward saw, weights untouched by the optimizer."""
+
+    hidden: torch.Tensor | None = None  # last hidden state (lm_head's input), detached copy
+    hidden_grad: torch.Tensor | None = None
+    logits_grad: torch.Tensor | None = None  # of lm_head's output; None when never materialised
+    head_weight: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+
+
+@dataclass
+class RunResult:
+    losses: list[float]
+    params: dict[str, torch.Tensor]
+    step0: StepZero = field(default_factory=StepZero)
+
+
+def _capture_step0(model, store: StepZero) -> list:
+    """Per-instance module hooks (removed after step 0) that keep the tensors and their gradients.
+
+    The logits gradient is taken from an autograd hook on lm_head's output, never read back from
+    the logits buffer: a kernel that writes its gradient in place would make "the logits" after
+    backward be the gradient (ANCHORS.md bug 3)."""
+
+    def on_base(_module, _args, output):
+        h = output.last_hidden_state
+        store.hidden = h.detach().clone()
+        if h.requires_grad:
+            h.register_hook(lambda g: setattr(store, "hidden_grad", g.detach().clone()))
+
+    def on_head(_module, _args, output):
+        if output.requires_grad:
+            output.register_hook(lambda g: setattr(store, "logits_grad", g.detach().clone()))
+
+    return [model.model.register_forward_hook(on_base), model.lm_head.register_forward_hook(on_head)]
+
+
+def train(
+    model: torch.nn.Module,
+    batches: list[Batch],
+    *,
+    lr: float,
+    on_step: Callable[[int, float], None] | None = None,
+) -> RunResult:
+    """AdamW over `batches`, one step each; returns the loss per step and the final parameters."""
+    model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=WEIGHT_DECAY)
+    device = next(model.parameters()).device
+    step0 = StepZero(head_weight=model.lm_head.weight.detach().clone())
+    losses = []
+    for step, batch in enumerate(batches):
+        handles = _capture_step0(model, step0) if step == 0 else []
+        inputs = batch.to(device).inputs()
+        if step == 0:
+            step0.labels = inputs["labels"].clone()
+        try:
+            loss = model(**inputs).loss
+            loss.backward()
+        finally:
+            for h in handles:
+                h.remove()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(loss.detach()))
+        if on_step:
+            on_step(step, losses[-1])
+    params = {name: p.detach().clone() for name, p in model.named_parameters()}
+    return RunResult(losses, params, step0)
+
+
+@torch.no_grad()
+def eval_logprobs(model, batch: Batch) -> torch.Tensor:
+    """float32 log-probabilities [B, T, V] in eval mode (no labels: the logits path)."""
+    model.eval()
+    b = batch.to(next(model.parameters()).device)
+    logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits
+    model.train()
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def topk_logprob_error(ref: torch.Tensor, ours: torch.Tensor, mask: torch.Tensor, k: int) -> float:
+    """Largest |difference| of log-probabilities at the reference's top-k tokens, over real tokens.
+
+    Compared at the reference's indices (not each side's own top-k) so that two tokens of nearly
+    equal probability swapping places does not count as an error, while a wrong value does."""
+    idx = ref.topk(k, dim=-1).indices
+    diff = (ref.gather(-1, idx) - ours.gather(-1, idx)).abs().amax(-1)
+    return float(diff[mask.bool()].max())
+
+
+def grads_of(model) -> dict[str, torch.Tensor]:
+    return {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def flat(tensors: dict[str, torch.Tensor]) -> torch.Tensor:
+    """All tensors of a name -> tensor dict, in name order, as one float64 vector."""
+    return torch.cat([tensors[n].reshape(-1).double() for n in sorted(tensors)])
