@@ -86,6 +86,171 @@ def _cap_block(x_raw, in_row, cap, SOFTCAP: tl.constexpr):
 
 
 @triton.jit
+def _row_stats(
+    x_row,
+    class_w_ptr,
+    t,
+    lo,
+    hi,
+    cap,
+    BLOCK_V: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    SMOOTH: tl.constexpr,
+    HAS_CLASS_W: tl.constexpr,
+    POLICY: tl.constexpr,
+):
+    """Pass 1 over columns [lo, hi) of one row: running max m, sum of exp(x - m) over the
+    non-target classes s_o, and for label smoothing sum_j w_j x_j and sum_j w_j."""
+    offs = tl.arange(0, BLOCK_V)
+    m = float("-inf")
+    s_o = 0.0
+    sum_wx = 0.0
+    sum_w = 0.0
+    # Each iteration issues the next block's load before working on this one, so two blocks of
+    # reads are in flight. Pass-1 reads ask L2 to keep the row: pass 2 reads it again.
+    x_next = _load_block(x_row, lo + offs, hi, POLICY)
+    for b in range(0, tl.cdiv(hi - lo, BLOCK_V)):
+        cols = lo + b * BLOCK_V + offs
+        in_row = cols < hi
+        x_raw = x_next
+        x_next = _load_block(x_row, cols + BLOCK_V, hi, POLICY)
+        x, _ = _cap_block(x_raw, in_row, cap, SOFTCAP)
+        m_new = tl.maximum(m, tl.max(x, 0))
+        e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
+        s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
+        m = m_new
+        if SMOOTH:
+            if HAS_CLASS_W:
+                w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
+                sum_wx += tl.sum(w * tl.where(in_row, x, 0.0), 0)
+                sum_w += tl.sum(w, 0)
+            else:
+                sum_wx += tl.sum(tl.where(in_row, x, 0.0), 0)
+    return m, s_o, sum_wx, sum_w
+
+
+@triton.jit
+def _row_finish(
+    row,
+    t,
+    m,
+    s_o,
+    sum_wx,
+    sum_w,
+    x_row,
+    g_row,
+    grad_ptr,
+    token_w_ptr,
+    class_w_ptr,
+    denom_ptr,
+    loss_ptr,
+    zloss_ptr,
+    lse_ptr,
+    V,
+    smoothing,
+    cap,
+    z_scale,
+    HAS_CLASS_W: tl.constexpr,
+    HAS_TOKEN_W: tl.constexpr,
+    SMOOTH: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    ZLOSS: tl.constexpr,
+    MEAN: tl.constexpr,
+    WRITE_GRAD: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    ROUND_BY_HAND: tl.constexpr,
+    POLICY: tl.constexpr,
+):
+    """From one row's pass-1 statistics: store its loss, z-loss and lse, then (WRITE_GRAD)
+    pass 2, which writes the row's gradient for an upstream gradient of 1."""
+    offs = tl.arange(0, BLOCK_V)
+    n_blocks = tl.cdiv(V, BLOCK_V)
+    # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
+    valid = (t >= 0) & (t < V)
+    x_y = tl.load(x_row + t, mask=valid, other=float("nan")).to(tl.float32)
+    if SOFTCAP:
+        x_y, _ = _softcap(x_y, cap)
+    # lse = m + log_s is kept in two parts: (x - m) - log_s loses nothing when |x| is large,
+    # where x - lse would first round lse to the ulp of |x|
+    e_y = tl.exp(x_y - m)
+    s = s_o + e_y
+    log_s = tl.log(s)
+    lse = m + log_s
+    if HAS_CLASS_W:
+        w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
+    else:
+        w_y = 1.0
+    if SMOOTH:
+        if HAS_CLASS_W:
+            w_all = sum_w
+        else:
+            w_all = V * 1.0
+        # PyTorch: (1 - eps) * w_y * (lse - x_y) + eps / V * sum_j w_j * (lse - x_j)
+        loss = (1.0 - smoothing) * w_y * ((m - x_y) + log_s) + smoothing / V * (w_all * lse - sum_wx)
+    else:
+        loss = w_y * ((m - x_y) + log_s)
+    zl = 0.0
+    if ZLOSS:
+        zl = z_scale * lse * lse
+    if HAS_TOKEN_W:
+        tw = tl.load(token_w_ptr + row).to(tl.float32)
+    else:
+        tw = 1.0
+    tl.store(loss_ptr + row, tw * (loss + zl))
+    tl.store(zloss_ptr + row, tw * zl)
+    tl.store(lse_ptr + row, lse)
+
+    if WRITE_GRAD:
+        # d loss / d x_j = p_j * A - eps / V * w_j  (j != y), with
+        # A = (1 - eps) * w_y + eps * W / V + 2 * z * lse, W = sum_j w_j.
+        p_y = e_y / s
+        if SMOOTH:
+            a = (1.0 - smoothing) * w_y + smoothing * w_all / V
+            # p_y - 1 = -s_o / s exactly: no cancellation when p_y -> 1 (ANCHORS.md bug 6)
+            g_y = (1.0 - smoothing) * w_y * (-s_o / s) + smoothing / V * (w_all * p_y - w_y)
+        else:
+            a = w_y
+            g_y = w_y * (-s_o / s)
+        if ZLOSS:
+            a += 2.0 * z_scale * lse
+            g_y += 2.0 * z_scale * lse * p_y
+        scale = tw
+        if MEAN:
+            scale = scale / tl.load(denom_ptr).to(tl.float32)
+        scale = tl.where(valid, scale, float("nan"))
+        # Pass 2 walks the row last block first (those are the likeliest still in L2); its
+        # reads and the gradient stores ask L2 not to keep their lines.
+        x_next = _load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY)
+        for rb in range(0, n_blocks):
+            cols = (n_blocks - 1 - rb) * BLOCK_V + offs
+            in_row = cols < V
+            x_raw = x_next
+            x_next = _load_block(x_row, cols - BLOCK_V, V, POLICY)
+            x, dx = _cap_block(x_raw, in_row, cap, SOFTCAP)
+            g = tl.exp((x - m) - log_s) * a
+            if SMOOTH:
+                if HAS_CLASS_W:
+                    w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
+                    g -= smoothing / V * w
+                else:
+                    g -= smoothing / V
+            g = tl.where(cols == t, g_y, g) * scale
+            if SOFTCAP:
+                g = g * dx
+            tl.store(
+                g_row + cols, _to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row, eviction_policy=POLICY
+            )
+
+
+@triton.jit
+def _zero_cols(g_row, lo, hi, grad_ptr, BLOCK_V: tl.constexpr):
+    offs = tl.arange(0, BLOCK_V)
+    for b in range(0, tl.cdiv(hi - lo, BLOCK_V)):
+        cols = lo + b * BLOCK_V + offs
+        tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=cols < hi)
+
+
+@triton.jit
 def _ce_fwd_kernel(
     # logits [N, V] with rows `stride_x` elements apart; gradient [N, V] (may alias the logits)
     x_ptr,
@@ -102,9 +267,13 @@ def _ce_fwd_kernel(
     loss_ptr,
     zloss_ptr,
     lse_ptr,
+    # split rows only: per-(row, chunk) pass-1 partials [N, n_chunks, 4], per-row arrival count
+    part_ptr,
+    count_ptr,
     # sizes and options
     N,
     V,
+    n_chunks,
     ignore_index,
     smoothing,
     cap,
@@ -117,134 +286,81 @@ def _ce_fwd_kernel(
     MEAN: tl.constexpr,
     WRITE_GRAD: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    CHUNK: tl.constexpr,  # columns per program when a row is split (SPLIT), a multiple of BLOCK_V
+    CHUNKS_POW2: tl.constexpr,  # n_chunks rounded up to a power of two
+    SPLIT: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
 ):
-    # A persistent grid: each program walks rows pid, pid + n_programs, ... Rows are int64
-    # because row * stride exceeds 2**31 at large N * V.
-    pid = tl.program_id(0).to(tl.int64)
-    n_programs = tl.num_programs(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK_V)
-    n_blocks = tl.cdiv(V, BLOCK_V)
-    for i in range(0, tl.cdiv(N - pid, n_programs)):
-        row = pid + i * n_programs
-        x_row = x_ptr + row * stride_x
-        g_row = grad_ptr + row * stride_g
-        t = tl.load(tgt_ptr + row).to(tl.int64)
-        if t == ignore_index:
+    """One program per row (SPLIT=False), or per (row, chunk of CHUNK columns) (SPLIT=True).
+
+    Split rows: each program runs pass 1 over its chunk and stores its partials; the program
+    that arrives last for a row (an atomic counter) merges them and runs pass 2 over the whole
+    row, which its peers have just read, so the re-read is served from L2. Nobody waits for
+    anybody, so this also runs under Triton's interpreter (programs run one after another)."""
+    pid = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
+    if SPLIT:
+        row = pid // n_chunks
+        chunk = pid % n_chunks
+    else:
+        row = pid
+        chunk = 0
+    x_row = x_ptr + row * stride_x
+    g_row = grad_ptr + row * stride_g
+    t = tl.load(tgt_ptr + row).to(tl.int64)
+    if t == ignore_index:
+        if chunk == 0:
             tl.store(loss_ptr + row, 0.0)
             tl.store(zloss_ptr + row, 0.0)
             tl.store(lse_ptr + row, 0.0)
-            if WRITE_GRAD:
-                for b in range(0, n_blocks):
-                    cols = b * BLOCK_V + offs
-                    zero = tl.zeros([BLOCK_V], dtype=tl.float32)
-                    tl.store(g_row + cols, zero.to(grad_ptr.dtype.element_ty), mask=cols < V)
+        if WRITE_GRAD:
+            if SPLIT:
+                _zero_cols(g_row, chunk * CHUNK, tl.minimum(chunk * CHUNK + CHUNK, V), grad_ptr, BLOCK_V)
+            else:
+                _zero_cols(g_row, 0, V, grad_ptr, BLOCK_V)
+    else:
+        if SPLIT:
+            lo = chunk * CHUNK
+            m, s_o, sum_wx, sum_w = _row_stats(
+                x_row, class_w_ptr, t, lo, tl.minimum(lo + CHUNK, V), cap,
+                BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP,
+            )  # fmt: skip
+            part = part_ptr + (row * n_chunks + chunk) * 4
+            tl.store(part + 0, m)
+            tl.store(part + 1, s_o)
+            tl.store(part + 2, sum_wx)
+            tl.store(part + 3, sum_w)
+            # every thread's partial stores happen before the release of the counter
+            tl.debug_barrier()
+            arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel")
+            if arrived == n_chunks - 1:  # the last of the row's programs: merge and finish
+                idx = tl.arange(0, CHUNKS_POW2)
+                mine = idx < n_chunks
+                parts = part_ptr + (row * n_chunks + idx) * 4
+                # ".cg": read the peers' partials from L2, never from a stale L1 line
+                pm = tl.load(parts + 0, mask=mine, other=float("-inf"), cache_modifier=".cg")
+                ps = tl.load(parts + 1, mask=mine, other=0.0, cache_modifier=".cg")
+                m = tl.max(pm, 0)
+                s_o = tl.sum(tl.where(mine, ps * tl.exp(pm - m), 0.0), 0)
+                sum_wx = tl.sum(tl.load(parts + 2, mask=mine, other=0.0, cache_modifier=".cg"), 0)
+                sum_w = tl.sum(tl.load(parts + 3, mask=mine, other=0.0, cache_modifier=".cg"), 0)
+                _row_finish(
+                    row, t, m, s_o, sum_wx, sum_w, x_row, g_row, grad_ptr, token_w_ptr, class_w_ptr,
+                    denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
+                    HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
+                    ROUND_BY_HAND, POLICY_DROP,
+                )  # fmt: skip
         else:
-            # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
-            valid = (t >= 0) & (t < V)
-            # ---- pass 1: running max m, sum of exp over the non-target classes s_o
-            m = float("-inf")
-            s_o = 0.0
-            sum_wx = 0.0  # sum_j w_j * x_j, for label smoothing
-            sum_w = 0.0  # sum_j w_j, for label smoothing with class weights
-            # Each iteration issues the next block's load before working on this one, so a
-            # program keeps two blocks of HBM reads in flight. Pass-1 reads ask L2 to keep the
-            # row (pass 2 re-reads it); pass-2 reads and the gradient stores ask the opposite.
-            x_next = _load_block(x_row, offs, V, POLICY_KEEP)
-            for b in range(0, n_blocks):
-                cols = b * BLOCK_V + offs
-                in_row = cols < V
-                x_raw = x_next
-                x_next = _load_block(x_row, cols + BLOCK_V, V, POLICY_KEEP)
-                x, _ = _cap_block(x_raw, in_row, cap, SOFTCAP)
-                m_new = tl.maximum(m, tl.max(x, 0))
-                e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
-                s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
-                m = m_new
-                if SMOOTH:
-                    if HAS_CLASS_W:
-                        w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-                        sum_wx += tl.sum(w * tl.where(in_row, x, 0.0), 0)
-                        sum_w += tl.sum(w, 0)
-                    else:
-                        sum_wx += tl.sum(tl.where(in_row, x, 0.0), 0)
-            x_y = tl.load(x_row + t, mask=valid, other=float("nan")).to(tl.float32)
-            if SOFTCAP:
-                x_y, _ = _softcap(x_y, cap)
-            # lse = m + log_s is kept in two parts: (x - m) - log_s loses nothing when |x| is
-            # large, where x - lse would round lse to the ulp of |x| first
-            e_y = tl.exp(x_y - m)
-            s = s_o + e_y
-            log_s = tl.log(s)
-            lse = m + log_s
-            if HAS_CLASS_W:
-                w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
-            else:
-                w_y = 1.0
-            if SMOOTH:
-                if HAS_CLASS_W:
-                    w_all = sum_w
-                else:
-                    w_all = V * 1.0
-                # PyTorch: (1 - eps) * w_y * (lse - x_y) + eps / V * sum_j w_j * (lse - x_j)
-                loss = (1.0 - smoothing) * w_y * ((m - x_y) + log_s) + smoothing / V * (w_all * lse - sum_wx)
-            else:
-                loss = w_y * ((m - x_y) + log_s)
-            zl = 0.0
-            if ZLOSS:
-                zl = z_scale * lse * lse
-            if HAS_TOKEN_W:
-                tw = tl.load(token_w_ptr + row).to(tl.float32)
-            else:
-                tw = 1.0
-            tl.store(loss_ptr + row, tw * (loss + zl))
-            tl.store(zloss_ptr + row, tw * zl)
-            tl.store(lse_ptr + row, lse)
-
-            if WRITE_GRAD:
-                # d loss / d x_j = p_j * A - eps / V * w_j  (j != y), with
-                # A = (1 - eps) * w_y + eps * W / V + 2 * z * lse, W = sum_j w_j.
-                p_y = e_y / s
-                if SMOOTH:
-                    a = (1.0 - smoothing) * w_y + smoothing * w_all / V
-                    # p_y - 1 = -s_o / s exactly, no cancellation when p_y -> 1
-                    g_y = (1.0 - smoothing) * w_y * (-s_o / s) + smoothing / V * (w_all * p_y - w_y)
-                else:
-                    a = w_y
-                    g_y = w_y * (-s_o / s)
-                if ZLOSS:
-                    a += 2.0 * z_scale * lse
-                    g_y += 2.0 * z_scale * lse * p_y
-                scale = tw
-                if MEAN:
-                    scale = scale / tl.load(denom_ptr).to(tl.float32)
-                scale = tl.where(valid, scale, float("nan"))
-                # ---- pass 2, last block first: those are the likeliest still in L2
-                x_next = _load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY_DROP)
-                for rb in range(0, n_blocks):
-                    cols = (n_blocks - 1 - rb) * BLOCK_V + offs
-                    in_row = cols < V
-                    x_raw = x_next
-                    x_next = _load_block(x_row, cols - BLOCK_V, V, POLICY_DROP)
-                    x, dx = _cap_block(x_raw, in_row, cap, SOFTCAP)
-                    g = tl.exp((x - m) - log_s) * a
-                    if SMOOTH:
-                        if HAS_CLASS_W:
-                            w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-                            g -= smoothing / V * w
-                        else:
-                            g -= smoothing / V
-                    g = tl.where(cols == t, g_y, g) * scale
-                    if SOFTCAP:
-                        g = g * dx
-                    tl.store(
-                        g_row + cols,
-                        _to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND),
-                        mask=in_row,
-                        eviction_policy=POLICY_DROP,
-                    )
+            m, s_o, sum_wx, sum_w = _row_stats(
+                x_row, class_w_ptr, t, 0, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP
+            )
+            _row_finish(
+                row, t, m, s_o, sum_wx, sum_w, x_row, g_row, grad_ptr, token_w_ptr, class_w_ptr,
+                denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
+                HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
+                ROUND_BY_HAND, POLICY_DROP,
+            )  # fmt: skip
 
 
 @triton.jit
@@ -277,26 +393,32 @@ def _scale_rows_kernel(
 
 # ----------------------------------------------------------------------------- launchers
 
-# Rows in flight at once: a few per SM keep enough loads outstanding to saturate HBM while the
-# rows they re-read in pass 2 (256 KB each at V=128256 bf16) still fit the H100's 50 MB L2.
-_PROGRAMS_PER_SM = 2
 # True when triton.jit gave us the interpreter (TRITON_INTERPRET=1 at import): see _to_store.
 _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
+
+# Launch shape. Measured on an H100 (N=8192, V=128256, bf16, forward+backward; kernels/NOTES.md).
+# Rows of at least SPLIT_MIN_COLS columns are split into chunks of SPLIT_CHUNK columns, one
+# program each, so that pass 2 re-reads a row its peers have just brought into L2.
 _MAX_BLOCK_V = 4096
 _NUM_WARPS: int | None = None  # None: chosen from BLOCK_V below
 _L2_HINTS = True
+SPLIT_CHUNK = 8192
+SPLIT_MIN_COLS = 32768
 
 
-def _launch_config(n_rows: int, n_cols: int, device: torch.device) -> tuple[int, int, int]:
-    """(programs, BLOCK_V, num_warps) for a [n_rows, n_cols] problem."""
+def _launch_config(n_cols: int, device: torch.device, split_chunk: int | None) -> tuple[int, int, int]:
+    """(BLOCK_V, num_warps, chunk) for rows of n_cols; chunk 0 means one program per row."""
     block_v = min(triton.next_power_of_2(max(n_cols, 1)), _MAX_BLOCK_V)
+    chunk = split_chunk if split_chunk is not None else (SPLIT_CHUNK if n_cols >= SPLIT_MIN_COLS else 0)
+    if chunk:
+        block_v = min(block_v, chunk)
+        if chunk % block_v:
+            raise ValueError(f"split chunk {chunk} must be a multiple of the block {block_v}")
     if device.type == "cuda":
-        n_sm = torch.cuda.get_device_properties(device).multi_processor_count
-        programs = min(n_rows, n_sm * _PROGRAMS_PER_SM)
         num_warps = _NUM_WARPS or (16 if block_v >= 4096 else (8 if block_v >= 1024 else 4))
-    else:  # Triton's interpreter runs programs one after another; the grid shape is free
-        programs, num_warps = n_rows, 4
-    return max(programs, 1), block_v, num_warps
+    else:  # Triton's interpreter ignores warps
+        num_warps = 4
+    return block_v, num_warps, chunk
 
 
 def check_targets_in_range(target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
@@ -334,13 +456,16 @@ def cross_entropy_rows(
     label_smoothing: float = 0.0,
     softcap: float | None = None,
     z_loss_scale: float = 0.0,
+    split_chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Low-level launch over a 2-D `logits` [N, V] (last dim contiguous).
 
     Returns float32 per-row (loss, z_loss, lse); loss includes the z-loss and the token weight.
     If `grad_out` is given ([N, V], last dim contiguous, may be `logits` itself) the gradient of
     sum(loss) -- or of sum(loss) / denom when `denom` is given -- is written into it.
-    Used by the fused linear kernel on chunks of logits. No validation, no host sync."""
+    Used by the fused linear kernel on chunks of logits. No validation, no host sync.
+    `split_chunk` forces rows to be split into chunks of that many columns (0: never); by
+    default rows of SPLIT_MIN_COLS or more are split into SPLIT_CHUNK columns."""
     n_rows, n_cols = logits.shape
     dev = logits.device
     loss = torch.empty(n_rows, dtype=torch.float32, device=dev)
@@ -348,9 +473,15 @@ def cross_entropy_rows(
     lse = torch.empty_like(loss)
     if n_rows == 0:
         return loss, zloss, lse
-    programs, block_v, num_warps = _launch_config(n_rows, n_cols, dev)
+    block_v, num_warps, chunk = _launch_config(n_cols, dev, split_chunk)
+    n_chunks = triton.cdiv(n_cols, chunk) if chunk else 1
+    if n_chunks > 1:
+        partials = torch.empty(n_rows, n_chunks, 4, dtype=torch.float32, device=dev)
+        arrivals = torch.zeros(n_rows, dtype=torch.int32, device=dev)
+    else:
+        partials, arrivals = loss, loss  # not read
     write_grad = grad_out is not None
-    _ce_fwd_kernel[(programs,)](
+    _ce_fwd_kernel[(n_rows * n_chunks,)](
         logits,
         logits.stride(0),
         grad_out if write_grad else logits,
@@ -362,8 +493,11 @@ def cross_entropy_rows(
         loss,
         zloss,
         lse,
+        partials,
+        arrivals,
         n_rows,
         n_cols,
+        n_chunks,
         ignore_index,
         float(label_smoothing),
         float(softcap) if softcap else 1.0,
@@ -376,6 +510,9 @@ def cross_entropy_rows(
         MEAN=denom is not None,
         WRITE_GRAD=write_grad,
         BLOCK_V=block_v,
+        CHUNK=max(chunk, block_v),
+        CHUNKS_POW2=triton.next_power_of_2(n_chunks),
+        SPLIT=n_chunks > 1,
         ROUND_BY_HAND=_INTERPRETED,
         POLICY_KEEP="evict_last" if _L2_HINTS else "",
         POLICY_DROP="evict_first" if _L2_HINTS else "",
@@ -392,8 +529,8 @@ def scale_rows_(grad: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
         return grad
     up = upstream.reshape(-1) if upstream.numel() > 1 else upstream.reshape(1)
     stride_up = up.stride(0) if up.numel() > 1 else 0
-    programs, block_v, num_warps = _launch_config(n_rows, n_cols, grad.device)
-    _scale_rows_kernel[(programs,)](
+    block_v, num_warps, _ = _launch_config(n_cols, grad.device, 0)
+    _scale_rows_kernel[(n_rows,)](
         grad,
         grad.stride(0),
         up,
