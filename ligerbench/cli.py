@@ -22,6 +22,7 @@ from ligerbench import env as environment
 from ligerbench import rundir, summary
 from ligerbench.bench_cli import bench
 from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, REDUCTIONS
+from ligerbench.converge.command import converge
 from ligerbench.records import RecordWriter
 from ligerbench.registry import default_registry
 
@@ -245,6 +246,7 @@ def list_registry():
 
 # the command's body lives in its own module; registered here so `ligerbench --help` lists it
 app.command("bench")(bench)
+app.command("converge")(converge)
 
 
 def main() -> None:

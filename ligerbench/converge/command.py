@@ -1,0 +1,129 @@
+"""`ligerbench converge`: train a mini transformers model with and without our kernels; compare.
+
+    ligerbench converge llama-mini --patch ce --dtype fp32                   # CPU, tiny preset
+    ligerbench converge gemma2-mini --patch both --preset gpu --packed       # H100, both dtypes
+
+The command only orchestrates: checks in suites/converge.py, models/data/training/tolerances/
+plot in ligerbench/converge/. Results go to OUT/<run-id>/: records.csv, curves.csv, env.json,
+summary.md and loss_<dtype>.png. Exit 0 when every comparison is in tolerance, 1 when any is
+out of it or errored, 2 on a usage error.
+"""
+
+from __future__ import annotations
+
+import csv
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ligerbench import device as devices
+from ligerbench import env as environment
+from ligerbench import rundir, summary
+from ligerbench.converge.models import MODELS, PRESETS
+from ligerbench.records import RecordWriter
+
+ModelName = Enum("ModelName", {m: m for m in MODELS}, type=str)
+PatchName = Enum("PatchName", {p: p for p in ("ce", "flce", "both")}, type=str)
+ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESETS)}, type=str)
+ConvergeDtype = Enum("ConvergeDtype", {d: d for d in ("fp32", "bf16")}, type=str)
+console = Console(stderr=True)
+
+
+def converge(
+    model: Annotated[ModelName, typer.Argument(help="Mini model, built from its transformers config (no download).")],
+    patch: Annotated[PatchName, typer.Option(help="ce: our CE on the logits; flce: fused linear+CE in training; "
+                                                  "both: flce in training, ce wherever logits exist.")] = PatchName.ce,
+    preset: Annotated[ConvergePreset, typer.Option(help="Sizes: tiny (CPU), gpu; auto picks by device.")] = (
+        ConvergePreset.auto
+    ),
+    dtype: Annotated[
+        Optional[list[ConvergeDtype]], typer.Option(help="Model dtype (repeatable); default both.")
+    ] = None,
+    packed: Annotated[bool, typer.Option(help="Also check a packed row against the padded batch (bug 4).")] = False,
+    steps: Annotated[Optional[int], typer.Option(min=1, help="Training steps (default: the preset's).")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda; auto prefers CUDA.")] = "auto",
+    seed: Annotated[int, typer.Option(help="Seed of weights and data; both runs share it.")] = 0,
+    out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = rundir.DEFAULT_ROOT,
+):
+    """Train MODEL twice (transformers' loss, then our kernels) and compare loss per step, final
+    parameters, step-0 gradients, eval top-k log-probs, logits_to_keep and (--packed) packing."""
+    import dataclasses
+
+    try:
+        dev = devices.resolve(device)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--device") from exc
+    mode = devices.prepare(dev)  # before anything imports the kernels
+    preset_name = ("gpu" if dev.type == "cuda" else "tiny") if preset.value == "auto" else preset.value
+    chosen = PRESETS[preset_name]
+    if chosen.device == "cuda" and dev.type != "cuda":
+        raise typer.BadParameter("the gpu preset needs a CUDA device (Triton's interpreter would take hours)",
+                                 param_hint="--preset")
+    if steps:
+        chosen = dataclasses.replace(chosen, steps=steps)
+    dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
+
+    from ligerbench.converge.plot import loss_curves_png
+    from suites.converge import ConvergeCase, run_converge
+
+    run_id, path = rundir.new_run_dir(out, "converge", f"{model.value}-{patch.value}")
+    env = environment.capture(dev, seed, triton_mode=mode, preset=preset_name, command="converge",
+                              model=model.value, patch=patch.value, dtypes=dtypes, packed=packed, steps=chosen.steps)
+    rundir.write_json(path / "env.json", env)
+    writer = RecordWriter(path / "records.csv")
+    curves = []
+    try:
+        with Progress(TextColumn("[bold]converge {task.fields[what]}"), BarColumn(), MofNCompleteColumn(),
+                      TimeElapsedColumn(), TextColumn("{task.description}"), console=console) as progress:
+            for dt in dtypes:
+                case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
+                task = progress.add_task("", total=2 * chosen.steps, what=case.id)
+                result = run_converge(
+                    case, run_id=run_id, sink=writer.write,
+                    on_step=lambda who, i, v, t=task: progress.update(
+                        t, advance=1, description=f"{who} step {i}: {v:.4f}"
+                    ),
+                )
+                if result.ref and result.ours:
+                    curves += [(dt, i, a, b) for i, (a, b) in enumerate(zip(result.ref.losses, result.ours.losses,
+                                                                            strict=True))]
+                    loss_curves_png(path / f"loss_{dt}.png", result.ref.losses, result.ours.losses,
+                                    title=case.id, vocab=chosen.vocab)
+    finally:
+        writer.close()
+        with open(path / "curves.csv", "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["dtype", "step", "loss_reference", "loss_patched"])
+            w.writerows(curves)
+    df = writer.frame()
+    _report(df, path, title=f"ligerbench converge {model.value} --patch {patch.value} ({run_id})")
+    raise typer.Exit(summary.exit_code(df))
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}"
+
+
+def _report(df, path: Path, *, title: str) -> None:
+    table = Table(title=title)
+    cols = ("case", "quantity", "value", "limit", "verdict", "message")
+    for c in cols:
+        table.add_column(c, overflow="fold", justify="right" if c in ("value", "limit") else "left")
+    lines = [f"# {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        verdict = r["verdict"] if r["metric"] != "rel_diff_info" else "info"
+        cells = [r["case"], r["quantity"], _fmt(r["value"]), _fmt(r["limit"]), verdict, str(r["message"])]
+        style = {"fail": "red", "error": "red"}.get(verdict)
+        table.add_row(*cells, style=style)
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    Console().print(table)
+    bad = summary.problems(df)
+    verdict = f"{len(bad)} comparison(s) out of tolerance or errored" if len(bad) else "all comparisons in tolerance"
+    lines += ["", verdict, ""]
+    (path / "summary.md").write_text("\n".join(lines))
+    Console().print(f"{verdict}\nresults: {path}")
