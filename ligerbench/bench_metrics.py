@@ -14,12 +14,13 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ligerbench.bench import NOT_A_MEASUREMENT, SMOKE_MESSAGE
 from ligerbench.bench_spec import BenchSpec
 from ligerbench.cases import Case
 from ligerbench.records import Record
 
 LOWER_IS_BETTER = {"time_ms": True, "peak_mib": True, "extra_mib": True, "rate": False}
-MEASURED_VERDICTS = ("measured", "not_a_measurement")
+MEASURED_VERDICTS = ("measured", NOT_A_MEASUREMENT)
 
 
 def ratio_to_best(values: dict[str, float], *, lower_is_better: bool) -> dict[str, float]:
@@ -79,7 +80,11 @@ def derive(rows: list[Record], spec: BenchSpec, cases: dict[str, Case], ceilings
                         message=f"{metric} / {'lowest' if lower else 'highest'} among {len(group)} providers",
                     )
                 )
-    return out
+    # a derived figure is no more a measurement than the rows it came from
+    return [
+        dataclasses.replace(r, message=f"{r.message}; {SMOKE_MESSAGE}") if r.verdict == NOT_A_MEASUREMENT else r
+        for r in out
+    ]
 
 
 def ceiling_records(
