@@ -78,10 +78,13 @@ def bench(
     baseline: Annotated[
         bool,
         typer.Option(
-            help=f"Also copy the run folder to {BASELINES}/bench-<kernel>-<sweep>-<mode>/ "
+            help="Also copy the run folder to BASELINE-ROOT/bench-<kernel>-<sweep>-<mode>/ "
             "(replacing it), for the regression gate. Refused with --smoke."
         ),
     ] = False,
+    baseline_root: Annotated[
+        Path, typer.Option(help="Where --baseline copies to; commit what lands in results/baselines.")
+    ] = BASELINES,
 ):
     """Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
     for flce, also as % of ceilings measured at the start of the run) of every provider, each also
@@ -178,7 +181,11 @@ def bench(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        for r in bench_metrics.derive(list(writer.rows), spec, {p.case.id: p.case for p in points}, ceiling):
+        cases = {p.case.id: p.case for p in points}
+        measured = list(writer.rows)
+        for r in bench_metrics.derive(measured, spec, cases, ceiling) + bench_metrics.target_records(
+            measured, spec, cases
+        ):
             writer.write(r)
         writer.close()
     df = writer.frame()
@@ -207,7 +214,7 @@ def bench(
     )
     print((path / "summary.md").read_text())
     if baseline:
-        dest = BASELINES / f"bench-{kernel_name}-{sweep_name}-{mode.value}"
+        dest = baseline_root / f"bench-{kernel_name}-{sweep_name}-{mode.value}"
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(path, dest)

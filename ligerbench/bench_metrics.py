@@ -87,6 +87,32 @@ def derive(rows: list[Record], spec: BenchSpec, cases: dict[str, Case], ceilings
     ]
 
 
+def target_records(rows: list[Record], spec: BenchSpec, cases: dict[str, Case]) -> list[Record]:
+    """One row per target whose shape this run measured: the figure, the limit, pass or fail
+    (not_a_measurement in a smoke run). Times count in mode full only."""
+    out = []
+    for t in spec.targets:
+        for r in rows:
+            c = cases.get(r.case)
+            if (
+                c is None
+                or r.provider not in t.providers
+                or r.metric != t.metric
+                or r.verdict != "measured"
+                or (c.n, c.v, c.h) != (t.n, t.v, t.h)
+                or (t.metric == "time_ms" and r.quantity != "full")
+            ):
+                continue
+            verdict = "pass" if r.value <= t.limit else "fail"
+            gap = f"{r.value / t.limit:.2f}x the limit" if t.limit > 0 else ""
+            out.append(
+                dataclasses.replace(
+                    r, metric=f"target_{t.metric}", limit=t.limit, verdict=verdict, message=f"{t.source}; {gap}"
+                )
+            )
+    return out
+
+
 def ceiling_records(
     ceilings: dict[str, float], *, run_id: str, kernel: str, verdict: str, message: str
 ) -> list[Record]:

@@ -91,6 +91,20 @@ def markdown(
         "- x best: the figure over the best provider's at the same point (lowest time or memory).",
         "",
     ]
+    targets = df[df["metric"].str.startswith("target_")]
+    if len(targets):
+        lines += [
+            "## Targets",
+            "",
+            "| provider | figure | measured | limit | verdict | source |",
+            "|---|---|---|---|---|---|",
+        ]
+        for _, t in targets.iterrows():
+            lines.append(
+                f"| {t['provider']} | {t['metric'][len('target_') :]} | {_fmt(float(t['value']))} | "
+                f"{_fmt(float(t['limit']))} | {t['verdict']} | {t['message']} |"
+            )
+        lines.append("")
     for point in points:
         c = point.case
         shape = f"N={c.n}" + (f", H={c.h}" if c.h else "") + f", V={c.v}"

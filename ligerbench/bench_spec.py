@@ -23,6 +23,20 @@ class BenchInputs:
 
 
 @dataclass(frozen=True)
+class Target:
+    """A figure our kernel must reach at one shape (from the issues), checked in every run that
+    measures that shape: a record with the limit and a pass/fail verdict."""
+
+    providers: tuple[str, ...]  # our providers the target applies to
+    n: int
+    v: int
+    h: int  # 0 for ce
+    metric: str  # "time_ms" (mode full) or "extra_mib"
+    limit: float
+    source: str
+
+
+@dataclass(frozen=True)
 class BenchSpec:
     kernel: str
     make_inputs: Callable[[Case, int, torch.device], BenchInputs]
@@ -35,6 +49,7 @@ class BenchSpec:
     variants: tuple[Provider, ...] = ()  # bench-only settings of registered providers
     # registered providers left out unless named with --provider, with the reason
     excluded: dict[str, str] = field(default_factory=dict)
+    targets: tuple[Target, ...] = ()
 
 
 def device_generator(case: Case, seed: int, device: torch.device) -> torch.Generator:

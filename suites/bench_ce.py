@@ -14,7 +14,7 @@ import functools
 
 import torch
 
-from ligerbench.bench_spec import BenchInputs, BenchSpec, device_generator
+from ligerbench.bench_spec import BenchInputs, BenchSpec, Target, device_generator
 from ligerbench.cases import DTYPES, IGNORE_PATTERNS, Case
 from ligerbench.registry import Provider
 
@@ -105,4 +105,15 @@ SPEC = BenchSpec(
     rate_scale=1e6,  # bytes per ms / 1e6 = GB/s
     ceiling="copy_gbps",
     variants=VARIANTS,
+    targets=(
+        Target(
+            ("ours", "ours_nocheck", "ours_inplace", "ours_inplace_nocheck"),
+            n=8192,
+            v=128256,
+            h=0,
+            metric="time_ms",
+            limit=1.6,
+            source="foundation issue: CE at N=8192, V=128256, fwd+bwd",
+        ),
+    ),
 )

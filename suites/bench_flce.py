@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.bench_spec import BenchInputs, BenchSpec, device_generator
+from ligerbench.bench_spec import BenchInputs, BenchSpec, Target, device_generator
 from ligerbench.cases import DTYPES, IGNORE_PATTERNS, Case
 from ligerbench.registry import Provider
 
@@ -89,4 +89,24 @@ SPEC = BenchSpec(
     ceiling="matmul_tflops",
     variants=VARIANTS,
     excluded=EXCLUDED,
+    targets=(
+        Target(
+            ("flce_ours",),
+            n=8192,
+            v=128256,
+            h=4096,
+            metric="time_ms",
+            limit=36.0,
+            source="fused linear issue: llama3-8b head, N=8192, fwd+bwd",
+        ),
+        Target(
+            ("flce_ours",),
+            n=8192,
+            v=128256,
+            h=4096,
+            metric="extra_mib",
+            limit=1.25 * 1024,
+            source="fused linear issue: llama3-8b head, N=8192, 1.25 GiB",
+        ),
+    ),
 )

@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from ligerbench.bench import Plan, measure_provider
-from ligerbench.bench_metrics import derive, rate, ratio_to_best
+from ligerbench.bench_metrics import derive, rate, ratio_to_best, target_records
 from ligerbench.bench_spec import BenchInputs, accepted
 from ligerbench.cases import Case
 from ligerbench.records import Record
@@ -203,3 +203,21 @@ def test_measure_provider_restores_inputs_and_reports_the_clone(mutates):
     expected = F.cross_entropy(before, inputs.positional[1], ignore_index=-100).item()
     # restored inputs: the loss of the last run is the loss of the original inputs
     assert (loss == pytest.approx(expected, rel=1e-6)) is mutates
+
+
+def test_targets_pass_fail_only_on_measured_full_rows_at_their_shape():
+    cases = {LLAMA_CE.id: LLAMA_CE}
+    rows = [
+        _row("ours", "time_ms", 1.95),  # NOTES.md's v2 figure: misses 1.6 ms
+        _row("ours_nocheck", "time_ms", 1.5),
+        _row("ours_inplace", "time_ms", 1.0, quantity="forward"),  # forward alone is not the target
+        _row("ours_inplace_nocheck", "time_ms", 1.0, verdict="not_a_measurement"),  # smoke
+        _row("liger", "time_ms", 1.0),  # not ours
+    ]
+    got = {r.provider: r for r in target_records(rows, bench_ce.SPEC, cases)}
+    assert set(got) == {"ours", "ours_nocheck"}
+    assert (got["ours"].verdict, got["ours"].limit, got["ours"].metric) == ("fail", 1.6, "target_time_ms")
+    assert "1.22x the limit" in got["ours"].message
+    assert got["ours_nocheck"].verdict == "pass"
+    other_shape = LLAMA_CE.replace(v=32000)
+    assert target_records([_row("ours", "time_ms", 9.0)], bench_ce.SPEC, {LLAMA_CE.id: other_shape}) == []
