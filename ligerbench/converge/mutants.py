@@ -1,0 +1,40 @@
+"""Planted bugs in the model patch: the convergence suite must fail on each (tests prove it).
+
+Each is a `CausalLMPatch` with one thing wrong, the way real patches have gone wrong:
+  not_applied               enters and exits without touching the model: everything then
+                            compares transformers with itself and agrees perfectly
+  logits_to_keep_eval_only  slices the hidden states by logits_to_keep in eval mode only,
+                            while transformers slices in every mode (ANCHORS.md bug 5)
+  not_reverted              leaves the patched forward on the instance after the context
+                            (ANCHORS.md bug 7: later cases then compare the kernel with itself)
+"""
+
+from __future__ import annotations
+
+from kernels.hf import CausalLMPatch
+
+
+class NotApplied(CausalLMPatch):
+    def __enter__(self):
+        self.active = True
+        return self
+
+    def __exit__(self, *exc):
+        self.active = False
+
+
+class LogitsToKeepEvalOnly(CausalLMPatch):
+    def slice_hidden(self, model, hidden, logits_to_keep):
+        return hidden if model.training else super().slice_hidden(model, hidden, logits_to_keep)
+
+
+class NotReverted(CausalLMPatch):
+    def __exit__(self, *exc):
+        self.active = False  # says it is off, but the instance keeps the patched forward
+
+
+MUTANTS = {
+    "not_applied": NotApplied,
+    "logits_to_keep_eval_only": LogitsToKeepEvalOnly,
+    "not_reverted": NotReverted,
+}
