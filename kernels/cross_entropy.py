@@ -396,14 +396,15 @@ def _scale_rows_kernel(
 # True when triton.jit gave us the interpreter (TRITON_INTERPRET=1 at import): see _to_store.
 _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 
-# Launch shape. Measured on an H100 (N=8192, V=128256, bf16, forward+backward; kernels/NOTES.md).
-# Rows of at least SPLIT_MIN_COLS columns are split into chunks of SPLIT_CHUNK columns, one
-# program each, so that pass 2 re-reads a row its peers have just brought into L2.
+# Launch shape, measured on an H100 (N=8192, V=128256, bf16, forward+backward; kernels/NOTES.md):
+# one program per row, 4096-wide blocks, 16 warps: 1.94 ms. Splitting rows (SPLIT_CHUNK columns
+# per program) ran 2.0-3.4 ms: the last program of a row then writes the whole row alone. It
+# stays available (and tested) for tuning, off by default.
 _MAX_BLOCK_V = 4096
 _NUM_WARPS: int | None = None  # None: chosen from BLOCK_V below
 _L2_HINTS = True
 SPLIT_CHUNK = 8192
-SPLIT_MIN_COLS = 32768
+SPLIT_MIN_COLS = 2**62  # never, by default
 
 
 def _launch_config(n_cols: int, device: torch.device, split_chunk: int | None) -> tuple[int, int, int]:
