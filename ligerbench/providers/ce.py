@@ -101,6 +101,8 @@ PROVIDERS = (
         description="Liger-Kernel liger_cross_entropy (in-place gradient)",
         load=_load_liger,
         mutates_input=True,
+        # its kernels fail or round differently under Triton's interpreter: a GPU peer only
+        devices=("cuda",),
         supports=_liger_supports,
     ),
 )
