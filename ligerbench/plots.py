@@ -43,7 +43,10 @@ def _line_plot(series, points, sweep: str, ylabel: str, title: str, path: Path) 
         ax.minorticks_off()
     ax.set_xlabel(sweep)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=9)
+    finite = [y for ys in series.values() for y in ys if y == y and y > 0]
+    if finite and max(finite) > 10 * min(finite):  # peers 10x apart: a linear axis hides the fast ones
+        ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -63,12 +66,16 @@ def _ratio_bars(df, points, mode: str, title: str, path: Path) -> Path:
         width = 0.8 / max(1, len(series))
         for i, (provider, ys) in enumerate(series.items()):
             ax.bar([j + i * width for j in range(len(points))], ys, width=width, label=provider)
-        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(points))], [pt.label for pt in points])
+        offset = (len(series) - 1) * width / 2  # ticks at the middle of each point's group of bars
+        ax.set_xticks([j + offset for j in range(len(points))], [pt.label for pt in points])
+        finite = [y for ys in series.values() for y in ys if y == y]
+        if finite and max(finite) > 10:  # a slow peer (or the interpreter) would flatten the others
+            ax.set_yscale("log")
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_ylabel(label)
         ax.grid(True, axis="y", alpha=0.3)
     axes[0].legend(fontsize=8)
-    fig.suptitle(title)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
