@@ -28,61 +28,10 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.triton_math import cap_block, load_block, softcap_and_slope, to_store
+
 Reduction = Literal["none", "mean", "sum"]
 REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")
-
-
-@triton.jit
-def _expm1(x):
-    # Kahan's expm1 from exp and log: exact to a few ulps near 0, where exp(x) - 1 alone loses
-    # every digit. (Neither Triton release we support has an expm1 we can rely on.)
-    e = tl.exp(x)
-    return tl.where(e == 1.0, x, (e - 1.0) * x / tl.log(e))
-
-
-@triton.jit
-def _softcap(x, cap):
-    """cap * tanh(x / cap) and its derivative 1 - tanh^2, both to a few ulps.
-
-    tl.math.tanh exists in neither Triton release we support (3.6 on the GPU box, newer on
-    CPU). tanh(a) = expm1(2a) / (expm1(2a) + 2) for a = |u| has no cancellation; past a = 10
-    tanh is 1 in float32. The derivative is sech^2 = 4e / (1 + e)^2 with e = exp(-2|u|),
-    which never overflows and, unlike 1 - tanh^2, keeps its digits when |tanh| -> 1."""
-    u = x / cap
-    a = tl.minimum(tl.abs(u), 10.0)
-    em = _expm1(2.0 * a)
-    t = em / (em + 2.0)
-    t = tl.where(u < 0, -t, t)
-    e = tl.exp(-2.0 * tl.abs(u))
-    return cap * t, 4.0 * e / ((1.0 + e) * (1.0 + e))
-
-
-@triton.jit
-def _to_store(x, dtype: tl.constexpr, ROUND_BY_HAND: tl.constexpr):
-    # Triton's interpreter truncates float32 -> bfloat16 (its cast ignores the rounding mode),
-    # doubling the error of every bf16 gradient on CPU; compiled Triton rounds to nearest even.
-    # So under the interpreter we round to nearest even on the bits ourselves (NaN kept as is).
-    if ROUND_BY_HAND and dtype == tl.bfloat16:
-        bits = x.to(tl.uint32, bitcast=True)
-        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
-        x = tl.where(x != x, x, bits.to(tl.float32, bitcast=True))
-    return x.to(dtype)
-
-
-@triton.jit
-def _load_block(row_ptr, cols, V, POLICY: tl.constexpr):
-    # Blocks past either end of the row (the prefetch after the last block) load nothing.
-    return tl.load(row_ptr + cols, mask=(cols >= 0) & (cols < V), other=float("-inf"), eviction_policy=POLICY)
-
-
-@triton.jit
-def _cap_block(x_raw, in_row, cap, SOFTCAP: tl.constexpr):
-    x = x_raw.to(tl.float32)
-    dx = tl.full([1], 1.0, tl.float32)  # d capped / d x
-    if SOFTCAP:
-        capped, dx = _softcap(x, cap)
-        x = tl.where(in_row, capped, float("-inf"))
-    return x, dx
 
 
 @triton.jit
@@ -108,13 +57,13 @@ def _row_stats(
     sum_w = 0.0
     # Each iteration issues the next block's load before working on this one, so two blocks of
     # reads are in flight. Pass-1 reads ask L2 to keep the row: pass 2 reads it again.
-    x_next = _load_block(x_row, lo + offs, hi, POLICY)
+    x_next = load_block(x_row, lo + offs, hi, POLICY)
     for b in range(0, tl.cdiv(hi - lo, BLOCK_V)):
         cols = lo + b * BLOCK_V + offs
         in_row = cols < hi
         x_raw = x_next
-        x_next = _load_block(x_row, cols + BLOCK_V, hi, POLICY)
-        x, _ = _cap_block(x_raw, in_row, cap, SOFTCAP)
+        x_next = load_block(x_row, cols + BLOCK_V, hi, POLICY)
+        x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
         m_new = tl.maximum(m, tl.max(x, 0))
         e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
         s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
@@ -169,7 +118,7 @@ def _row_finish(
     valid = (t >= 0) & (t < V)
     x_y = tl.load(x_row + t, mask=valid, other=float("nan")).to(tl.float32)
     if SOFTCAP:
-        x_y, _ = _softcap(x_y, cap)
+        x_y, _ = softcap_and_slope(x_y, cap)
     # lse = m + log_s is kept in two parts: (x - m) - log_s loses nothing when |x| is large,
     # where x - lse would first round lse to the ulp of |x|
     e_y = tl.exp(x_y - m)
@@ -220,13 +169,13 @@ def _row_finish(
         scale = tl.where(valid, scale, float("nan"))
         # Pass 2 walks the row last block first (those are the likeliest still in L2); its
         # reads and the gradient stores ask L2 not to keep their lines.
-        x_next = _load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY)
+        x_next = load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY)
         for rb in range(0, n_blocks):
             cols = (n_blocks - 1 - rb) * BLOCK_V + offs
             in_row = cols < V
             x_raw = x_next
-            x_next = _load_block(x_row, cols - BLOCK_V, V, POLICY)
-            x, dx = _cap_block(x_raw, in_row, cap, SOFTCAP)
+            x_next = load_block(x_row, cols - BLOCK_V, V, POLICY)
+            x, dx = cap_block(x_raw, in_row, cap, SOFTCAP)
             g = tl.exp((x - m) - log_s) * a
             if SMOOTH:
                 if HAS_CLASS_W:
@@ -238,7 +187,7 @@ def _row_finish(
             if SOFTCAP:
                 g = g * dx
             tl.store(
-                g_row + cols, _to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row, eviction_policy=POLICY
+                g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row, eviction_policy=POLICY
             )
 
 
@@ -267,13 +216,9 @@ def _ce_fwd_kernel(
     loss_ptr,
     zloss_ptr,
     lse_ptr,
-    # split rows only: per-(row, chunk) pass-1 partials [N, n_chunks, 4], per-row arrival count
-    part_ptr,
-    count_ptr,
     # sizes and options
     N,
     V,
-    n_chunks,
     ignore_index,
     smoothing,
     cap,
@@ -286,81 +231,31 @@ def _ce_fwd_kernel(
     MEAN: tl.constexpr,
     WRITE_GRAD: tl.constexpr,
     BLOCK_V: tl.constexpr,
-    CHUNK: tl.constexpr,  # columns per program when a row is split (SPLIT), a multiple of BLOCK_V
-    CHUNKS_POW2: tl.constexpr,  # n_chunks rounded up to a power of two
-    SPLIT: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
 ):
-    """One program per row (SPLIT=False), or per (row, chunk of CHUNK columns) (SPLIT=True).
-
-    Split rows: each program runs pass 1 over its chunk and stores its partials; the program
-    that arrives last for a row (an atomic counter) merges them and runs pass 2 over the whole
-    row, which its peers have just read, so the re-read is served from L2. Nobody waits for
-    anybody, so this also runs under Triton's interpreter (programs run one after another)."""
-    pid = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
-    if SPLIT:
-        row = pid // n_chunks
-        chunk = pid % n_chunks
-    else:
-        row = pid
-        chunk = 0
+    """One program per row: pass 1 (statistics), then loss and pass 2 (gradient)."""
+    row = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
     x_row = x_ptr + row * stride_x
     g_row = grad_ptr + row * stride_g
     t = tl.load(tgt_ptr + row).to(tl.int64)
     if t == ignore_index:
-        if chunk == 0:
-            tl.store(loss_ptr + row, 0.0)
-            tl.store(zloss_ptr + row, 0.0)
-            tl.store(lse_ptr + row, 0.0)
+        tl.store(loss_ptr + row, 0.0)
+        tl.store(zloss_ptr + row, 0.0)
+        tl.store(lse_ptr + row, 0.0)
         if WRITE_GRAD:
-            if SPLIT:
-                _zero_cols(g_row, chunk * CHUNK, tl.minimum(chunk * CHUNK + CHUNK, V), grad_ptr, BLOCK_V)
-            else:
-                _zero_cols(g_row, 0, V, grad_ptr, BLOCK_V)
+            _zero_cols(g_row, 0, V, grad_ptr, BLOCK_V)
     else:
-        if SPLIT:
-            lo = chunk * CHUNK
-            m, s_o, sum_wx, sum_w = _row_stats(
-                x_row, class_w_ptr, t, lo, tl.minimum(lo + CHUNK, V), cap,
-                BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP,
-            )  # fmt: skip
-            part = part_ptr + (row * n_chunks + chunk) * 4
-            tl.store(part + 0, m)
-            tl.store(part + 1, s_o)
-            tl.store(part + 2, sum_wx)
-            tl.store(part + 3, sum_w)
-            # every thread's partial stores happen before the release of the counter
-            tl.debug_barrier()
-            arrived = tl.atomic_add(count_ptr + row, 1, sem="acq_rel")
-            if arrived == n_chunks - 1:  # the last of the row's programs: merge and finish
-                idx = tl.arange(0, CHUNKS_POW2)
-                mine = idx < n_chunks
-                parts = part_ptr + (row * n_chunks + idx) * 4
-                # ".cg": read the peers' partials from L2, never from a stale L1 line
-                pm = tl.load(parts + 0, mask=mine, other=float("-inf"), cache_modifier=".cg")
-                ps = tl.load(parts + 1, mask=mine, other=0.0, cache_modifier=".cg")
-                m = tl.max(pm, 0)
-                s_o = tl.sum(tl.where(mine, ps * tl.exp(pm - m), 0.0), 0)
-                sum_wx = tl.sum(tl.load(parts + 2, mask=mine, other=0.0, cache_modifier=".cg"), 0)
-                sum_w = tl.sum(tl.load(parts + 3, mask=mine, other=0.0, cache_modifier=".cg"), 0)
-                _row_finish(
-                    row, t, m, s_o, sum_wx, sum_w, x_row, g_row, grad_ptr, token_w_ptr, class_w_ptr,
-                    denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
-                    HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
-                    ROUND_BY_HAND, POLICY_DROP,
-                )  # fmt: skip
-        else:
-            m, s_o, sum_wx, sum_w = _row_stats(
-                x_row, class_w_ptr, t, 0, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP
-            )
-            _row_finish(
-                row, t, m, s_o, sum_wx, sum_w, x_row, g_row, grad_ptr, token_w_ptr, class_w_ptr,
-                denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
-                HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
-                ROUND_BY_HAND, POLICY_DROP,
-            )  # fmt: skip
+        m, s_o, sum_wx, sum_w = _row_stats(
+            x_row, class_w_ptr, t, 0, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP
+        )
+        _row_finish(
+            row, t, m, s_o, sum_wx, sum_w, x_row, g_row, grad_ptr, token_w_ptr, class_w_ptr,
+            denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
+            HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
+            ROUND_BY_HAND, POLICY_DROP,
+        )  # fmt: skip
 
 
 @triton.jit
@@ -388,7 +283,7 @@ def _scale_rows_kernel(
                 cols = b * BLOCK_V + offs
                 in_row = cols < V
                 g = tl.load(g_row + cols, mask=in_row, other=0.0).to(tl.float32)
-                tl.store(g_row + cols, _to_store(g * up, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
+                tl.store(g_row + cols, to_store(g * up, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -397,29 +292,21 @@ def _scale_rows_kernel(
 _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 
 # Launch shape, measured on an H100 (N=8192, V=128256, bf16, forward+backward; kernels/NOTES.md):
-# one program per row, 4096-wide blocks, 16 warps: 1.94 ms. Splitting rows (SPLIT_CHUNK columns
-# per program) ran 2.0-3.4 ms: the last program of a row then writes the whole row alone. It
-# stays available (and tested) for tuning, off by default.
+# one program per row, 4096-wide blocks, 16 warps: 1.94 ms. Persistent grids (1-4 programs per
+# SM) and rows split across programs were slower.
 _MAX_BLOCK_V = 4096
 _NUM_WARPS: int | None = None  # None: chosen from BLOCK_V below
 _L2_HINTS = True
-SPLIT_CHUNK = 8192
-SPLIT_MIN_COLS = 2**62  # never, by default
 
 
-def _launch_config(n_cols: int, device: torch.device, split_chunk: int | None) -> tuple[int, int, int]:
-    """(BLOCK_V, num_warps, chunk) for rows of n_cols; chunk 0 means one program per row."""
+def _launch_config(n_cols: int, device: torch.device) -> tuple[int, int]:
+    """(BLOCK_V, num_warps) for rows of n_cols columns."""
     block_v = min(triton.next_power_of_2(max(n_cols, 1)), _MAX_BLOCK_V)
-    chunk = split_chunk if split_chunk is not None else (SPLIT_CHUNK if n_cols >= SPLIT_MIN_COLS else 0)
-    if chunk:
-        block_v = min(block_v, chunk)
-        if chunk % block_v:
-            raise ValueError(f"split chunk {chunk} must be a multiple of the block {block_v}")
     if device.type == "cuda":
         num_warps = _NUM_WARPS or (16 if block_v >= 4096 else (8 if block_v >= 1024 else 4))
     else:  # Triton's interpreter ignores warps
         num_warps = 4
-    return block_v, num_warps, chunk
+    return block_v, num_warps
 
 
 def check_targets_in_range(target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
@@ -457,16 +344,13 @@ def cross_entropy_rows(
     label_smoothing: float = 0.0,
     softcap: float | None = None,
     z_loss_scale: float = 0.0,
-    split_chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Low-level launch over a 2-D `logits` [N, V] (last dim contiguous).
 
     Returns float32 per-row (loss, z_loss, lse); loss includes the z-loss and the token weight.
     If `grad_out` is given ([N, V], last dim contiguous, may be `logits` itself) the gradient of
     sum(loss) -- or of sum(loss) / denom when `denom` is given -- is written into it.
-    Used by the fused linear kernel on chunks of logits. No validation, no host sync.
-    `split_chunk` forces rows to be split into chunks of that many columns (0: never); by
-    default rows of SPLIT_MIN_COLS or more are split into SPLIT_CHUNK columns."""
+    Used by the fused linear kernel on chunks of logits. No validation, no host sync."""
     n_rows, n_cols = logits.shape
     dev = logits.device
     loss = torch.empty(n_rows, dtype=torch.float32, device=dev)
@@ -474,15 +358,9 @@ def cross_entropy_rows(
     lse = torch.empty_like(loss)
     if n_rows == 0:
         return loss, zloss, lse
-    block_v, num_warps, chunk = _launch_config(n_cols, dev, split_chunk)
-    n_chunks = triton.cdiv(n_cols, chunk) if chunk else 1
-    if n_chunks > 1:
-        partials = torch.empty(n_rows, n_chunks, 4, dtype=torch.float32, device=dev)
-        arrivals = torch.zeros(n_rows, dtype=torch.int32, device=dev)
-    else:
-        partials, arrivals = loss, loss  # not read
+    block_v, num_warps = _launch_config(n_cols, dev)
     write_grad = grad_out is not None
-    _ce_fwd_kernel[(n_rows * n_chunks,)](
+    _ce_fwd_kernel[(n_rows,)](
         logits,
         logits.stride(0),
         grad_out if write_grad else logits,
@@ -494,11 +372,8 @@ def cross_entropy_rows(
         loss,
         zloss,
         lse,
-        partials,
-        arrivals,
         n_rows,
         n_cols,
-        n_chunks,
         ignore_index,
         float(label_smoothing),
         float(softcap) if softcap else 1.0,
@@ -511,9 +386,6 @@ def cross_entropy_rows(
         MEAN=denom is not None,
         WRITE_GRAD=write_grad,
         BLOCK_V=block_v,
-        CHUNK=max(chunk, block_v),
-        CHUNKS_POW2=triton.next_power_of_2(n_chunks),
-        SPLIT=n_chunks > 1,
         ROUND_BY_HAND=_INTERPRETED,
         POLICY_KEEP="evict_last" if _L2_HINTS else "",
         POLICY_DROP="evict_first" if _L2_HINTS else "",
@@ -530,7 +402,7 @@ def scale_rows_(grad: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
         return grad
     up = upstream.reshape(-1) if upstream.numel() > 1 else upstream.reshape(1)
     stride_up = up.stride(0) if up.numel() > 1 else 0
-    block_v, num_warps, _ = _launch_config(n_cols, grad.device, 0)
+    block_v, num_warps = _launch_config(n_cols, grad.device)
     _scale_rows_kernel[(n_rows,)](
         grad,
         grad.stride(0),

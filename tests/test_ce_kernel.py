@@ -165,33 +165,3 @@ def test_no_gradient_requested_writes_nothing(device):
 def test_fp16_on_gpu(device):
     logits, target = _inputs(device, torch.float16)
     check_against_truth(cross_entropy, logits, target, reduction="mean")
-
-
-@pytest.fixture
-def split_rows(monkeypatch):
-    """Force the split-row path (rows cut into 1024-column chunks, one program each), which
-    the kernel takes by default only for vocabularies of 32768 or more."""
-    import kernels.cross_entropy as ce
-
-    monkeypatch.setattr(ce, "SPLIT_MIN_COLS", 1)
-    monkeypatch.setattr(ce, "SPLIT_CHUNK", 1024)
-
-
-@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
-@pytest.mark.parametrize(
-    "opts",
-    [{}, {"label_smoothing": 0.1, "softcap": 3.0, "z_loss_scale": 0.05, "weight": "class", "token_weight": "token"}],
-    ids=["plain", "all"],
-)
-def test_split_rows_match_truth(device, split_rows, reduction, opts):
-    n, v = 6, 4099  # 5 chunks, the last one 3 columns wide
-    logits, target = _inputs(device, n=n, v=v, seed=2)
-    target[0] = v - 1  # a target in the last, narrow chunk
-    opts = dict(opts)
-    if opts.get("weight") == "class":
-        opts["weight"] = torch.rand(v, device=device) + 0.2
-    if opts.get("token_weight") == "token":
-        opts["token_weight"] = torch.rand(n, device=device) * 3
-    up = torch.randn(n, device=device) if reduction == "none" else None
-    check_against_truth(cross_entropy, logits * 3, target, up, reduction=reduction, **opts)
-    check_against_truth(cross_entropy, logits.bfloat16(), target, up, reduction=reduction, **opts)

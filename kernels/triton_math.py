@@ -1,0 +1,59 @@
+"""Small Triton helpers shared by our kernels: accurate softcap, and stores that round
+correctly under Triton's interpreter. Only `triton.language` that Triton 3.6 (the GPU box) and
+newer releases (CPU machines) both have."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def expm1(x):
+    # Kahan's expm1 from exp and log: exact to a few ulps near 0, where exp(x) - 1 alone loses
+    # every digit. (Neither Triton release we support has an expm1 we can rely on.)
+    e = tl.exp(x)
+    return tl.where(e == 1.0, x, (e - 1.0) * x / tl.log(e))
+
+
+@triton.jit
+def softcap_and_slope(x, cap):
+    """cap * tanh(x / cap) and its derivative 1 - tanh^2, both to a few ulps.
+
+    tl.math.tanh exists in neither Triton release we support (3.6 on the GPU box, newer on
+    CPU). tanh(a) = expm1(2a) / (expm1(2a) + 2) for a = |u| has no cancellation; past a = 10
+    tanh is 1 in float32. The derivative is sech^2 = 4e / (1 + e)^2 with e = exp(-2|u|),
+    which never overflows and, unlike 1 - tanh^2, keeps its digits when |tanh| -> 1."""
+    u = x / cap
+    a = tl.minimum(tl.abs(u), 10.0)
+    em = expm1(2.0 * a)
+    t = em / (em + 2.0)
+    t = tl.where(u < 0, -t, t)
+    e = tl.exp(-2.0 * tl.abs(u))
+    return cap * t, 4.0 * e / ((1.0 + e) * (1.0 + e))
+
+
+@triton.jit
+def to_store(x, dtype: tl.constexpr, ROUND_BY_HAND: tl.constexpr):
+    # Triton's interpreter truncates float32 -> bfloat16 (its cast ignores the rounding mode),
+    # doubling the error of every bf16 gradient on CPU; compiled Triton rounds to nearest even.
+    # So under the interpreter we round to nearest even on the bits ourselves (NaN kept as is).
+    if ROUND_BY_HAND and dtype == tl.bfloat16:
+        bits = x.to(tl.uint32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+        x = tl.where(x != x, x, bits.to(tl.float32, bitcast=True))
+    return x.to(dtype)
+
+
+@triton.jit
+def load_block(row_ptr, cols, V, POLICY: tl.constexpr):
+    # Blocks past either end of the row (the prefetch after the last block) load nothing.
+    return tl.load(row_ptr + cols, mask=(cols >= 0) & (cols < V), other=float("-inf"), eviction_policy=POLICY)
+
+
+@triton.jit
+def cap_block(x_raw, in_row, cap, SOFTCAP: tl.constexpr):
+    x = x_raw.to(tl.float32)
+    dx = tl.full([1], 1.0, tl.float32)  # d capped / d x
+    if SOFTCAP:
+        capped, dx = softcap_and_slope(x, cap)
+        x = tl.where(in_row, capped, float("-inf"))
+    return x, dx
