@@ -94,8 +94,13 @@ def _validate(hidden, weight, bias, target, class_weight, token_weight, reductio
             f"target shape {tuple(target.shape)} must equal hidden shape without the hidden dim "
             f"{tuple(hidden.shape[:-1])}"
         )
-    tensors = (("weight", weight), ("bias", bias), ("target", target), ("class_weight", class_weight),
-               ("token_weight", token_weight))
+    tensors = (
+        ("weight", weight),
+        ("bias", bias),
+        ("target", target),
+        ("class_weight", class_weight),
+        ("token_weight", token_weight),
+    )
     for name, t in tensors:
         if t is not None and t.device != hidden.device:
             raise ValueError(f"{name} is on {t.device} but hidden is on {hidden.device}")
@@ -154,8 +159,12 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
         else:
             torch.mm(h_c, w.t(), out=logits)
         loss_c, zloss_c, _ = cross_entropy_rows(
-            logits, t[start:stop], grad_out=logits if need_grad else None, denom=denom,
-            token_weight=None if tw is None else tw[start:stop], **ce,
+            logits,
+            t[start:stop],
+            grad_out=logits if need_grad else None,
+            denom=denom,
+            token_weight=None if tw is None else tw[start:stop],
+            **ce,
         )
         loss_rows[start:stop] = loss_c
         zloss_rows[start:stop] = zloss_c
@@ -192,8 +201,24 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction,
-                label_smoothing, softcap, z_loss_scale, chunk_bytes, chunk_tokens, grad_weight_accum, check_targets):
+    def forward(
+        ctx,
+        hidden,
+        weight,
+        bias,
+        target,
+        class_weight,
+        token_weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        softcap,
+        z_loss_scale,
+        chunk_bytes,
+        chunk_tokens,
+        grad_weight_accum,
+        check_targets,
+    ):
         _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
         if grad_weight_accum not in ("fp32", "dtype"):
             raise ValueError(f"grad_weight_accum must be 'fp32' or 'dtype', got {grad_weight_accum!r}")
@@ -209,17 +234,33 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             check_targets_in_range(t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
         chunk = chunk_size(h.shape[0], n_classes, h.element_size(), chunk_bytes, chunk_tokens)
-        ce = dict(weight=cw, ignore_index=ignore_index, label_smoothing=label_smoothing, softcap=softcap,
-                  z_loss_scale=z_loss_scale)
+        ce = dict(
+            weight=cw,
+            ignore_index=ignore_index,
+            label_smoothing=label_smoothing,
+            softcap=softcap,
+            z_loss_scale=z_loss_scale,
+        )
         need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
         # reduction="none": gradients are formed in backward, where each row's upstream is known
         in_forward = reduction != "none"
         loss_rows = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
         zloss_rows = torch.empty_like(loss_rows)
         grads = _chunk_loop(
-            h, w, b, t, tw, ce=ce, denom=denom, chunk=chunk, need_h=need_h and in_forward,
-            need_w=need_w and in_forward, need_b=need_b and in_forward, accum=grad_weight_accum,
-            loss_rows=loss_rows, zloss_rows=zloss_rows,
+            h,
+            w,
+            b,
+            t,
+            tw,
+            ce=ce,
+            denom=denom,
+            chunk=chunk,
+            need_h=need_h and in_forward,
+            need_w=need_w and in_forward,
+            need_b=need_b and in_forward,
+            accum=grad_weight_accum,
+            loss_rows=loss_rows,
+            zloss_rows=zloss_rows,
         )
         if reduction == "none":
             loss, zloss = loss_rows.view(shape), zloss_rows.view(shape)
@@ -255,8 +296,20 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             tw_up = up if tw is None else tw * up
             scratch = torch.empty(h.shape[0], dtype=torch.float32, device=h.device)
             grad_h, grad_w, grad_b = _chunk_loop(
-                h, w, b, t, tw_up, ce=ce, denom=None, chunk=chunk, need_h=need_h, need_w=need_w, need_b=need_b,
-                accum=accum, loss_rows=scratch, zloss_rows=torch.empty_like(scratch),
+                h,
+                w,
+                b,
+                t,
+                tw_up,
+                ce=ce,
+                denom=None,
+                chunk=chunk,
+                need_h=need_h,
+                need_w=need_w,
+                need_b=need_b,
+                accum=accum,
+                loss_rows=scratch,
+                zloss_rows=torch.empty_like(scratch),
             )
         else:
             grad_h, grad_w, grad_b = ctx.grads
@@ -301,7 +354,20 @@ def fused_linear_cross_entropy(
     forward (the gradients are formed in forward, except for reduction="none").
     """
     loss, zloss = FusedLinearCrossEntropyFunction.apply(
-        hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction, label_smoothing,
-        softcap, z_loss_scale, chunk_bytes, chunk_tokens, grad_weight_accum, check_targets,
+        hidden,
+        weight,
+        bias,
+        target,
+        class_weight,
+        token_weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        softcap,
+        z_loss_scale,
+        chunk_bytes,
+        chunk_tokens,
+        grad_weight_accum,
+        check_targets,
     )
     return (loss, zloss) if return_z_loss else loss

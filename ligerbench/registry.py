@@ -135,6 +135,23 @@ def default_registry(*, plugins: bool = True) -> Registry:
         )
     )
     reg.add(*ce_providers.PROVIDERS, *mutants.PROVIDERS, *SUITES, *PRESETS)
+    from ligerbench import flce_spec
+    from ligerbench.providers import flce as flce_providers
+    from ligerbench.providers import flce_mutants
+
+    reg.add(
+        KernelSpec(
+            name="flce",
+            description="fused linear + cross entropy: hidden [N, H] @ weight [V, H].T (+ bias) vs targets",
+            make_problem=flce_spec.make_problem,
+            reference=flce_spec.reference,
+            eager=flce_spec.eager_in_dtype,
+            run=flce_spec.run_flce,
+            quantities=flce_spec.QUANTITIES,
+        ),
+        *flce_providers.PROVIDERS,
+        *flce_mutants.PROVIDERS,
+    )
     if plugins:
         reg.load_plugins()
     return reg

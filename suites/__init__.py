@@ -1,8 +1,8 @@
 """Suites: what ligerbench checks and measures, one file per concern."""
 
-from suites import contracts, correctness, gradients
+from suites import contracts, correctness, flce, gradients
 from suites.presets import PRESETS
 
-SUITES = (correctness.SUITE, gradients.SUITE, contracts.SUITE)
+SUITES = (correctness.SUITE, gradients.SUITE, contracts.SUITE, *flce.SUITES)
 
 __all__ = ["PRESETS", "SUITES"]

@@ -1,0 +1,141 @@
+"""Providers of the `flce` kernel: ours (default chunking, and forced small chunks), PyTorch
+eager with full logits, torch.compile of it, Liger-Kernel's and Apple's Cut Cross-Entropy.
+
+Each provider's callable takes (hidden, weight, target, *, bias, class_weight, ignore_index,
+reduction, label_smoothing, softcap, z_loss_scale, token_weight) and returns the loss or
+(loss, z_loss). Imports happen in `load()`, so a missing package makes one provider
+unavailable, not the tool. A peer that lacks an option says so through `supports`.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ligerbench.cases import OPTIONS, Case
+from ligerbench.registry import Provider
+
+# Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/
+# flce_grid.py), so every case but one-token ones has a partial last chunk, and the leading_run
+# and all ignore patterns make whole chunks entirely ignored.
+SMALL_CHUNK_TOKENS = 5
+
+
+def _load_ours(**fixed):
+    from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+
+    return functools.partial(fused_linear_cross_entropy, return_z_loss=True, **fixed)
+
+
+def _load_eager():
+    from ligerbench.flce_spec import flce_torch
+
+    return flce_torch
+
+
+@functools.cache
+def _load_compiled():
+    import torch
+
+    from ligerbench.flce_spec import flce_torch
+
+    return torch.compile(flce_torch, dynamic=False)
+
+
+def _load_liger():
+    from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
+
+    def call(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, softcap,
+             z_loss_scale, token_weight):
+        out = liger_fused_linear_cross_entropy(
+            hidden, weight, target, bias=bias, ce_weight=class_weight, ignore_index=ignore_index,
+            lse_square_scale=z_loss_scale, label_smoothing=label_smoothing, reduction=reduction,
+            softcap=softcap, return_z_loss=True,
+        )
+        # 0.8.x returns a CrossEntropyOutput record when return_z_loss=True; older, a tuple
+        if hasattr(out, "loss"):
+            return out.loss, out.z_loss
+        return tuple(out) if isinstance(out, (tuple, list)) else out
+
+    return call
+
+
+def _liger_supports(case: Case) -> str | None:
+    opts = OPTIONS[case.option]
+    if opts.get("token_weight"):
+        return "Liger-Kernel has no per-token weights"
+    if opts.get("z_loss_scale") and opts.get("class_weight"):
+        return "Liger-Kernel normalises the z-loss differently when class weights are set"
+    return None
+
+
+def _load_cce():
+    from cut_cross_entropy import linear_cross_entropy
+
+    def call(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, softcap,
+             z_loss_scale, token_weight):
+        # filter_eps=None: the exact gradient (the default "high" skips small gradient entries,
+        # which is CCE's speed trick, not a bug; the bench suite times both)
+        return linear_cross_entropy(
+            hidden, weight, target, ignore_index=ignore_index, softcap=softcap, reduction=reduction,
+            shift=False, filter_eps=None, impl="cce",
+        )
+
+    return call
+
+
+def _cce_supports(case: Case) -> str | None:
+    opts = OPTIONS[case.option]
+    missing = [k for k in ("label_smoothing", "z_loss_scale", "class_weight", "token_weight") if opts.get(k)]
+    if missing:
+        return f"Cut Cross-Entropy has no {', '.join(missing)}"
+    if case.bias:
+        return "Cut Cross-Entropy 25.1 takes no bias"
+    return None
+
+
+PROVIDERS = (
+    Provider(
+        name="flce_ours",
+        kernel="flce",
+        description="kernels/fused_linear_cross_entropy.py, default chunk budget",
+        load=_load_ours,
+    ),
+    Provider(
+        name="flce_ours_small_chunks",
+        kernel="flce",
+        description=f"ours with {SMALL_CHUNK_TOKENS}-token chunks (partial and fully ignored chunks)",
+        load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS),
+    ),
+    Provider(
+        name="flce_eager",
+        kernel="flce",
+        description="PyTorch eager, full logits in the input dtype (also the tolerance yardstick)",
+        load=_load_eager,
+    ),
+    Provider(
+        name="flce_torch_compile",
+        kernel="flce",
+        description="torch.compile of the eager formula",
+        load=_load_compiled,
+        devices=("cuda",),
+    ),
+    Provider(
+        name="flce_liger",
+        kernel="flce",
+        description="Liger-Kernel liger_fused_linear_cross_entropy (default chunking)",
+        load=_load_liger,
+        # under Triton's interpreter its softcap and class-weight paths raise inside Triton
+        # (AttributeError: 'float' object has no attribute 'to'), and it is the slowest provider
+        # there: its verdicts on CPU would be about the interpreter, not about Liger
+        devices=("cuda",),
+        supports=_liger_supports,
+    ),
+    Provider(
+        name="flce_cce",
+        kernel="flce",
+        description="Apple Cut Cross-Entropy linear_cross_entropy, impl='cce', filter_eps=None",
+        load=_load_cce,
+        devices=("cuda",),
+        supports=_cce_supports,
+    ),
+)

@@ -1,0 +1,59 @@
+"""The case grid of the `flce` kernel (fused linear + cross entropy), per preset.
+
+The same axes as `ce` (suites/grid.py), plus what only the fused kernel has: a bias or none,
+hidden sizes that are not multiples of anything, and chunking. Chunking is exercised by the
+provider `flce_ours_small_chunks` (5-token chunks, see providers/flce.py) on every case: no
+token count below is a multiple of 5, so the last chunk is always partial, and the
+leading_run (first 60% ignored: rows 0-6 of 12 hold the whole first chunk) and all patterns leave whole
+chunks ignored.
+
+On GPU (`full`) the axes are crossed as in `ce`. On CPU (`quick`, Triton's interpreter, ~15 ms
+per token row per call of ours, so 12 tokens) the grid keeps every value of every axis but pairs them sparsely:
+  A  ignore pattern x {none with random upstream (bug 1), mean}
+  B  option x {sum with a random upstream scalar, none with random upstream}, half with bias
+  C  logits kind (confident: bug 6; large) x {plain, all} x {mean, none random}
+  D  odd shapes (one token, odd hidden and vocab sizes), each with one reduction variant in
+     turn, with bias and 'all' options and without
+Case order is stable and cases are unique.
+"""
+
+from __future__ import annotations
+
+from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
+
+REDUCTION_VARIANTS = (("none", "ones"), ("none", "random"), ("mean", "ones"), ("sum", "random"))
+SIZES = {
+    # preset: (tokens, vocab, hidden, odd shapes (tokens, vocab, hidden))
+    "quick": (12, 256, 32, ((1, 256, 32), (11, 257, 17), (17, 100, 7))),
+    "full": (4096, 32000, 1024, ((1, 32000, 1024), (4099, 32001, 1031), (1001, 128256, 576), (777, 256000, 257))),
+}
+DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+
+
+def flce_cases(preset: str, device_type: str) -> list[Case]:
+    if preset not in SIZES:
+        raise ValueError(f"no flce grid for preset {preset!r}; expected one of {tuple(SIZES)}")
+    n, v, h, shapes = SIZES[preset]
+    dense = preset != "quick"
+    cases: list[Case] = []
+    for dtype in DTYPES[device_type]:
+        base = Case(kernel="flce", n=n, v=v, h=h, dtype=dtype)
+        reds = {rv: base.replace(reduction=rv[0], upstream=rv[1]) for rv in REDUCTION_VARIANTS}
+        pair_a = tuple(reds.values()) if dense else (reds[("none", "random")], reds[("mean", "ones")])
+        pair_b = tuple(reds.values()) if dense else (reds[("sum", "random")], reds[("none", "random")])
+        for red in pair_a:  # A
+            cases += [red.replace(ignore_pattern=p) for p in IGNORE_PATTERNS]
+        for i, option in enumerate(OPTIONS):  # B
+            for red in pair_b:
+                cases.append(red.replace(option=option, bias=(i % 2 == 1)))
+                if dense:
+                    cases.append(red.replace(option=option, bias=(i % 2 == 0)))
+        for kind in ("confident", "large"):  # C
+            for option in ("plain", "all") if not dense else ("plain", "softcap", "z_loss", "all"):
+                for red in (reds[("mean", "ones")], reds[("none", "random")]) if not dense else reds.values():
+                    cases.append(red.replace(logits=kind, option=option, bias=(option == "all")))
+        for i, (sn, sv, sh) in enumerate(shapes):  # D
+            variants = tuple(reds.values())
+            for red in variants if dense else (variants[(i + 1) % len(variants)],):
+                cases += [red.replace(n=sn, v=sv, h=sh, bias=True, option="all"), red.replace(n=sn, v=sv, h=sh)]
+    return list(dict.fromkeys(cases))
