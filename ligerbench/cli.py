@@ -25,6 +25,7 @@ from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, REDUCTIONS
 from ligerbench.converge.command import converge
 from ligerbench.records import RecordWriter
 from ligerbench.registry import default_registry
+from ligerbench.selftest_cli import selftest
 
 app = typer.Typer(
     help="Verify and benchmark Triton loss kernels against a float64 truth and their peers.",
@@ -247,6 +248,7 @@ def list_registry():
 # the command's body lives in its own module; registered here so `ligerbench --help` lists it
 app.command("bench")(bench)
 app.command("converge")(converge)
+app.command("selftest")(selftest)
 
 
 def main() -> None:

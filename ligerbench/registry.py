@@ -52,6 +52,11 @@ class Provider:
     devices: tuple[str, ...] = ("cpu", "cuda")
     supports: Callable[[Case], str | None] = _always  # a reason it cannot run a case, or None
     mutant: bool = False  # a planted bug, run only when asked for by name
+    # Mutants only: the slices of the case grid where the bug shows, each a dict of Case field ->
+    # value or tuple of values, e.g. {"reduction": "none", "ignore_pattern": "leading_run"}.
+    # selftest runs the mutant on these cases alone (the whole grid would not fit CI); none
+    # declared means the whole grid. Not hashed: dicts are not hashable.
+    targets: tuple[dict[str, Any], ...] = field(default=(), hash=False)
 
     def unavailable(self, device_type: str) -> str | None:
         if device_type not in self.devices:

@@ -35,7 +35,7 @@ PROVIDERS = (
         description="chunk loop that skips the last partial chunk of tokens",
         load=lambda: _drops_last_partial_chunk,
         mutant=True,
-        # selftest's slice: every token counted, so the dropped last chunk (32 = 2 x 12 + 8) shows
+        # selftest's slice (ligerbench/selftest.py): no token ignored, so the tokens the loop skips show
         targets=({"dtype": "fp32", "ignore_pattern": "none", "option": "plain", "logits": "normal"},),
     ),
 )

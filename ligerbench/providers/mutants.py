@@ -2,7 +2,8 @@
 
 Each reproduces a bug a real kernel shipped (ANCHORS.md), built around our kernel so that
 everything else about it is right. A suite that cannot make verify fail on one of these is not
-checking what it claims. They run only when named (`--provider mutant_...`) or by selftest.
+checking what it claims. They run only when named (`--provider mutant_...`) or by selftest, which
+runs each on its `targets`: the smallest slices of the grid that expose it (CI runs them all on CPU).
 """
 
 from __future__ import annotations
@@ -120,35 +121,45 @@ PROVIDERS = (
         "mutant_first_row_upstream",
         "reduction='none' backward uses the first row's upstream gradient for every row",
         lambda: _first_row_upstream,
+        # a leading run of ignored tokens gives row 0 an upstream gradient of 0 under either upstream
+        targets=({"reduction": "none", "ignore_pattern": "leading_run", "dtype": "fp32"},),
     ),
     _mutant(
         "mutant_softcap_no_tanh_grad",
         "softcap gradient without the tanh derivative",
         lambda: _softcap_without_tanh_derivative,
+        targets=({"option": "softcap", "reduction": "sum", "dtype": "fp32"},),
     ),
     _mutant(
         "mutant_mean_counts_ignored",
         "ignored tokens counted in the mean's denominator",
         lambda: _mean_counts_ignored,
+        # 90% ignored: the mean comes out ten times too small
+        targets=({"reduction": "mean", "ignore_pattern": "random_90", "dtype": "fp32", "option": "plain"},),
     ),
     _mutant(
         "mutant_low_precision_target_grad",
         "true-class gradient formed from a bf16 probability (wrong for confident logits)",
         lambda: _low_precision_target_grad,
+        # random-normal logits cannot show it: p_y must be within bf16's rounding of 1
+        targets=({"logits": "confident", "reduction": "sum", "dtype": "fp32", "option": "plain"},),
     ),
     _mutant(
         "mutant_silent_inplace",
         "writes its gradient into the caller's logits without declaring it",
         lambda: _ours(inplace_backward=True),
+        targets=({"reduction": "none", "ignore_pattern": "leading_run", "dtype": "fp32"},),
     ),
     _mutant(
         "mutant_zloss_no_grad",
         "z-loss in the loss value but missing from the gradient",
         lambda: _zloss_missing_from_gradient,
+        targets=({"option": "z_loss", "reduction": "sum", "dtype": "fp32", "logits": "normal"},),
     ),
     _mutant(
         "mutant_smoothing_ignores_class_weight",
         "label smoothing's uniform term ignores the class weights",
         lambda: _smoothing_ignores_class_weight,
+        targets=({"option": "smoothing_class_weight", "reduction": "sum", "dtype": "fp32"},),
     ),
 )

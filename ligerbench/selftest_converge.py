@@ -1,0 +1,83 @@
+"""selftest's converge campaign: the planted patch bugs of ligerbench/converge/mutants.py run
+through the convergence suite (suites/converge.py), beside the correct patch on the same model,
+data and seed.
+
+Each mutant runs only the checks that exist to catch it (CHECKS): a training run per mutant is
+the cost, and CI runs them all on CPU. A mutant added to converge's MUTANTS without an entry
+here runs every check with a packed case, which is slower but misses nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ligerbench.registry import Registry
+from ligerbench.selftest import Campaign, Context, Mutant
+
+PREFIX = "converge_"  # mutants and the control share the provider column with kernel providers
+CONTROL = "converge_patch"
+MODEL, DTYPE, PATCH = "llama-mini", "fp32", "ce"
+# selftest preset -> (converge preset, training steps): two steps already show every planted
+# bug (a patch inactive or left in place fails on the first step) and keep CI short
+PRESETS = {"quick": ("tiny", 2), "full": ("gpu", None)}
+ALL_CHECKS = ("trajectory", "logits_to_keep", "packed")
+DESCRIPTIONS = {
+    "not_applied": "patch enters and exits without touching the model",
+    "not_reverted": "patched forward left on the instance after the context (ANCHORS.md bug 7)",
+    "logits_to_keep_eval_only": "logits_to_keep applied in eval mode only (ANCHORS.md bug 5)",
+}
+CHECKS = {
+    "not_applied": ("trajectory",),  # patch_active: our kernel never ran
+    "not_reverted": ("trajectory",),  # patch_reverted: the instance keeps the patched forward
+    "logits_to_keep_eval_only": ("logits_to_keep",),  # train-mode slicing (ANCHORS.md bug 5)
+}
+
+
+def _mutants(registry: Registry, device_type: str) -> list[Mutant]:
+    from ligerbench.converge.mutants import MUTANTS
+
+    return [
+        Mutant(
+            name=PREFIX + name,
+            campaign="converge",
+            description=DESCRIPTIONS.get(name) or (cls.__doc__ or name).strip().splitlines()[0],
+            control=CONTROL,
+            suites=("converge",),
+        )
+        for name, cls in MUTANTS.items()
+    ]
+
+
+def _run(registry: Registry, mutants: list[Mutant], ctx: Context) -> None:
+    from kernels.hf import CausalLMPatch
+    from ligerbench.converge.models import PRESETS as MODEL_PRESETS
+    from ligerbench.converge.mutants import MUTANTS
+    from suites.converge import ConvergeCase, run_converge
+
+    preset_name, steps = PRESETS[ctx.preset]
+    preset = MODEL_PRESETS[preset_name]
+    if steps:
+        preset = dataclasses.replace(preset, steps=steps)
+    names = [m.name.removeprefix(PREFIX) for m in mutants]
+    checks = {n: CHECKS.get(n, ALL_CHECKS) for n in names}
+    packed = any("packed" in c for c in checks.values())
+    case = ConvergeCase(MODEL, preset, DTYPE, PATCH, seed=ctx.seed, packed=packed, device=ctx.device.type)
+
+    def sink_as(provider: str):
+        return lambda r: ctx.writer.write(dataclasses.replace(r, provider=provider, run_id=ctx.run_id))
+
+    # the control runs the union of the mutants' checks, so every mutant row has its control row
+    union = tuple(c for c in ALL_CHECKS if any(c in chosen for chosen in checks.values()))
+    ctx.on_step(f"{CONTROL} {case.id}")
+    run_converge(case, run_id=ctx.run_id, patcher=CausalLMPatch, sink=sink_as(CONTROL), checks=union)
+    for name in names:
+        ctx.on_step(f"{PREFIX}{name} {case.id}")
+        run_converge(case, run_id=ctx.run_id, patcher=MUTANTS[name], sink=sink_as(PREFIX + name), checks=checks[name])
+
+
+CAMPAIGN = Campaign(
+    name="converge",
+    description="planted patch bugs through the convergence suite (mini llama, fp32, ce patch)",
+    mutants=_mutants,
+    run=_run,
+)
