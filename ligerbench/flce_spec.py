@@ -166,15 +166,17 @@ def reference(problem: FLCEProblem) -> Outcome:
     def f64(t):
         return None if t is None else t.detach().double()
 
-    p64 = FLCEProblem(**{
-        **problem.__dict__,
-        "hidden": f64(problem.hidden),
-        "weight": f64(problem.weight),
-        "bias": f64(problem.bias),
-        "class_weight": f64(problem.class_weight),
-        "token_weight": f64(problem.token_weight),
-        "upstream": f64(problem.upstream),
-    })
+    p64 = FLCEProblem(
+        **{
+            **problem.__dict__,
+            "hidden": f64(problem.hidden),
+            "weight": f64(problem.weight),
+            "bias": f64(problem.bias),
+            "class_weight": f64(problem.class_weight),
+            "token_weight": f64(problem.token_weight),
+            "upstream": f64(problem.upstream),
+        }
+    )
     return run_flce(flce_torch, p64)
 
 

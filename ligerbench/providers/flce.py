@@ -44,12 +44,32 @@ def _load_compiled():
 def _load_liger():
     from liger_kernel.transformers.functional import liger_fused_linear_cross_entropy
 
-    def call(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, softcap,
-             z_loss_scale, token_weight):
+    def call(
+        hidden,
+        weight,
+        target,
+        *,
+        bias,
+        class_weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        softcap,
+        z_loss_scale,
+        token_weight,
+    ):
         out = liger_fused_linear_cross_entropy(
-            hidden, weight, target, bias=bias, ce_weight=class_weight, ignore_index=ignore_index,
-            lse_square_scale=z_loss_scale, label_smoothing=label_smoothing, reduction=reduction,
-            softcap=softcap, return_z_loss=True,
+            hidden,
+            weight,
+            target,
+            bias=bias,
+            ce_weight=class_weight,
+            ignore_index=ignore_index,
+            lse_square_scale=z_loss_scale,
+            label_smoothing=label_smoothing,
+            reduction=reduction,
+            softcap=softcap,
+            return_z_loss=True,
         )
         # 0.8.x returns a CrossEntropyOutput record when return_z_loss=True; older, a tuple
         if hasattr(out, "loss"):
@@ -71,13 +91,32 @@ def _liger_supports(case: Case) -> str | None:
 def _load_cce():
     from cut_cross_entropy import linear_cross_entropy
 
-    def call(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, softcap,
-             z_loss_scale, token_weight):
+    def call(
+        hidden,
+        weight,
+        target,
+        *,
+        bias,
+        class_weight,
+        ignore_index,
+        reduction,
+        label_smoothing,
+        softcap,
+        z_loss_scale,
+        token_weight,
+    ):
         # filter_eps=None: the exact gradient (the default "high" skips small gradient entries,
         # which is CCE's speed trick, not a bug; the bench suite times both)
         return linear_cross_entropy(
-            hidden, weight, target, ignore_index=ignore_index, softcap=softcap, reduction=reduction,
-            shift=False, filter_eps=None, impl="cce",
+            hidden,
+            weight,
+            target,
+            ignore_index=ignore_index,
+            softcap=softcap,
+            reduction=reduction,
+            shift=False,
+            filter_eps=None,
+            impl="cce",
         )
 
     return call

@@ -1,0 +1,166 @@
+"""The fused linear + cross-entropy kernel against the float64 truth, called directly.
+
+Inputs come from ligerbench/flce_spec.py (the same draws verify uses); the check is the one
+tolerance rule against PyTorch eager in the same dtype. Sizes: 12 tokens keep Triton's
+interpreter fast; V=257 is prime-ish and H=17 odd, so no block or tile divides anything."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from kernels.fused_linear_cross_entropy import (
+    DEFAULT_CHUNK_BYTES,
+    chunk_size,
+    fused_linear_cross_entropy,
+)
+from ligerbench import tolerance
+from ligerbench.cases import DTYPES, Case
+from ligerbench.flce_spec import eager_in_dtype, make_problem, reference, run_flce
+
+GRADS = ("grad_hidden", "grad_weight", "grad_bias")
+
+
+def check(case: Case, device, seed=0, **kernel_opts) -> dict:
+    """Assert loss, z-loss and every gradient are within the rule; returns the errors."""
+    problem = make_problem(case, seed, torch.device(device))
+    ref, eager = reference(problem), eager_in_dtype(problem)
+    fn = functools.partial(fused_linear_cross_entropy, return_z_loss=True, **kernel_opts)
+    got = run_flce(fn, problem)
+    assert not got.input_mutated
+    errors = {}
+    # the separately reported z-loss is a check only when the case has one (as in verify)
+    for q in ("loss", "z_loss", *GRADS) if problem.z_loss_scale else ("loss", *GRADS):
+        if q not in ref.values:
+            continue
+        err = tolerance.rel_error(got.values.get(q), ref.values[q])
+        limit = tolerance.limit_for(tolerance.rel_error(eager.values[q], ref.values[q]), DTYPES[case.dtype])
+        assert err <= limit, f"{case.id} {q}: error {err:.3g} > limit {limit:.3g}"
+        errors[q] = err
+    return errors
+
+
+BASE = Case(kernel="flce", n=12, v=257, h=17, bias=True, option="all")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])  # fp16 runs in the GPU preset
+# none with a random per-row upstream (ANCHORS bug 1), mean, sum with an upstream scalar != 1
+@pytest.mark.parametrize("reduction,upstream", [("none", "random"), ("mean", "ones"), ("sum", "random")])
+# one chunk, and 5-token chunks: the last partial, the first entirely ignored (leading_run)
+@pytest.mark.parametrize("chunk_tokens", [None, 5])
+def test_every_option_with_bias_matches_truth(device, dtype, reduction, upstream, chunk_tokens):
+    case = BASE.replace(dtype=dtype, reduction=reduction, upstream=upstream, ignore_pattern="leading_run")
+    check(case, device, chunk_tokens=chunk_tokens)
+
+
+# confident logits: 1 - p_y down to 1e-6, where a sloppy target gradient is 20-100% off (bug 6)
+@pytest.mark.parametrize("logits", ["confident", "large"])
+def test_extreme_logits_without_bias(device, logits):
+    case = Case(kernel="flce", n=12, v=256, h=32, dtype="bf16", reduction="mean", logits=logits, option="softcap")
+    check(case, device, chunk_tokens=5)
+
+
+def test_dtype_accumulation_of_weight_gradient_stays_within_rule(device):
+    # many chunks make the bf16 running sum round often: the worst case for grad_weight_accum="dtype"
+    case = BASE.replace(dtype="bf16", reduction="sum", upstream="random", option="plain")
+    check(case, device, chunk_tokens=2, grad_weight_accum="dtype")
+
+
+def test_all_ignored_mean_is_nan_with_zero_gradients(device):
+    case = BASE.replace(ignore_pattern="all", reduction="mean", option="plain")
+    errors = check(case, device, chunk_tokens=5)
+    assert errors["grad_hidden"] == 0.0 and errors["grad_weight"] == 0.0
+
+
+def test_three_dim_hidden_gives_the_same_numbers(device):
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(2, 6, 17, generator=g).to(device)
+    w = torch.randn(257, 17, generator=g).to(device)
+    y = torch.randint(0, 257, (2, 6), generator=g).to(device)
+    up = torch.rand(2, 6, generator=g).to(device)
+    results = []
+    for hidden, target in ((h, y), (h.reshape(12, 17), y.reshape(12))):
+        hh, ww = hidden.clone().requires_grad_(), w.clone().requires_grad_()
+        loss = fused_linear_cross_entropy(hh, ww, target, reduction="none", chunk_tokens=5)
+        assert loss.shape == target.shape
+        loss.backward(up.reshape(target.shape))
+        assert hh.grad.shape == hidden.shape
+        results.append((loss.reshape(-1), hh.grad.reshape(12, 17), ww.grad))
+    for a, b in zip(*results, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_frozen_weight_gets_no_gradient(device):
+    h = torch.randn(12, 17, device=device, requires_grad=True)
+    w = torch.randn(257, 17, device=device)
+    y = torch.randint(0, 257, (12,), device=device)
+    fused_linear_cross_entropy(h, w, y).backward()
+    h64 = h.detach().double().requires_grad_()
+    torch.nn.functional.cross_entropy(h64 @ w.double().T, y).backward()
+    assert w.grad is None
+    assert tolerance.rel_error(h.grad, h64.grad) <= 1e-6
+
+
+def test_second_backward_is_refused(device):
+    h = torch.randn(12, 17, device=device, requires_grad=True)
+    w = torch.randn(257, 17, device=device, requires_grad=True)
+    loss = fused_linear_cross_entropy(h, w, torch.randint(0, 257, (12,), device=device))
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="backward ran twice"):
+        loss.backward()
+
+
+def test_chunk_size_comes_from_the_budget():
+    # the two heads of issue 3, bf16, 192 MiB: whole tiles of 128 tokens, not tiny chunks
+    assert chunk_size(8192, 128256, 2, DEFAULT_CHUNK_BYTES, None) == 768
+    assert chunk_size(8192, 256000, 2, DEFAULT_CHUNK_BYTES, None) == 384
+    assert chunk_size(8192, 128256, 2, 2**20, None) == 4  # below a tile: not rounded to zero
+    assert chunk_size(10, 128256, 2, DEFAULT_CHUNK_BYTES, None) == 10
+    assert chunk_size(8192, 128256, 2, DEFAULT_CHUNK_BYTES, 1000) == 1000  # the override wins
+    assert chunk_size(8192, 128256, 2, 1, None) == 1
+    with pytest.raises(ValueError, match="chunk_tokens"):
+        chunk_size(10, 10, 2, DEFAULT_CHUNK_BYTES, 0)
+
+
+def _args(**override):
+    args = dict(
+        hidden=torch.randn(4, 8),
+        weight=torch.randn(10, 8),
+        target=torch.randint(0, 10, (4,)),
+        bias=None,
+    )
+    args.update(override)
+    return args
+
+
+@pytest.mark.parametrize(
+    "override,error,match",
+    [
+        ({"weight": torch.randn(10, 7)}, ValueError, "weight must be"),
+        ({"hidden": torch.randn(8)}, ValueError, "hidden must be"),
+        ({"target": torch.randint(0, 10, (5,))}, ValueError, "target shape"),
+        ({"bias": torch.randn(9)}, ValueError, "bias must have shape"),
+        ({"weight": torch.randn(10, 8, dtype=torch.float64)}, TypeError, "share one dtype"),
+        ({"bias": torch.randn(10).bfloat16()}, TypeError, "share one dtype"),
+        ({"target": torch.zeros(4)}, TypeError, "target must be int"),
+        ({"weight": torch.randn(10, 8, device="meta")}, ValueError, "weight is on meta"),
+        ({"target": torch.tensor([0, 1, 2, 10])}, ValueError, "outside"),
+    ],
+    ids=[
+        "hidden-size",
+        "hidden-rank",
+        "target-shape",
+        "bias-shape",
+        "weight-dtype",
+        "bias-dtype",
+        "target-dtype",
+        "device",
+        "target-range",
+    ],
+)
+def test_clear_errors(override, error, match):
+    args = _args(**override)
+    with pytest.raises(error, match=match):
+        fused_linear_cross_entropy(args.pop("hidden"), args.pop("weight"), args.pop("target"), **args)

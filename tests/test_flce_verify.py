@@ -1,0 +1,59 @@
+"""`ligerbench verify --kernel flce` through Typer's CliRunner: a filtered slice passes for our
+kernel (default and 5-token chunks) and eager, and the planted chunk-loop bug is caught."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+from typer.testing import CliRunner
+
+from ligerbench.cli import app
+
+runner = CliRunner()
+# bf16 and every option at once: all reductions, confident and large logits, odd shapes, and
+# a bias in each case, so grad_bias is checked too (9 cases)
+ALL_OPTIONS_BF16 = ["--kernel", "flce", "--dtype", "bf16", "--option", "all"]
+# a leading run of ignored tokens: with 5-token chunks the first chunk is entirely ignored and
+# 12 tokens leave a partial last chunk (2 cases)
+LEADING_RUN_FP32 = ["--kernel", "flce", "--dtype", "fp32", "--ignore-pattern", "leading_run"]
+
+
+def _verify(tmp_path, *args):
+    result = runner.invoke(app, ["verify", *args, "--out", str(tmp_path), "--json"])
+    assert result.stdout.strip().startswith("{"), result.output
+    payload = json.loads(result.stdout)
+    return result, payload, pd.read_csv(tmp_path / payload["run_id"] / "records.csv")
+
+
+def test_verify_flce_passes_on_a_slice(tmp_path):
+    result, _, records = _verify(tmp_path, *ALL_OPTIONS_BF16)
+    assert result.exit_code == 0, result.output
+    assert set(records["verdict"]) <= {"pass", "skip"}
+    ran = records[records["verdict"] != "skip"]
+    assert set(ran["provider"]) == {"flce_ours", "flce_ours_small_chunks", "flce_eager"}
+    assert {"loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged"} <= set(ran["quantity"])
+    assert records["case"].nunique() == 9
+    for provider in ("flce_ours", "flce_ours_small_chunks"):
+        mine = records[records["provider"] == provider]
+        assert (mine["verdict"] == "pass").all()
+        assert len(mine) == len(records[records["provider"] == "flce_eager"])  # nothing skipped
+    # the GPU-only peers say why they did not run
+    skipped = records[records["verdict"] == "skip"]
+    assert set(skipped["provider"]) == {"flce_torch_compile", "flce_liger", "flce_cce"}
+    assert skipped["message"].str.contains("runs on cuda only").all()
+
+
+def test_verify_catches_a_chunk_loop_that_drops_the_last_partial_chunk(tmp_path):
+    result, payload, records = _verify(
+        tmp_path,
+        *LEADING_RUN_FP32,
+        *("--provider", "mutant_flce_drops_last_chunk", "--provider", "flce_ours_small_chunks"),
+    )
+    assert result.exit_code == 1, result.output
+    mutant = records[records["provider"] == "mutant_flce_drops_last_chunk"]
+    failed = set(mutant.loc[mutant["verdict"] == "fail", "quantity"])
+    assert {"loss", "grad_hidden", "grad_weight"} <= failed
+    # the same slice with the right loop passes: the failure is the bug, not the slice
+    assert (records.loc[records["provider"] == "flce_ours_small_chunks", "verdict"] == "pass").all()
+    assert {f["provider"] for f in payload["failures"]} == {"mutant_flce_drops_last_chunk"}
