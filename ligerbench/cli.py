@@ -23,6 +23,7 @@ from ligerbench import rundir, summary
 from ligerbench.bench_cli import bench
 from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, REDUCTIONS
 from ligerbench.converge.command import converge
+from ligerbench.gate_cli import gate
 from ligerbench.records import RecordWriter
 from ligerbench.registry import default_registry
 from ligerbench.selftest_cli import selftest
@@ -249,6 +250,7 @@ def list_registry():
 app.command("bench")(bench)
 app.command("converge")(converge)
 app.command("selftest")(selftest)
+app.command("gate")(gate)
 
 
 def main() -> None:
