@@ -80,10 +80,23 @@ class Checker:
         ok = value <= limit and not math.isnan(value)
         p = self.case.preset
         r = Record(
-            run_id=self.run_id, suite=SUITE, kernel=self.case.patch, provider=self.case.model, case=self.case.id,
-            quantity=quantity, metric=metric, value=float(value), unit=unit, limit=float(limit),
-            verdict=verdict or ("pass" if ok else "fail"), message=message,
-            n=p.batch * p.seq_len, v=p.vocab, h=p.hidden, dtype=self.case.dtype, option=p.name,
+            run_id=self.run_id,
+            suite=SUITE,
+            kernel=self.case.patch,
+            provider=self.case.model,
+            case=self.case.id,
+            quantity=quantity,
+            metric=metric,
+            value=float(value),
+            unit=unit,
+            limit=float(limit),
+            verdict=verdict or ("pass" if ok else "fail"),
+            message=message,
+            n=p.batch * p.seq_len,
+            v=p.vocab,
+            h=p.hidden,
+            dtype=self.case.dtype,
+            option=p.name,
         )
         self.records.append(r)
         if self.sink:
@@ -91,8 +104,9 @@ class Checker:
         return r
 
     def error(self, quantity: str, exc: BaseException):
-        return self.record(quantity, math.inf, 0.0, metric="error", verdict="error",
-                           message=f"{type(exc).__name__}: {exc}"[:300])
+        return self.record(
+            quantity, math.inf, 0.0, metric="error", verdict="error", message=f"{type(exc).__name__}: {exc}"[:300]
+        )
 
 
 def build(case: ConvergeCase) -> torch.nn.Module:
@@ -135,20 +149,37 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
     result = ConvergeResult(ref=ref, ours=ours)
 
     kernel = TRAINING_KERNEL[case.patch]
-    c.record("patch_active", abs(patch.calls[kernel] - p.steps), 0, metric="calls_missing", unit="launches",
-             message=f"{kernel} kernel launches in {p.steps} training steps: {patch.calls[kernel]}")
+    c.record(
+        "patch_active",
+        abs(patch.calls[kernel] - p.steps),
+        0,
+        metric="calls_missing",
+        unit="launches",
+        message=f"{kernel} kernel launches in {p.steps} training steps: {patch.calls[kernel]}",
+    )
     _check_reverted(c, model, patch, batches[0])
 
     limits = tol.TRAJECTORY[case.dtype]
     per_step = [abs(a - b) / abs(a) for a, b in zip(ref.losses, ours.losses, strict=True)]
     worst = max(range(len(per_step)), key=lambda i: per_step[i])
-    c.record("loss_per_step", per_step[worst], limits.loss, metric="max_rel_diff",
-             message=f"worst at step {worst}: ref {ref.losses[worst]:.6g}, ours {ours.losses[worst]:.6g}; "
-                     f"final ref {ref.losses[-1]:.4g} vs log(V) {math.log(p.vocab):.4g}")
+    c.record(
+        "loss_per_step",
+        per_step[worst],
+        limits.loss,
+        metric="max_rel_diff",
+        message=f"worst at step {worst}: ref {ref.losses[worst]:.6g}, ours {ours.losses[worst]:.6g}; "
+        f"final ref {ref.losses[-1]:.4g} vs log(V) {math.log(p.vocab):.4g}",
+    )
     c.record("final_params", tol.rel_error(flat(ours.params), flat(ref.params)), limits.params)
     mask = held_out.attention_mask.to(ref_lp.device)
-    c.record("eval_topk_logprobs", topk_logprob_error(ref_lp, our_lp, mask, p.topk), limits.logprobs,
-             metric="max_abs_diff", unit="nats", message=f"top-{p.topk} at the reference's tokens, eval mode")
+    c.record(
+        "eval_topk_logprobs",
+        topk_logprob_error(ref_lp, our_lp, mask, p.topk),
+        limits.logprobs,
+        metric="max_abs_diff",
+        unit="nats",
+        message=f"top-{p.topk} at the reference's tokens, eval mode",
+    )
 
     truth_h, truth_logits = truth_step0(ref, cap)
     pairs = [("hidden_grad@step0", ref.step0.hidden_grad, ours.step0.hidden_grad, truth_h)]
@@ -156,8 +187,12 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
         pairs.append(("logits_grad@step0", ref.step0.logits_grad, ours.step0.logits_grad, truth_logits))
     for name, eager, got, truth in pairs:
         eager_err = tol.rel_error(eager, truth)
-        c.record(name, tol.rel_error(got, truth), tol.kernel_limit(eager_err, case.dtype),
-                 message=f"vs float64; transformers' own error {eager_err:.3g}")
+        c.record(
+            name,
+            tol.rel_error(got, truth),
+            tol.kernel_limit(eager_err, case.dtype),
+            message=f"vs float64; transformers' own error {eager_err:.3g}",
+        )
     return result
 
 
@@ -168,8 +203,13 @@ def _check_reverted(c: Checker, model, patch, batch) -> None:
     model(**b.inputs()).loss.backward()
     model.zero_grad(set_to_none=True)
     ran = sum(patch.calls.values()) - sum(before.values())
-    c.record("patch_reverted", float(still_patched) + ran, 0, metric="leftovers",
-             message=f"instance forward still set: {still_patched}; kernel launches after exit: {ran}")
+    c.record(
+        "patch_reverted",
+        float(still_patched) + ran,
+        0,
+        metric="leftovers",
+        message=f"instance forward still set: {still_patched}; kernel launches after exit: {ran}",
+    )
 
 
 def run_converge(
@@ -202,8 +242,13 @@ def run_converge(
             result.ref, result.ours = out.ref, out.ours
     if case.patch == "both":  # both kernels must have run somewhere in the suite
         for kernel in ("ce", "flce"):
-            c.record(f"patch_active[{kernel}]", float(c.calls[kernel] == 0), 0, metric="unused",
-                     message=f"{kernel} launches over all checks: {c.calls[kernel]}")
+            c.record(
+                f"patch_active[{kernel}]",
+                float(c.calls[kernel] == 0),
+                0,
+                metric="unused",
+                message=f"{kernel} launches over all checks: {c.calls[kernel]}",
+            )
     result.records = c.records
     return result
 

@@ -50,8 +50,13 @@ def check_logits_to_keep(c) -> None:
             kept = p.seq_len if k == 0 else k
             targets = torch.randint(FIRST_ACTIVE, p.vocab, (p.batch, kept), generator=gen).to(case.device)
             b = batch.to(case.device)
-            inputs = dict(input_ids=b.input_ids, attention_mask=b.attention_mask,
-                          labels=targets, shift_labels=targets, logits_to_keep=k)
+            inputs = dict(
+                input_ids=b.input_ids,
+                attention_mask=b.attention_mask,
+                labels=targets,
+                shift_labels=targets,
+                logits_to_keep=k,
+            )
             try:
                 ref_loss, ref_logits, ref_grads = _forward_backward(model, **inputs)
                 patch = c.patch(model)
@@ -65,8 +70,12 @@ def check_logits_to_keep(c) -> None:
             c.record(f"{name}.grads", tol.rel_error(flat(grads), flat(ref_grads)), limit)
             if logits is not None:  # None only where the fused kernel skipped them, in training
                 same = tuple(logits.shape) == tuple(ref_logits.shape)
-                c.record(f"{name}.logits", tol.rel_error(logits, ref_logits) if same else math.inf, limit,
-                         message="" if same else f"shape {tuple(logits.shape)} != {tuple(ref_logits.shape)}")
+                c.record(
+                    f"{name}.logits",
+                    tol.rel_error(logits, ref_logits) if same else math.inf,
+                    limit,
+                    message="" if same else f"shape {tuple(logits.shape)} != {tuple(ref_logits.shape)}",
+                )
     model.train()
 
 
@@ -111,8 +120,12 @@ def check_packed(c) -> None:
     with patch:
         loss, _, grads = _forward_backward(model, **packed_inputs)
     c.tally(patch)
-    c.record("packed.per_sequence.loss", tol.rel_error(loss, ref_loss), limit,
-             message=f"lengths {lengths}; ref {float(ref_loss):.6g}, packed {float(loss):.6g}")
+    c.record(
+        "packed.per_sequence.loss",
+        tol.rel_error(loss, ref_loss),
+        limit,
+        message=f"lengths {lengths}; ref {float(ref_loss):.6g}, packed {float(loss):.6g}",
+    )
     c.record("packed.per_sequence.grads", tol.rel_error(flat(grads), flat(ref_grads)), limit)
 
     # Same targets (no target across a boundary), only the normalisation differs.
@@ -121,7 +134,17 @@ def check_packed(c) -> None:
     with patch:
         tok_loss, _, tok_grads = _forward_backward(model, **packed_inputs, shift_labels=targets)
     c.tally(patch)
-    c.record("packed.per_token_mean.loss_vs_per_sequence", tol.rel_error(tok_loss, ref_loss), math.inf,
-             metric="rel_diff_info", message="report only: how far a plain per-token mean is (ANCHORS.md bug 4)")
-    c.record("packed.per_token_mean.grads_vs_per_sequence", tol.rel_error(flat(tok_grads), flat(ref_grads)),
-             math.inf, metric="rel_diff_info", message="report only")
+    c.record(
+        "packed.per_token_mean.loss_vs_per_sequence",
+        tol.rel_error(tok_loss, ref_loss),
+        math.inf,
+        metric="rel_diff_info",
+        message="report only: how far a plain per-token mean is (ANCHORS.md bug 4)",
+    )
+    c.record(
+        "packed.per_token_mean.grads_vs_per_sequence",
+        tol.rel_error(flat(tok_grads), flat(ref_grads)),
+        math.inf,
+        metric="rel_diff_info",
+        message="report only",
+    )

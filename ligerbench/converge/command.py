@@ -36,8 +36,13 @@ console = Console(stderr=True)
 
 def converge(
     model: Annotated[ModelName, typer.Argument(help="Mini model, built from its transformers config (no download).")],
-    patch: Annotated[PatchName, typer.Option(help="ce: our CE on the logits; flce: fused linear+CE in training; "
-                                                  "both: flce in training, ce wherever logits exist.")] = PatchName.ce,
+    patch: Annotated[
+        PatchName,
+        typer.Option(
+            help="ce: our CE on the logits; flce: fused linear+CE in training; "
+            "both: flce in training, ce wherever logits exist."
+        ),
+    ] = PatchName.ce,
     preset: Annotated[ConvergePreset, typer.Option(help="Sizes: tiny (CPU), gpu; auto picks by device.")] = (
         ConvergePreset.auto
     ),
@@ -62,8 +67,9 @@ def converge(
     preset_name = ("gpu" if dev.type == "cuda" else "tiny") if preset.value == "auto" else preset.value
     chosen = PRESETS[preset_name]
     if chosen.device == "cuda" and dev.type != "cuda":
-        raise typer.BadParameter("the gpu preset needs a CUDA device (Triton's interpreter would take hours)",
-                                 param_hint="--preset")
+        raise typer.BadParameter(
+            "the gpu preset needs a CUDA device (Triton's interpreter would take hours)", param_hint="--preset"
+        )
     if steps:
         chosen = dataclasses.replace(chosen, steps=steps)
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
@@ -72,28 +78,53 @@ def converge(
     from suites.converge import ConvergeCase, run_converge
 
     run_id, path = rundir.new_run_dir(out, "converge", f"{model.value}-{patch.value}")
-    env = environment.capture(dev, seed, triton_mode=mode, preset=preset_name, command="converge",
-                              model=model.value, patch=patch.value, dtypes=dtypes, packed=packed, steps=chosen.steps)
+    env = environment.capture(
+        dev,
+        seed,
+        triton_mode=mode,
+        preset=preset_name,
+        command="converge",
+        model=model.value,
+        patch=patch.value,
+        dtypes=dtypes,
+        packed=packed,
+        steps=chosen.steps,
+    )
     rundir.write_json(path / "env.json", env)
     writer = RecordWriter(path / "records.csv")
     curves = []
     try:
-        with Progress(TextColumn("[bold]converge {task.fields[what]}"), BarColumn(), MofNCompleteColumn(),
-                      TimeElapsedColumn(), TextColumn("{task.description}"), console=console) as progress:
+        with Progress(
+            TextColumn("[bold]converge {task.fields[what]}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+        ) as progress:
             for dt in dtypes:
                 case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
                 task = progress.add_task("", total=2 * chosen.steps, what=case.id)
                 result = run_converge(
-                    case, run_id=run_id, sink=writer.write,
+                    case,
+                    run_id=run_id,
+                    sink=writer.write,
                     on_step=lambda who, i, v, t=task: progress.update(
                         t, advance=1, description=f"{who} step {i}: {v:.4f}"
                     ),
                 )
                 if result.ref and result.ours:
-                    curves += [(dt, i, a, b) for i, (a, b) in enumerate(zip(result.ref.losses, result.ours.losses,
-                                                                            strict=True))]
-                    loss_curves_png(path / f"loss_{dt}.png", result.ref.losses, result.ours.losses,
-                                    title=case.id, vocab=chosen.vocab)
+                    curves += [
+                        (dt, i, a, b)
+                        for i, (a, b) in enumerate(zip(result.ref.losses, result.ours.losses, strict=True))
+                    ]
+                    loss_curves_png(
+                        path / f"loss_{dt}.png",
+                        result.ref.losses,
+                        result.ours.losses,
+                        title=case.id,
+                        vocab=chosen.vocab,
+                    )
     finally:
         writer.close()
         with open(path / "curves.csv", "w", newline="") as f:

@@ -41,14 +41,36 @@ PRESETS: dict[str, Preset] = {
     # The interpreter costs ~12 ms per logits row at V=256 on a 2-core CPU: 2 x 16 tokens per
     # step keeps one model's run (two trainings plus the checks) to about ten seconds.
     "tiny": Preset(
-        name="tiny", device="cpu", hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=256,
-        batch=2, seq_len=16, steps=12, lr=1e-2, topk=5,
+        name="tiny",
+        device="cpu",
+        hidden=64,
+        layers=2,
+        heads=4,
+        kv_heads=2,
+        intermediate=128,
+        vocab=256,
+        batch=2,
+        seq_len=16,
+        steps=12,
+        lr=1e-2,
+        topk=5,
         description="CPU / CI: hidden 64, 2 layers, vocab 256, 12 steps of 2x16 tokens",
     ),
     # Sized so one model's two trainings and all checks take well under a minute on an H100.
     "gpu": Preset(
-        name="gpu", device="cuda", hidden=1024, layers=4, heads=16, kv_heads=4, intermediate=2816, vocab=32000,
-        batch=8, seq_len=256, steps=60, lr=1e-3, topk=10,
+        name="gpu",
+        device="cuda",
+        hidden=1024,
+        layers=4,
+        heads=16,
+        kv_heads=4,
+        intermediate=2816,
+        vocab=32000,
+        batch=8,
+        seq_len=256,
+        steps=60,
+        lr=1e-3,
+        topk=10,
         description="GPU: hidden 1024, 4 layers, vocab 32000, 60 steps of 8x256 tokens",
     ),
 }
@@ -58,12 +80,20 @@ def _config(name: str, p: Preset):
     import transformers as tf
 
     common = dict(
-        vocab_size=p.vocab, hidden_size=p.hidden, num_hidden_layers=p.layers, num_attention_heads=p.heads,
-        num_key_value_heads=p.kv_heads, intermediate_size=p.intermediate, head_dim=p.hidden // p.heads,
+        vocab_size=p.vocab,
+        hidden_size=p.hidden,
+        num_hidden_layers=p.layers,
+        num_attention_heads=p.heads,
+        num_key_value_heads=p.kv_heads,
+        intermediate_size=p.intermediate,
+        head_dim=p.hidden // p.heads,
         max_position_embeddings=max(256, 4 * p.seq_len),
         # use_cache would build a KV cache in training, and transformers only detects packed rows
         # (position_ids restarting) when there is no cache: the packed check needs it off.
-        use_cache=False, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+        use_cache=False,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
         attention_dropout=0.0,
     )
     if name == "llama-mini":
@@ -75,8 +105,11 @@ def _config(name: str, p: Preset):
         return tf.MistralConfig(**common, sliding_window=4 * p.seq_len, tie_word_embeddings=False)
     if name == "gemma2-mini":
         return tf.Gemma2Config(
-            **common, final_logit_softcapping=GEMMA2_MINI_SOFTCAP, query_pre_attn_scalar=p.hidden // p.heads,
-            sliding_window=4 * p.seq_len, tie_word_embeddings=True,
+            **common,
+            final_logit_softcapping=GEMMA2_MINI_SOFTCAP,
+            query_pre_attn_scalar=p.hidden // p.heads,
+            sliding_window=4 * p.seq_len,
+            tie_word_embeddings=True,
         )
     raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
 
