@@ -26,6 +26,7 @@ from ligerbench.converge.command import converge
 from ligerbench.gate_cli import gate
 from ligerbench.records import RecordWriter
 from ligerbench.registry import default_registry
+from ligerbench.report_cli import report
 from ligerbench.selftest_cli import selftest
 
 app = typer.Typer(
@@ -251,6 +252,7 @@ app.command("bench")(bench)
 app.command("converge")(converge)
 app.command("selftest")(selftest)
 app.command("gate")(gate)
+app.command("report")(report)
 
 
 def main() -> None:

@@ -1,0 +1,43 @@
+"""Doctored run folders for the gate and report tests: records.csv and env.json written row by row
+with the Record fields, so every verdict and ratio is known by construction."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ligerbench.cases import Case
+from ligerbench.records import Record, RecordWriter
+
+H100 = "NVIDIA H100 80GB HBM3"
+CASE = Case(kernel="ce", n=8192, v=128256, dtype="bf16", reduction="mean")
+CHECK = Case(kernel="ce", n=16, v=1000, dtype="fp32", reduction="none", ignore_pattern="leading_run")
+# times in ms per provider: ours 4.0 against eager 7.6 (ANCHORS.md), ratio 0.526
+TIMES = {"ours": 4.0, "eager": 7.6, "torch_compile": 5.4}
+MEMORY = {"ours": 2004.0, "eager": 8016.0, "torch_compile": 4008.0}
+
+
+def write_run(folder: Path, *, times=TIMES, memory=MEMORY, device=H100, check="pass", verdict="measured") -> Path:
+    folder.mkdir(parents=True)
+    (folder / "env.json").write_text(json.dumps({"device_name": device, "git_commit": "abc"}))
+    w = RecordWriter(folder / "records.csv")
+    for quantity in ("loss", "grad_logits"):
+        value = 1e-3 if check == "fail" and quantity == "grad_logits" else 1e-7
+        w.write(
+            Record.for_case(
+                CHECK, run_id=folder.name, suite="gradients" if quantity != "loss" else "correctness",
+                provider="ours", quantity=quantity, metric="rel_l2", value=value, unit="relative",
+                limit=3e-7, verdict="fail" if value > 3e-7 else "pass",
+            )
+        )  # fmt: skip
+    for metric, values, unit in (("time_ms", times, "ms"), ("extra_mib", memory, "MiB")):
+        for provider, value in values.items():
+            w.write(
+                Record.for_case(
+                    CASE, run_id=folder.name, suite="bench", provider=provider, quantity="full",
+                    metric=metric, value=value, unit=unit, limit=math.nan, verdict=verdict,
+                )
+            )  # fmt: skip
+    w.close()
+    return folder
