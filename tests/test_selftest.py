@@ -1,0 +1,138 @@
+"""`ligerbench selftest`: every planted kernel bug is killed on CPU by the suite that exists for it,
+a mutant no check can see fails the command, and the kill accounting trusts a failure only
+where the correct provider passes the same check."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from ligerbench import killmatrix, registry
+from ligerbench.cli import app
+from ligerbench.selftest import Mutant, check_targets
+
+runner = CliRunner()
+# Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
+MUST_KILL = {
+    "mutant_first_row_upstream": "gradients",
+    "mutant_softcap_no_tanh_grad": "gradients",
+    "mutant_mean_counts_ignored": "correctness",
+    "mutant_low_precision_target_grad": "gradients",
+    "mutant_silent_inplace": "contracts",
+    "mutant_zloss_no_grad": "gradients",
+    "mutant_smoothing_ignores_class_weight": "correctness",
+    "mutant_flce_drops_last_chunk": "flce_correctness",
+}
+
+
+def _selftest(tmp_path, *mutants):
+    args = ["selftest", "--preset", "quick", "--device", "cpu", "--out", str(tmp_path)]
+    result = runner.invoke(app, [*args, *[a for m in mutants for a in ("--mutant", m)]])
+    folders = list(tmp_path.iterdir())
+    return result, (folders[0] if len(folders) == 1 else None)
+
+
+def test_every_kernel_mutant_is_killed(tmp_path):
+    kernel_mutants = [p.name for p in registry.default_registry().providers.values() if p.mutant]
+    assert set(kernel_mutants) == set(MUST_KILL), "a new mutant needs its row in MUST_KILL"
+    result, run = _selftest(tmp_path, *kernel_mutants)
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(run / "kill_matrix.csv").set_index("mutant")
+    assert sorted(table.index) == sorted(kernel_mutants)
+    for mutant, suite in MUST_KILL.items():
+        assert table.loc[mutant, suite] == "killed", (mutant, table.loc[mutant].to_dict())
+        assert table.loc[mutant, "verdict"] == "killed"
+    # each mutant ran on its targeted slice only, and the control beside it on the same cases
+    records = pd.read_csv(run / "records.csv")
+    ran = records.groupby("provider")["case"].nunique()
+    assert ran["mutant_mean_counts_ignored"] == 1 and ran["ours"] < 20
+    mine = set(records.loc[records["provider"].str.startswith("mutant_"), "case"])
+    control = set(records.loc[records["provider"].isin(["ours", "flce_ours"]), "case"])
+    assert mine == control
+    assert "every mutant killed" in result.stdout
+    assert "PASSED" in (run / "kill_matrix.md").read_text()
+
+
+def _ours():
+    from kernels.cross_entropy import cross_entropy
+
+    return lambda logits, target, **opts: cross_entropy(logits, target, return_z_loss=True, **opts)
+
+
+def test_a_mutant_nothing_catches_fails_the_command(tmp_path, monkeypatch):
+    """An 'equivalent mutant' (our kernel, unchanged) survives every suite: selftest must exit 1."""
+    real = registry.default_registry
+
+    def with_equivalent(**kw):
+        reg = real(**kw)
+        reg.add(
+            registry.Provider(
+                name="mutant_equivalent", kernel="ce", description="no bug at all", load=_ours, mutant=True,
+                targets=({"reduction": "sum", "dtype": "fp32", "option": "plain", "logits": "normal"},),
+            )
+        )  # fmt: skip
+        return reg
+
+    monkeypatch.setattr(registry, "default_registry", with_equivalent)
+    result, run = _selftest(tmp_path, "mutant_equivalent")
+    assert result.exit_code == 1, result.output
+    assert "survived every suite" in result.stdout and "mutant_equivalent" in result.stdout
+    table = pd.read_csv(run / "kill_matrix.csv").set_index("mutant")
+    assert list(table.columns) == ["correctness", "gradients", "contracts", "verdict", "about"]  # ce suites only
+    row = table.loc["mutant_equivalent"]
+    assert row["verdict"] == "SURVIVED"
+    assert (row["correctness"], row["gradients"], row["contracts"]) == ("survived",) * 3
+
+
+def test_unknown_mutant_exits_2(tmp_path):
+    result, _ = _selftest(tmp_path, "mutant_nope")
+    assert result.exit_code == 2
+    assert "mutant_first_row_upstream" in result.output  # the choices are listed
+    assert not any(tmp_path.iterdir()), "a usage error leaves no results folder"
+
+
+def test_targets_with_an_unknown_field_are_refused():
+    p = registry.Provider(name="m", kernel="ce", description="", load=_ours, mutant=True, targets=({"reduce": "sum"},))
+    with pytest.raises(ValueError, match="reduce"):
+        check_targets(p)
+
+
+MUT = Mutant(name="m", campaign="kernels", description="", control="ours", suites=("correctness", "converge"))
+
+
+def _rows(*rows):
+    cols = ["provider", "suite", "case", "quantity", "verdict", "value", "limit", "message"]
+    return pd.DataFrame([dict(zip(cols, r + (1.0, 0.5, ""), strict=True)) for r in rows])
+
+
+@pytest.mark.parametrize(
+    "control_verdict, expected",
+    [("pass", "killed"), ("fail", "survived"), ("error", "survived")],  # a shared failure proves nothing
+)
+def test_a_kill_needs_the_control_to_pass(control_verdict, expected):
+    df = _rows(("m", "correctness", "c1", "loss", "fail"), ("ours", "correctness", "c1", "loss", control_verdict))
+    table = killmatrix.matrix(df, [MUT])
+    assert table.loc[0, "correctness"] == expected
+    assert table.loc[0, "converge"] == "n/a"  # no rows: nothing compared
+
+
+def test_an_error_kills_when_the_control_passes_every_check_under_it():
+    """converge records a raising check under its group's name; the control's rows carry suffixes."""
+    mutant_rows = [("m", "converge", "c", "ltk[train,k=1]", "error")]
+    passing = [("ours", "converge", "c", f"ltk[train,k=1].{q}", "pass") for q in ("loss", "grads")]
+    assert killmatrix.matrix(_rows(*mutant_rows, *passing), [MUT]).loc[0, "converge"] == "killed"
+    one_fails = [*passing[:1], ("ours", "converge", "c", "ltk[train,k=1].grads", "fail")]
+    assert killmatrix.matrix(_rows(*mutant_rows, *one_fails), [MUT]).loc[0, "converge"] == "survived"
+    assert killmatrix.matrix(_rows(*mutant_rows), [MUT]).loc[0, "converge"] == "survived"  # no control row
+
+
+def test_matrix_is_not_fooled_by_another_mutants_rows():
+    other = dataclasses.replace(MUT, name="other")
+    df = _rows(("other", "correctness", "c1", "loss", "fail"), ("ours", "correctness", "c1", "loss", "pass"),
+               ("m", "correctness", "c1", "loss", "pass"))  # fmt: skip
+    table = killmatrix.matrix(df, [MUT, other]).set_index("mutant")
+    assert table.loc["m", "verdict"] == "SURVIVED" and table.loc["other", "verdict"] == "killed"
+    assert killmatrix.survivors(table.reset_index()) == ["m"]
