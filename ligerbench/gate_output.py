@@ -43,7 +43,7 @@ def junit(result: GateResult, path: Path) -> None:
             elif r.verdict == "skip":
                 ET.SubElement(tc, "skipped", message=r.message)
         ts.set("failures", str(bad))
-    # bench rows that crashed are failures too; they have no testcase above
+    # bench rows that failed (a target from the issues) or crashed: hard failures, with no testcase above
     crashed = result.failures[result.failures["suite"] == PERF_SUITE]
     perf = ET.SubElement(root, "testsuite", name="performance", tests=str(len(result.comparisons) + len(crashed)))
     for c in result.comparisons:
@@ -56,7 +56,7 @@ def junit(result: GateResult, path: Path) -> None:
             ET.SubElement(tc, "system-out").text = f"{c.status}: {_comparison_line(c)}"
     for r in crashed.itertuples(index=False):
         tc = ET.SubElement(perf, "testcase", classname=f"ligerbench.bench.{r.provider}", name=f"{r.quantity} {r.case}")
-        ET.SubElement(tc, "error", message=r.message).text = r.message
+        ET.SubElement(tc, "failure" if r.verdict == "fail" else "error", message=r.message).text = r.message
     perf.set("failures", str(len(result.regressions) + len(crashed)))
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
