@@ -62,10 +62,12 @@ def test_extreme_logits_without_bias(device, logits):
     check(case, device, chunk_tokens=5)
 
 
-def test_dtype_accumulation_of_weight_gradient_stays_within_rule(device):
-    # many chunks make the bf16 running sum round often: the worst case for grad_weight_accum="dtype"
+# "dtype" (the default): many chunks make the bf16 running sum round often, its worst case;
+# "fp32": the exact accumulator must hold the rule too
+@pytest.mark.parametrize("accum", ["dtype", "fp32"])
+def test_weight_gradient_accumulation_stays_within_rule(device, accum):
     case = BASE.replace(dtype="bf16", reduction="sum", upstream="random", option="plain")
-    check(case, device, chunk_tokens=2, grad_weight_accum="dtype")
+    check(case, device, chunk_tokens=2, grad_weight_accum=accum)
 
 
 def test_all_ignored_mean_is_nan_with_zero_gradients(device):
