@@ -11,7 +11,9 @@ Every check yields Record rows (suite "converge"); an exception inside a check b
                       applied compares transformers with itself and passes everything else)
   patch_reverted      the instance's forward is transformers' again after the context, and
                       our kernel no longer runs (ANCHORS.md bug 7)
-  loss_per_step, final_params, eval_topk_logprobs: the trajectory (tolerance rule 3)
+  loss_per_step, final_params, eval_topk_logprobs: the trajectory against a third run,
+                      transformers' loss in float64, with transformers' own run in the case's
+                      dtype as the yardstick (tolerance rule 3)
   logits_grad@step0, hidden_grad@step0: the kernel against float64 truth (rule 1); gradients,
                       never the logits buffer (ANCHORS.md bug 3)
   logits_to_keep      k = 0, 1, K in train and eval mode (ANCHORS.md bug 5), rule 2
@@ -32,7 +34,15 @@ from kernels.hf import CausalLMPatch
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.data import make_batches
 from ligerbench.converge.models import GEMMA2_MINI_SOFTCAP, Preset, build_model
-from ligerbench.converge.train import RunResult, eval_logprobs, flat, topk_logprob_error, train
+from ligerbench.converge.train import (
+    RunResult,
+    StepZero,
+    eval_logprobs,
+    flat,
+    float64_causal_lm_loss,
+    topk_logprob_error,
+    train,
+)
 from ligerbench.records import Record
 
 SUITE = "converge"
@@ -60,6 +70,7 @@ class ConvergeResult:
     records: list[Record] = field(default_factory=list)
     ref: RunResult | None = None
     ours: RunResult | None = None
+    truth: RunResult | None = None  # transformers' loss, float64
 
 
 class Checker:
@@ -130,6 +141,27 @@ def truth_step0(ref: RunResult, cap: float | None):
     return h.grad, logits.grad
 
 
+# The float64 run depends on neither dtype nor patch: one per (model, preset, seed, device) is
+# kept, so `converge --dtype fp32 --dtype bf16` trains it once.
+_TRUTH_CACHE: dict[tuple, tuple[RunResult, torch.Tensor]] = {}
+
+
+def float64_truth(case: ConvergeCase, batches, held_out, on_step=None) -> tuple[RunResult, torch.Tensor]:
+    """transformers' model trained in float64 (same initial weights, batches, AdamW), with the loss
+    taken in float64 too (float64_causal_lm_loss); returns the run and its eval log-probs."""
+    p = case.preset
+    key = (case.model, p, case.seed, case.device)
+    if key not in _TRUTH_CACHE:
+        model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
+        run = train(model, batches, lr=p.lr, on_step=on_step, loss_fn=float64_causal_lm_loss)
+        run.step0 = StepZero()  # step 0 is judged on the dtype runs; keep no float64 copies
+        lp = eval_logprobs(model, held_out)
+        del model
+        _TRUTH_CACHE.clear()
+        _TRUTH_CACHE[key] = (run, lp)
+    return _TRUTH_CACHE[key]
+
+
 def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
     case, p = c.case, c.case.preset
     batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
@@ -146,8 +178,6 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
         ours = train(model, batches, lr=p.lr, on_step=(lambda i, v: on_step("ours", i, v)) if on_step else None)
         our_lp = eval_logprobs(model, held_out)
     c.tally(patch)
-    result = ConvergeResult(ref=ref, ours=ours)
-
     kernel = TRAINING_KERNEL[case.patch]
     c.record(
         "patch_active",
@@ -158,28 +188,13 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
         message=f"{kernel} kernel launches in {p.steps} training steps: {patch.calls[kernel]}",
     )
     _check_reverted(c, model, patch, batches[0])
+    del model
 
-    limits = tol.TRAJECTORY[case.dtype]
-    per_step = [abs(a - b) / abs(a) for a, b in zip(ref.losses, ours.losses, strict=True)]
-    worst = max(range(len(per_step)), key=lambda i: per_step[i])
-    c.record(
-        "loss_per_step",
-        per_step[worst],
-        limits.loss,
-        metric="max_rel_diff",
-        message=f"worst at step {worst}: ref {ref.losses[worst]:.6g}, ours {ours.losses[worst]:.6g}; "
-        f"final ref {ref.losses[-1]:.4g} vs log(V) {math.log(p.vocab):.4g}",
+    truth, truth_lp = float64_truth(
+        case, batches, held_out, on_step=(lambda i, v: on_step("float64", i, v)) if on_step else None
     )
-    c.record("final_params", tol.rel_error(flat(ours.params), flat(ref.params)), limits.params)
-    mask = held_out.attention_mask.to(ref_lp.device)
-    c.record(
-        "eval_topk_logprobs",
-        topk_logprob_error(ref_lp, our_lp, mask, p.topk),
-        limits.logprobs,
-        metric="max_abs_diff",
-        unit="nats",
-        message=f"top-{p.topk} at the reference's tokens, eval mode",
-    )
+    result = ConvergeResult(ref=ref, ours=ours, truth=truth)
+    _judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
 
     truth_h, truth_logits = truth_step0(ref, cap)
     pairs = [("hidden_grad@step0", ref.step0.hidden_grad, ours.step0.hidden_grad, truth_h)]
@@ -194,6 +209,52 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
             message=f"vs float64; transformers' own error {eager_err:.3g}",
         )
     return result
+
+
+def _judge_trajectory(c: Checker, ref: RunResult, ours: RunResult, truth: RunResult, logprobs, held_out) -> None:
+    """Rule 3 (ligerbench/converge/tolerance.py): ours' distance to the float64 run, limited by
+    FACTOR x transformers' own distance to it in the same dtype + floor."""
+    case, p = c.case, c.case.preset
+
+    def rel(a: float, t: float) -> float:
+        return abs(a - t) / abs(t) if t != 0 else (0.0 if a == t else math.inf)
+
+    ours_err = [rel(a, t) for a, t in zip(ours.losses, truth.losses, strict=True)]
+    yard = [rel(a, t) for a, t in zip(ref.losses, truth.losses, strict=True)]
+    limits = tol.per_step_limits(yard, case.dtype)
+    # the step closest to (or furthest over) its limit; NaN counts as the worst
+    worst = max(
+        range(len(ours_err)), key=lambda i: math.inf if math.isnan(ours_err[i]) else ours_err[i] / limits[i]
+    )
+    c.record(
+        "loss_per_step",
+        ours_err[worst],
+        limits[worst],
+        metric="rel_diff_vs_float64",
+        message=f"worst at step {worst}: float64 {truth.losses[worst]:.6g}, ref {ref.losses[worst]:.6g} "
+        f"(yardstick {yard[worst]:.3g}), ours {ours.losses[worst]:.6g}; final float64 {truth.losses[-1]:.4g} "
+        f"vs log(V) {math.log(p.vocab):.4g}",
+    )
+    ours_p, ref_p, truth_p = flat(ours.params), flat(ref.params), flat(truth.params)
+    yard_p = tol.rel_error(ref_p, truth_p)
+    c.record(
+        "final_params",
+        tol.rel_error(ours_p, truth_p),
+        tol.trajectory_limit(yard_p, case.dtype),
+        metric="rel_l2_vs_float64",
+        message=f"yardstick (ref vs float64) {yard_p:.3g}; ours vs ref {tol.rel_error(ours_p, ref_p):.3g}",
+    )
+    ref_lp, our_lp, truth_lp = logprobs
+    mask = held_out.attention_mask.to(truth_lp.device)
+    yard_lp = topk_logprob_error(truth_lp, ref_lp, mask, p.topk)
+    c.record(
+        "eval_topk_logprobs",
+        topk_logprob_error(truth_lp, our_lp, mask, p.topk),
+        tol.trajectory_limit(yard_lp, case.dtype, tol.logprob_floor_scale(p.vocab)),
+        metric="max_abs_diff_vs_float64",
+        unit="nats",
+        message=f"top-{p.topk} at the float64 run's tokens, eval mode; yardstick {yard_lp:.3g}",
+    )
 
 
 def _check_reverted(c: Checker, model, patch, batch) -> None:
@@ -239,7 +300,7 @@ def run_converge(
             c.error(name, exc)
             continue
         if isinstance(out, ConvergeResult):
-            result.ref, result.ours = out.ref, out.ours
+            result.ref, result.ours, result.truth = out.ref, out.ours, out.truth
     if case.patch == "both":  # both kernels must have run somewhere in the suite
         for kernel in ("ce", "flce"):
             c.record(

@@ -1,4 +1,5 @@
-"""`ligerbench converge`: train a mini transformers model with and without our kernels; compare.
+"""`ligerbench converge`: train a mini transformers model with and without our kernels, and in
+float64 as the truth; compare.
 
     ligerbench converge llama-mini --patch ce --dtype fp32                   # CPU, tiny preset
     ligerbench converge gemma2-mini --patch both --preset gpu --packed       # H100, both dtypes
@@ -55,8 +56,9 @@ def converge(
     seed: Annotated[int, typer.Option(help="Seed of weights and data; both runs share it.")] = 0,
     out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = rundir.DEFAULT_ROOT,
 ):
-    """Train MODEL twice (transformers' loss, then our kernels) and compare loss per step, final
-    parameters, step-0 gradients, eval top-k log-probs, logits_to_keep and (--packed) packing."""
+    """Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
+    compare loss per step, final parameters and eval top-k log-probs with the float64 run (limit:
+    2x transformers' own distance to it), step-0 gradients, logits_to_keep and (--packed) packing."""
     import dataclasses
 
     try:
@@ -104,7 +106,9 @@ def converge(
         ) as progress:
             for dt in dtypes:
                 case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
-                task = progress.add_task("", total=2 * chosen.steps, what=case.id)
+                # ref, ours and (first dtype only: it is shared) the float64 truth run
+                runs = 3 if dt == dtypes[0] else 2
+                task = progress.add_task("", total=runs * chosen.steps, what=case.id)
                 result = run_converge(
                     case,
                     run_id=run_id,
@@ -113,10 +117,12 @@ def converge(
                         t, advance=1, description=f"{who} step {i}: {v:.4f}"
                     ),
                 )
-                if result.ref and result.ours:
+                if result.ref and result.ours and result.truth:
                     curves += [
-                        (dt, i, a, b)
-                        for i, (a, b) in enumerate(zip(result.ref.losses, result.ours.losses, strict=True))
+                        (dt, i, a, b, t)
+                        for i, (a, b, t) in enumerate(
+                            zip(result.ref.losses, result.ours.losses, result.truth.losses, strict=True)
+                        )
                     ]
                     loss_curves_png(
                         path / f"loss_{dt}.png",
@@ -124,12 +130,13 @@ def converge(
                         result.ours.losses,
                         title=case.id,
                         vocab=chosen.vocab,
+                        truth=result.truth.losses,
                     )
     finally:
         writer.close()
         with open(path / "curves.csv", "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["dtype", "step", "loss_reference", "loss_patched"])
+            w.writerow(["dtype", "step", "loss_reference", "loss_patched", "loss_float64"])
             w.writerows(curves)
     df = writer.frame()
     _report(df, path, title=f"ligerbench converge {model.value} --patch {patch.value} ({run_id})")

@@ -70,8 +70,12 @@ def train(
     *,
     lr: float,
     on_step: Callable[[int, float], None] | None = None,
+    loss_fn: Callable | None = None,
 ) -> RunResult:
-    """AdamW over `batches`, one step each; returns the loss per step and the final parameters."""
+    """AdamW over `batches`, one step each; returns the loss per step and the final parameters.
+
+    `loss_fn(model, inputs)` replaces `model(**inputs).loss` (the float64 truth run passes
+    float64_causal_lm_loss)."""
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=WEIGHT_DECAY)
     device = next(model.parameters()).device
@@ -83,7 +87,7 @@ def train(
         if step == 0:
             step0.labels = inputs["labels"].clone()
         try:
-            loss = model(**inputs).loss
+            loss = loss_fn(model, inputs) if loss_fn else model(**inputs).loss
             loss.backward()
         finally:
             for h in handles:
@@ -97,23 +101,37 @@ def train(
     return RunResult(losses, params, step0)
 
 
+def float64_causal_lm_loss(model, inputs: dict) -> torch.Tensor:
+    """transformers' ForCausalLMLoss (labels shifted by one, mean over targets != -100) computed
+    in the logits' own dtype. transformers' version upcasts with `logits.float()`, which for a
+    float64 model rounds the logits to float32: the float64 truth run must not use it. The
+    logits come from the model's own forward (Gemma-2's softcap included)."""
+    logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
+    target = torch.nn.functional.pad(inputs["labels"], (0, 1), value=-100)[..., 1:]
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), target.reshape(-1).to(logits.device), ignore_index=-100
+    )
+
+
 @torch.no_grad()
 def eval_logprobs(model, batch: Batch) -> torch.Tensor:
-    """float32 log-probabilities [B, T, V] in eval mode (no labels: the logits path)."""
+    """Log-probabilities [B, T, V] in eval mode (no labels: the logits path), in float32, or
+    float64 for a float64 model."""
     model.eval()
     b = batch.to(next(model.parameters()).device)
     logits = model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits
     model.train()
-    return torch.log_softmax(logits.float(), dim=-1)
+    return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
 
 
 def topk_logprob_error(ref: torch.Tensor, ours: torch.Tensor, mask: torch.Tensor, k: int) -> float:
-    """Largest |difference| of log-probabilities at the reference's top-k tokens, over real tokens.
+    """Largest |difference| of log-probabilities at the reference's top-k tokens, over real tokens
+    (the reference is the float64 truth run in the convergence suite).
 
     Compared at the reference's indices (not each side's own top-k) so that two tokens of nearly
     equal probability swapping places does not count as an error, while a wrong value does."""
     idx = ref.topk(k, dim=-1).indices
-    diff = (ref.gather(-1, idx) - ours.gather(-1, idx)).abs().amax(-1)
+    diff = (ref.gather(-1, idx).double() - ours.gather(-1, idx).double()).abs().amax(-1)
     return float(diff[mask.bool()].max())
 
 
