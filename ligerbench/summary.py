@@ -62,8 +62,8 @@ def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, interrupted: bo
         f"({env.get('device_type')}, Triton {env.get('triton_mode')}), seed {env.get('seed')}, "
         f"torch {env.get('torch')}, triton {env.get('triton')}, commit {env.get('git_commit')}.\n",
         "Error is the relative L2 error against the float64 reference; the limit is the tolerance "
-        "rule of ligerbench/tolerance.py (2 x PyTorch eager's error in the same dtype + one unit "
-        "roundoff).\n",
+        "rule of ligerbench/tolerance.py (2 x PyTorch eager's error in the same dtype + a floor of "
+        "unavoidable roundings).\n",
         "## Counts\n",
         markdown_table(counts(df), ["suite", "provider", *VERDICTS, "worst_error_over_limit"]),
         "## Failures and errors\n",
