@@ -432,11 +432,23 @@ def _validate(logits, target, weight, token_weight, reduction, label_smoothing, 
             f"target shape {tuple(target.shape)} must equal logits shape without the class dim "
             f"{tuple(logits.shape[:-1])}"
         )
-    for name, t in (("target", target), ("weight", weight), ("token_weight", token_weight)):
-        if t is not None and t.device != logits.device:
-            raise ValueError(f"{name} is on {t.device} but logits are on {logits.device}")
-    if weight is not None and tuple(weight.shape) != (logits.shape[-1],):
-        raise ValueError(f"weight must have shape ({logits.shape[-1]},), got {tuple(weight.shape)}")
+    validate_loss_options(
+        logits.shape[-1], target, weight, token_weight, reduction, label_smoothing, softcap, device=logits.device
+    )
+
+
+def validate_loss_options(
+    n_classes, target, weight, token_weight, reduction, label_smoothing, softcap, *, device, names=("weight", "logits")
+):
+    """Checks shared by every loss over classes (this kernel and the fused linear one):
+    devices, class and token weight shapes, reduction, smoothing, softcap. `names` are the
+    caller's names for the class weights and for the tensor that sets the device."""
+    weight_name, device_name = names
+    for name, t in (("target", target), (weight_name, weight), ("token_weight", token_weight)):
+        if t is not None and t.device != device:
+            raise ValueError(f"{name} is on {t.device} but {device_name} is on {device}")
+    if weight is not None and tuple(weight.shape) != (n_classes,):
+        raise ValueError(f"{weight_name} must have shape ({n_classes},), got {tuple(weight.shape)}")
     if token_weight is not None and tuple(token_weight.shape) != tuple(target.shape):
         raise ValueError(
             f"token_weight must have the target's shape {tuple(target.shape)}, got {tuple(token_weight.shape)}"

@@ -46,12 +46,12 @@ from typing import Literal
 import torch
 
 from kernels.cross_entropy import (
-    REDUCTIONS,
     Reduction,
     check_targets_in_range,
     cross_entropy_rows,
     mean_denominator,
     scale_rows_,
+    validate_loss_options,
 )
 
 # 192 MiB of logits per chunk: at N=8192 the Llama-3-8B head (V=128256, bf16) gets chunks of
@@ -97,28 +97,13 @@ def _validate(hidden, weight, bias, target, class_weight, token_weight, reductio
             f"target shape {tuple(target.shape)} must equal hidden shape without the hidden dim "
             f"{tuple(hidden.shape[:-1])}"
         )
-    tensors = (
-        ("weight", weight),
-        ("bias", bias),
-        ("target", target),
-        ("class_weight", class_weight),
-        ("token_weight", token_weight),
-    )
-    for name, t in tensors:
+    for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.device != hidden.device:
             raise ValueError(f"{name} is on {t.device} but hidden is on {hidden.device}")
-    if class_weight is not None and tuple(class_weight.shape) != (weight.shape[0],):
-        raise ValueError(f"class_weight must have shape ({weight.shape[0]},), got {tuple(class_weight.shape)}")
-    if token_weight is not None and tuple(token_weight.shape) != tuple(target.shape):
-        raise ValueError(
-            f"token_weight must have the target's shape {tuple(target.shape)}, got {tuple(token_weight.shape)}"
-        )
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
-    if softcap is not None and not softcap > 0:
-        raise ValueError(f"softcap must be positive or None, got {softcap}")
+    validate_loss_options(
+        weight.shape[0], target, class_weight, token_weight, reduction, label_smoothing, softcap,
+        device=hidden.device, names=("class_weight", "hidden"),
+    )  # fmt: skip
 
 
 _FP32_OUT_MM: dict[str, bool] = {}  # device type -> whether addmm(out_dtype=float32) runs there
