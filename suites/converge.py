@@ -223,9 +223,7 @@ def _judge_trajectory(c: Checker, ref: RunResult, ours: RunResult, truth: RunRes
     yard = [rel(a, t) for a, t in zip(ref.losses, truth.losses, strict=True)]
     limits = tol.per_step_limits(yard, case.dtype)
     # the step closest to (or furthest over) its limit; NaN counts as the worst
-    worst = max(
-        range(len(ours_err)), key=lambda i: math.inf if math.isnan(ours_err[i]) else ours_err[i] / limits[i]
-    )
+    worst = max(range(len(ours_err)), key=lambda i: math.inf if math.isnan(ours_err[i]) else ours_err[i] / limits[i])
     c.record(
         "loss_per_step",
         ours_err[worst],

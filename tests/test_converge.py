@@ -15,9 +15,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from kernels.hf import CausalLMPatch
 from ligerbench.cli import app
+from ligerbench.converge import tolerance as tol
 from ligerbench.converge.models import PRESETS
-from ligerbench.converge.mutants import MUTANTS
+from ligerbench.converge.mutants import MUTANTS, SoftcapDropped
 from suites.converge import ConvergeCase, run_converge
 
 TINY = PRESETS["tiny"]
@@ -117,3 +119,44 @@ def test_suite_fails_on_planted_bug(mutant, check, must_fail):
     failing, passing = _run(mutant, check)
     assert failing == must_fail
     assert passing, "the other checks of this kind must still run and pass"
+
+
+def test_per_step_limit_follows_the_yardstick_across_a_shifted_transition():
+    """A sharp drop at step 10 in the float64 run, at step 11 in transformers' run (the yardstick),
+    at step 9 in ours: ours' large error at step 9 is within the limit only because the
+    yardstick's peak, two steps away, is inside the window; far from the drop the limit is back
+    to rounding, so a loss 1% off everywhere fails there."""
+    drop = lambda at: [3.0 if i < at else 1.0 for i in range(20)]  # noqa: E731
+    truth, ref, ours = drop(10), drop(11), drop(9)
+    rel = lambda a, t: [abs(x - y) / y for x, y in zip(a, t, strict=True)]  # noqa: E731
+    yard = [y + 1e-7 for y in rel(ref, truth)]  # rounding everywhere, 2.0 at the shifted step
+    limits = tol.per_step_limits(yard, "fp32")
+    err = rel(ours, truth)
+    assert all(e <= lim for e, lim in zip(err, limits, strict=True))
+    assert limits[0] < 1e-6 and limits[-1] < 1e-6 and limits[9] > 4.0
+    wrong = rel([1.01 * x for x in truth], truth)
+    assert [e <= lim for e, lim in zip(wrong, limits, strict=True)].count(False) == 20 - (2 * tol.STEP_WINDOW + 1)
+    # a shift beyond the window is not excused
+    assert rel(drop(7), truth)[7] > tol.per_step_limits(yard, "fp32")[7]
+
+
+# A genuinely wrong loss (1% too large; Gemma-2's softcap dropped) fails the trajectory against
+# float64; the correct patch on the same model, data and seed passes it.
+@pytest.mark.parametrize(
+    "model, patcher, must_fail",
+    [
+        ("llama-mini", MUTANTS["loss_scaled"], {"loss_per_step"}),
+        ("llama-mini", CausalLMPatch, set()),
+        ("gemma2-mini", SoftcapDropped, {"loss_per_step", "final_params", "eval_topk_logprobs"}),
+        ("gemma2-mini", CausalLMPatch, set()),
+    ],
+)
+def test_trajectory_against_float64_fails_a_wrong_loss(model, patcher, must_fail):
+    case = ConvergeCase(model, dataclasses.replace(TINY, steps=4), "fp32", "ce", seed=0)
+    records = {r.quantity: r for r in run_converge(case, patcher=patcher, checks=("trajectory",)).records}
+    trajectory = {"loss_per_step", "final_params", "eval_topk_logprobs"}
+    failing = {q for q in trajectory if records[q].verdict != "pass"}
+    assert must_fail <= failing, {q: (records[q].value, records[q].limit) for q in trajectory}
+    if not must_fail:
+        assert not failing and records["patch_active"].verdict == "pass"
+    assert all(0 < records[q].limit < 1e-2 for q in trajectory), "fp32 limits come from rounding"

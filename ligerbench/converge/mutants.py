@@ -7,6 +7,11 @@ Each is a `CausalLMPatch` with one thing wrong, the way real patches have gone w
                             while transformers slices in every mode (ANCHORS.md bug 5)
   not_reverted              leaves the patched forward on the instance after the context
                             (ANCHORS.md bug 7: later cases then compare the kernel with itself)
+  loss_scaled               a loss 1% too large (a wrong normalisation): the per-step loss
+                            against the float64 run must see it from step 0, where chaos has
+                            amplified nothing yet
+SoftcapDropped (not in MUTANTS: on llama-mini, selftest's model, it would be an equivalent
+mutant) trains Gemma-2 without its final-logit softcap: a wrong loss and a wrong trajectory.
 """
 
 from __future__ import annotations
@@ -33,8 +38,25 @@ class NotReverted(CausalLMPatch):
         self.active = False  # says it is off, but the instance keeps the patched forward
 
 
+class LossScaled(CausalLMPatch):
+    def _ce_loss(self, *args):
+        return 1.01 * super()._ce_loss(*args)
+
+    def _fused_loss(self, *args):
+        return 1.01 * super()._fused_loss(*args)
+
+
+class SoftcapDropped(CausalLMPatch):
+    def _ce_loss(self, raw_logits, labels, position_ids, cap, kwargs):
+        return super()._ce_loss(raw_logits, labels, position_ids, None, kwargs)
+
+    def _fused_loss(self, model, hidden, labels, position_ids, cap, kwargs):
+        return super()._fused_loss(model, hidden, labels, position_ids, None, kwargs)
+
+
 MUTANTS = {
     "not_applied": NotApplied,
     "logits_to_keep_eval_only": LogitsToKeepEvalOnly,
     "not_reverted": NotReverted,
+    "loss_scaled": LossScaled,
 }
