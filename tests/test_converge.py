@@ -133,7 +133,8 @@ def test_per_step_limit_follows_the_yardstick_across_a_shifted_transition():
     limits = tol.per_step_limits(yard, "fp32")
     err = rel(ours, truth)
     assert all(e <= lim for e, lim in zip(err, limits, strict=True))
-    assert limits[0] < 1e-6 and limits[-1] < 1e-6 and limits[9] > 4.0
+    rounding_level = tol.FACTOR * 1e-7 + 1e-6  # the yardstick far from the drop, plus the floor
+    assert limits[0] < rounding_level and limits[-1] < rounding_level and limits[9] > 4.0
     wrong = rel([1.01 * x for x in truth], truth)
     assert [e <= lim for e, lim in zip(wrong, limits, strict=True)].count(False) == 20 - (2 * tol.STEP_WINDOW + 1)
     # a shift beyond the window is not excused

@@ -166,3 +166,15 @@ def test_clear_errors(override, error, match):
     args = _args(**override)
     with pytest.raises(error, match=match):
         fused_linear_cross_entropy(args.pop("hidden"), args.pop("weight"), args.pop("target"), **args)
+
+
+def test_auto_accumulation_switches_to_fp32_for_many_chunks():
+    """'auto' keeps the lean bf16 running sum for few chunks and the exact fp32 accumulator
+    when the chunks are many enough for the running sum's roundings to add up."""
+    from kernels.fused_linear_cross_entropy import AUTO_DTYPE_MAX_CHUNKS, resolve_accum
+
+    assert resolve_accum("auto", 8192, 768) == "dtype"  # the Llama-3 head: 11 chunks
+    assert resolve_accum("auto", 4096, 5) == "fp32"  # 820 chunks
+    assert resolve_accum("auto", AUTO_DTYPE_MAX_CHUNKS, 1) == "dtype"
+    assert resolve_accum("auto", AUTO_DTYPE_MAX_CHUNKS + 1, 1) == "fp32"
+    assert resolve_accum("dtype", 4096, 1) == "dtype"  # an explicit choice is kept

@@ -27,7 +27,7 @@ Three kinds of comparison, three rules:
        limit = FACTOR * yardstick + floor
 
    where the yardstick is the same distance for transformers' own run in the same dtype
-   (FACTOR = 2, ligerbench.tolerance.FACTOR). Why not a fixed limit between the two dtype
+   (FACTOR = 10; see below for why not the kernels' 2). Why not a fixed limit between the two dtype
    runs: training is chaotic. AdamW divides by sqrt(v), so a rounding-level gradient
    difference on a small gradient is a full-size update difference, and a sharp drop of the
    loss (a phase transition, steps 18-24 of the gpu preset) happens a step earlier or later
@@ -76,7 +76,13 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 SINGLE_STEP = {"fp32": 1e-5, "bf16": 2e-2}
 
-FACTOR = kernel_tolerance.FACTOR
+# The yardstick is one sample of a chaotic distance. Measured on CPU over 24 seeds (llama-mini
+# and gemma2-mini, 40 steps) with a correct loss that rounds differently from transformers
+# (plain torch): the worst per-step error / yardstick-envelope ratio was <= 1 for 21 seeds and
+# 2.1, 2.3 and 16.4 (i.e. 1.06, 1.16, 8.2 times a factor-2 limit) for the other three. A loss
+# 1% wrong gives ratios near 2e4. FACTOR = 10 keeps three orders of magnitude to the bugs while
+# the kernels' factor of 2 would fail about one correct run in eight. Not yet checked on a GPU.
+FACTOR = 10.0
 STEP_WINDOW = 2  # steps either side over which the per-step yardstick is maximised
 
 
