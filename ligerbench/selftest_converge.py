@@ -26,12 +26,14 @@ DESCRIPTIONS = {
     "not_reverted": "patched forward left on the instance after the context (ANCHORS.md bug 7)",
     "logits_to_keep_eval_only": "logits_to_keep applied in eval mode only (ANCHORS.md bug 5)",
     "loss_scaled": "loss 1% too large: per-step loss vs the float64 run (and step-0 gradients)",
+    "per_token_when_packed": "per-token instead of per-sequence normalisation of packed rows (ANCHORS.md bug 4)",
 }
 CHECKS = {
     "not_applied": ("trajectory",),  # patch_active: our kernel never ran
     "not_reverted": ("trajectory",),  # patch_reverted: the instance keeps the patched forward
     "logits_to_keep_eval_only": ("logits_to_keep",),  # train-mode slicing (ANCHORS.md bug 5)
     "loss_scaled": ("trajectory",),  # loss_per_step against the float64 run
+    "per_token_when_packed": ("packed",),  # packed row vs padded batch, per-sequence mean
 }
 
 

@@ -7,6 +7,8 @@ Each is a `CausalLMPatch` with one thing wrong, the way real patches have gone w
                             while transformers slices in every mode (ANCHORS.md bug 5)
   not_reverted              leaves the patched forward on the instance after the context
                             (ANCHORS.md bug 7: later cases then compare the kernel with itself)
+  per_token_when_packed     asked for per-sequence normalisation of packed rows, weights every
+                            token alike (a plain per-token mean; ANCHORS.md bug 4)
   loss_scaled               a loss 1% too large (a wrong normalisation): the per-step loss
                             against the float64 run must see it from step 0, where chaos has
                             amplified nothing yet
@@ -46,6 +48,15 @@ class LossScaled(CausalLMPatch):
         return 1.01 * super()._fused_loss(*args)
 
 
+class PerTokenWhenPacked(CausalLMPatch):
+    def _targets(self, labels, position_ids, kwargs):
+        target, weights, reduction, divisor = super()._targets(labels, position_ids, kwargs)
+        if weights is not None:  # per-sequence weights replaced by a uniform per-token mean
+            counted = (target != kwargs.get("ignore_index", -100)).to(weights.dtype)
+            weights = counted / counted.sum().clamp_min(1)
+        return target, weights, reduction, divisor
+
+
 class SoftcapDropped(CausalLMPatch):
     def _ce_loss(self, raw_logits, labels, position_ids, cap, kwargs):
         return super()._ce_loss(raw_logits, labels, position_ids, None, kwargs)
@@ -59,4 +70,5 @@ MUTANTS = {
     "logits_to_keep_eval_only": LogitsToKeepEvalOnly,
     "not_reverted": NotReverted,
     "loss_scaled": LossScaled,
+    "per_token_when_packed": PerTokenWhenPacked,
 }
