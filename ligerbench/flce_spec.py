@@ -61,9 +61,9 @@ def _confident(h, w, b, target, counted, g) -> torch.Tensor:
     Moving along w[y] also moves the other logits (by w_j . w_y / |w_y|^2 per unit), so the
     step is repeated; a few fixed-point steps land within a few percent of the goal."""
     n = h.shape[0]
-    rows = torch.arange(n)
+    rows = torch.arange(n, device=h.device)
     y = target.clamp(0, w.shape[0] - 1)
-    gap_goal = -torch.log(10.0 ** (-2.0 - 4.0 * torch.rand(n, generator=g, dtype=torch.float64)))
+    gap_goal = -torch.log(10.0 ** (-2.0 - 4.0 * torch.rand(n, generator=g, dtype=torch.float64))).to(h.device)
     direction = w[y] / (w[y] * w[y]).sum(1, keepdim=True)
     for _ in range(6):
         x = h @ w.T + (b if b is not None else 0.0)
@@ -94,7 +94,16 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
         w = 40.0 * w
         h[:, 0], w[:, 0] = 1.0, 100.0
     elif case.logits == "confident":
-        h = _confident(h, w, b, torch.where(ignored, 0, target), ~ignored, g)
+        # the float64 solve runs on the case's device: on CPU it costs ~30 s per GPU-sized case
+        h64 = _confident(
+            h.to(device),
+            w.to(device),
+            None if b is None else b.to(device),
+            torch.where(ignored, 0, target).to(device),
+            (~ignored).to(device),
+            g,
+        )
+        h = h64.cpu()
     elif case.logits != "normal":
         raise ValueError(f"unknown logits kind {case.logits!r}")
 
