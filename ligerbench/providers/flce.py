@@ -129,6 +129,8 @@ def _cce_supports(case: Case) -> str | None:
         return f"Cut Cross-Entropy has no {', '.join(missing)}"
     if case.bias:
         return "Cut Cross-Entropy 25.1 takes no bias"
+    if case.dtype == "fp32":
+        return "Cut Cross-Entropy 25.1's backward requires bf16 or fp16 inputs"
     return None
 
 
