@@ -54,8 +54,8 @@ def capture(device: torch.device, seed: int, **extra) -> dict:
         "transformers": _version("transformers"),
         "liger_kernel": _version("liger-kernel") or _version("liger_kernel"),
         "cut_cross_entropy": _version("cut-cross-entropy") or _version("cut_cross_entropy"),
-        # a copy of the tree without .git (e.g. on a lent GPU box) can be told its commit
-        "git_commit": git_commit(Path(__file__).resolve().parent.parent) or os.environ.get("LIGERBENCH_COMMIT"),
+        # a copy of the tree whose .git is missing or stale (e.g. on a lent GPU box) is told its commit
+        "git_commit": os.environ.get("LIGERBENCH_COMMIT") or git_commit(Path(__file__).resolve().parent.parent),
         "argv": sys.argv,
         **extra,
     }

@@ -43,6 +43,7 @@ def ce_smoke(tmp_path_factory):
     return result, _only_run(out)
 
 
+@pytest.mark.interpreter
 def test_smoke_run_exits_zero_and_writes_every_output(ce_smoke):
     result, run = ce_smoke
     assert result.exit_code == 0, result.output
@@ -51,6 +52,7 @@ def test_smoke_run_exits_zero_and_writes_every_output(ce_smoke):
     assert (run / "time_vs_vocab.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.interpreter
 def test_smoke_output_is_marked_not_a_measurement(ce_smoke):
     _, run = ce_smoke
     df = _records(run)
@@ -62,6 +64,7 @@ def test_smoke_output_is_marked_not_a_measurement(ce_smoke):
     assert env["measurement"] is False and env["device_type"] == "cpu" and env["triton_mode"] == "interpreter"
 
 
+@pytest.mark.interpreter
 def test_smoke_records_hold_every_figure_per_provider_and_case(ce_smoke):
     _, run = ce_smoke
     df = _records(run)
@@ -103,6 +106,7 @@ def test_without_cuda_bench_refuses_with_exit_2(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # nothing written that could pass for a result
 
 
+@pytest.mark.interpreter
 @pytest.mark.parametrize(
     "args, hint",
     [
@@ -123,6 +127,7 @@ def _flce_eager(hidden, weight, target, *, bias, ignore_index, reduction, **_):
     return F.cross_entropy(logits.float(), target, ignore_index=ignore_index, reduction=reduction)
 
 
+@pytest.mark.interpreter
 def test_flce_bench_runs_registered_flce_providers(tmp_path, monkeypatch):
     """flce through a registry holding one flce provider, so this test does not depend on the
     fused kernel's progress; the real flce providers go through the same path."""

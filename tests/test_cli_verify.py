@@ -5,6 +5,7 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from ligerbench.cli import app
@@ -32,7 +33,7 @@ def test_verify_passes_and_writes_results(tmp_path):
     env = json.loads((run_dir / "env.json").read_text())
     for key in ("device_name", "torch", "triton", "transformers", "git_commit", "triton_mode", "seed"):
         assert key in env
-    assert env["triton_mode"] == "interpreter"
+    assert env["triton_mode"] == ("compiled" if torch.cuda.is_available() else "interpreter")
     assert "PASSED" in (run_dir / "summary.md").read_text()
 
 

@@ -25,6 +25,7 @@ from suites.converge import ConvergeCase, run_converge
 TINY = PRESETS["tiny"]
 
 
+@pytest.mark.interpreter
 def test_llama_mini_tiny_ce_passes_end_to_end(tmp_path):
     result = CliRunner().invoke(
         app,
@@ -80,6 +81,7 @@ def test_llama_mini_tiny_ce_passes_end_to_end(tmp_path):
     assert env["model"] == "llama-mini" and env["triton_mode"] == "interpreter"
 
 
+@pytest.mark.interpreter
 def test_usage_errors_exit_2(tmp_path):
     runner = CliRunner()
     assert runner.invoke(app, ["converge", "gpt-mini", "--out", str(tmp_path)]).exit_code == 2
@@ -100,6 +102,7 @@ def _run(mutant: str, check: str):
 
 
 # Each planted bug, the check that exists to catch it, and exactly what must fail.
+@pytest.mark.interpreter
 @pytest.mark.parametrize(
     "mutant, check, must_fail",
     [
@@ -143,6 +146,7 @@ def test_per_step_limit_follows_the_yardstick_across_a_shifted_transition():
 
 # A genuinely wrong loss (1% too large; Gemma-2's softcap dropped) fails the trajectory against
 # float64; the correct patch on the same model, data and seed passes it.
+@pytest.mark.interpreter
 @pytest.mark.parametrize(
     "model, patcher, must_fail",
     [

@@ -34,6 +34,7 @@ def _step(model):
     return out
 
 
+@pytest.mark.interpreter
 def test_patch_is_per_instance_and_reverted():
     model, other = _tiny_llama(), _tiny_llama()
     class_forward = type(model).forward

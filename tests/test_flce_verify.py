@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 from typer.testing import CliRunner
 
 from ligerbench.cli import app
@@ -26,6 +27,7 @@ def _verify(tmp_path, *args):
     return result, payload, pd.read_csv(tmp_path / payload["run_id"] / "records.csv")
 
 
+@pytest.mark.interpreter
 def test_verify_flce_passes_on_a_slice(tmp_path):
     result, _, records = _verify(tmp_path, *ALL_OPTIONS_BF16)
     assert result.exit_code == 0, result.output

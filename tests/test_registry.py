@@ -3,6 +3,7 @@
 import importlib.metadata
 
 import pytest
+import torch
 
 from ligerbench.registry import Provider, Registry, default_registry
 
@@ -50,3 +51,12 @@ def test_unavailable_provider_states_a_reason():
     assert "not installed" in p.unavailable("cpu")
     gpu_only = Provider(name="g", kernel="ce", description="", load=lambda: 1, devices=("cuda",))
     assert "cuda only" in gpu_only.unavailable("cpu")
+
+
+def test_env_records_the_commit_it_is_told(monkeypatch):
+    from ligerbench import env
+
+    monkeypatch.setenv("LIGERBENCH_COMMIT", "abc1234")
+    assert env.capture(torch.device("cpu"), seed=3)["git_commit"] == "abc1234"
+    monkeypatch.delenv("LIGERBENCH_COMMIT")
+    assert env.capture(torch.device("cpu"), seed=3)["git_commit"] == env.git_commit()

@@ -35,6 +35,7 @@ def _selftest(tmp_path, *mutants):
     return result, (folders[0] if len(folders) == 1 else None)
 
 
+@pytest.mark.interpreter
 def test_every_kernel_mutant_is_killed(tmp_path):
     kernel_mutants = [p.name for p in registry.default_registry().providers.values() if p.mutant]
     assert set(kernel_mutants) == set(MUST_KILL), "a new mutant needs its row in MUST_KILL"
@@ -62,6 +63,7 @@ def _ours():
     return lambda logits, target, **opts: cross_entropy(logits, target, return_z_loss=True, **opts)
 
 
+@pytest.mark.interpreter
 def test_a_mutant_nothing_catches_fails_the_command(tmp_path, monkeypatch):
     """An 'equivalent mutant' (our kernel, unchanged) survives every suite: selftest must exit 1."""
     real = registry.default_registry
@@ -87,6 +89,7 @@ def test_a_mutant_nothing_catches_fails_the_command(tmp_path, monkeypatch):
     assert (row["correctness"], row["gradients"], row["contracts"]) == ("survived",) * 3
 
 
+@pytest.mark.interpreter
 def test_unknown_mutant_exits_2(tmp_path):
     result, _ = _selftest(tmp_path, "mutant_nope")
     assert result.exit_code == 2
