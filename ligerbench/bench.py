@@ -145,6 +145,8 @@ def measure_provider(fn: Callable, provider: Provider, inputs: BenchInputs, plan
         yield plan.mode, "time_ms", t.median_ms, "ms", spread
         yield plan.mode, "p20_ms", t.p20_ms, "ms", ""
         yield plan.mode, "p80_ms", t.p80_ms, "ms", ""
+        if math.isfinite(t.host_ms):
+            yield plan.mode, "host_ms", t.host_ms, "ms", "host time to issue one call (GPU idle at its start)"
         m = mem.measure(full, device=plan.device, input_bytes=mem.tensor_bytes(*inputs.positional), setup=reset)
         yield "full", "peak_mib", m.peak_mib, "MiB", ""
         yield "full", "extra_mib", m.extra_mib, "MiB", "over inputs, gradients included"

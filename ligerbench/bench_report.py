@@ -25,9 +25,9 @@ def _fmt(value, digits: int = 4) -> str:
 def point_table(df: pd.DataFrame, point: SweepPoint, spec: BenchSpec, mode: str) -> list[str]:
     rows = df[df["case"] == point.case.id]
     lines = [
-        f"| provider | {mode} ms | p20-p80 ms | x best | + clone ms | extra MiB | x best | peak MiB | "
+        f"| provider | {mode} ms | p20-p80 ms | x best | + clone ms | host ms | extra MiB | x best | peak MiB | "
         f"{spec.rate_unit} | % ceiling | loss | note |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for provider in dict.fromkeys(rows["provider"]):
         p = rows[rows["provider"] == provider]
@@ -42,7 +42,8 @@ def point_table(df: pd.DataFrame, point: SweepPoint, spec: BenchSpec, mode: str)
         note = f"{bad['verdict'].iloc[0]}: {bad['message'].iloc[0]}" if len(bad) else ""
         lines.append(
             f"| {provider} | {_fmt(get('time_ms', mode))} | {_fmt(get('p20_ms'))}-{_fmt(get('p80_ms'))} "
-            f"| {_fmt(get('ratio_time_ms'), 3)} | {_fmt(get('clone_ms'))} | {_fmt(get('extra_mib'), 5)} "
+            f"| {_fmt(get('ratio_time_ms'), 3)} | {_fmt(get('clone_ms'))} | {_fmt(get('host_ms'), 3)} "
+            f"| {_fmt(get('extra_mib'), 5)} "
             f"| {_fmt(get('ratio_extra_mib'), 3)} | {_fmt(get('peak_mib'), 5)} | {_fmt(get('rate'))} "
             f"| {_fmt(get('pct_ceiling'), 3)} | {_fmt(get('loss'), 6)} | {note.replace('|', '/')[:160]} |"
         )
@@ -79,10 +80,17 @@ def markdown(
         f"seed {env.get('seed')}; inputs: random normal, ~10% of targets ignored, reduction mean",
         f"- {FAIRNESS_NOTE}",
         "- time: median of many runs (p20-p80 beside), "
-        + ("CUDA events, L2 flushed before each run" if env.get("device_type") == "cuda" else "host clock")
+        + (
+            "CUDA events, L2 flushed before each run, the host kept ahead by a sleeping kernel queued "
+            "before each run: GPU work only, as in a training loop whose host runs ahead (a host sync "
+            "inside a call still shows)"
+            if env.get("device_type") == "cuda"
+            else "host clock"
+        )
         + "; inputs a "
         "provider destroys are restored outside the timed region, and the clone that would keep them is "
-        "the `+ clone ms` column, not part of the time.",
+        "the `+ clone ms` column, not part of the time. `host ms`: the host's time to issue one call "
+        "(GPU idle at its start); a loop issuing faster than the GPU runs hides it.",
         "- memory: of a full step; extra = peak allocated during the call minus allocated before it "
         "(gradients included); peak = inputs + extra.",
         f"- {spec.rate_unit}: {spec.work_formula}. % ceiling is of the "

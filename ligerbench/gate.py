@@ -6,7 +6,9 @@
 Two kinds of problems:
   failures     any row of the run whose verdict is fail or error (correctness, contracts,
                convergence, a provider that crashed in bench): hard failures, whatever the
-               baseline says.
+               baseline says. Bench's design-target rows (metric target_*) are the exception: a
+               target missed in the baseline too is a known gap, listed in the notes; a target
+               the baseline met and the run misses is a failure.
   regressions  performance, like with like: the same GPU (env.json device_name), kernel, case,
                timed quantity, metric and provider. Absolute times drift between machines and
                days, so each value is first divided by a peer's value at the same point of the
@@ -123,8 +125,24 @@ def load(path: Path) -> Run:
     return Run(path, records, env)
 
 
-def failures(run: Run) -> pd.DataFrame:
-    return run.records[run.records["verdict"].isin(["fail", "error"])]
+TARGET_PREFIX = "target_"  # bench's design-target rows (bench_metrics.target_records)
+
+
+def failures(run: Run, baseline: Run | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(hard failures, design targets missed in the baseline too). Without a baseline every
+    failed row is hard."""
+    rec = run.records
+    bad = rec["verdict"].isin(["fail", "error"])
+    target = rec["metric"].str.startswith(TARGET_PREFIX)
+    missed = rec[bad & target]
+    if baseline is None or missed.empty:
+        return rec[bad], missed.iloc[0:0]
+    base = baseline.records
+    base_missed = base[base["metric"].str.startswith(TARGET_PREFIX) & base["verdict"].isin(["fail", "error"])]
+    keys = ["provider", "case", "quantity", "metric"]
+    flagged = missed.merge(base_missed[keys].drop_duplicates(), on=keys, how="left", indicator=True)
+    known = flagged["_merge"].to_numpy() == "both"
+    return pd.concat([rec[bad & ~target], missed[~known]]), missed[known]
 
 
 def _perf_rows(run: Run, thresholds: dict[str, float]) -> pd.DataFrame:
@@ -236,7 +254,12 @@ def evaluate(
     thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
     peers = {**DEFAULT_PEERS, **(peers or {})}
     comparisons = compare(run, baseline, thresholds, peers)
-    notes = []
+    hard, known_gaps = failures(run, baseline)
+    notes = [
+        f"design target missed, as in the baseline (not gated): {r.provider} {r.metric[len(TARGET_PREFIX) :]} "
+        f"{r.value:.4g} > {r.limit:.4g} at {r.case}"
+        for r in known_gaps.itertuples()
+    ]
     if not comparisons:
         notes.append("no measured performance rows in the run: only failures are gated")
     if any(c.status == "regression" for c in comparisons):
@@ -256,4 +279,4 @@ def evaluate(
     missing = int((gone["_merge"] == "left_only").sum())
     if missing:
         notes.append(f"{missing} checks of the baseline are not in the run (a filtered run?)")
-    return GateResult(run, baseline, failures(run), comparisons, thresholds, notes, recheck)
+    return GateResult(run, baseline, hard, comparisons, thresholds, notes, recheck)

@@ -18,7 +18,12 @@ TIMES = {"ours": 4.0, "eager": 7.6, "torch_compile": 5.4}
 MEMORY = {"ours": 2004.0, "eager": 8016.0, "torch_compile": 4008.0}
 
 
-def write_run(folder: Path, *, times=TIMES, memory=MEMORY, device=H100, check="pass", verdict="measured") -> Path:
+TARGET_MS = 3.0  # a design target on ours' time (bench_metrics.target_records writes such rows)
+
+
+def write_run(
+    folder: Path, *, times=TIMES, memory=MEMORY, device=H100, check="pass", verdict="measured", target=False
+) -> Path:
     folder.mkdir(parents=True)
     (folder / "env.json").write_text(json.dumps({"device_name": device, "git_commit": "abc"}))
     w = RecordWriter(folder / "records.csv")
@@ -39,5 +44,13 @@ def write_run(folder: Path, *, times=TIMES, memory=MEMORY, device=H100, check="p
                     metric=metric, value=value, unit=unit, limit=math.nan, verdict=verdict,
                 )
             )  # fmt: skip
+    if target:  # ours' time against TARGET_MS: pass or fail as the time says
+        w.write(
+            Record.for_case(
+                CASE, run_id=folder.name, suite="bench", provider="ours", quantity="full",
+                metric="target_time_ms", value=times["ours"], unit="ms", limit=TARGET_MS,
+                verdict="pass" if times["ours"] <= TARGET_MS else "fail", message="design target",
+            )
+        )  # fmt: skip
     w.close()
     return folder

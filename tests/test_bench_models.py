@@ -221,3 +221,20 @@ def test_targets_pass_fail_only_on_measured_full_rows_at_their_shape():
     assert got["ours_nocheck"].verdict == "pass"
     other_shape = LLAMA_CE.replace(v=32000)
     assert target_records([_row("ours", "time_ms", 9.0)], bench_ce.SPEC, {LLAMA_CE.id: other_shape}) == []
+
+
+@pytest.mark.gpu
+def test_time_is_the_gpus_work_not_the_hosts(device):
+    """A call that spends 3 ms of host time issuing ~0.1 ms of GPU work: the time must be the
+    GPU's (the host is kept ahead), and host_ms must carry the 3 ms."""
+    import time
+
+    x = torch.randn(64 << 20, device=device)  # 256 MiB: one pass ~0.1-0.2 ms on an H100
+
+    def slow_host():
+        time.sleep(3e-3)
+        x.mul_(1.0)
+
+    t = time_region(slow_host, device=torch.device(device), budget=TimingBudget(warmup_ms=10, rep_ms=60))
+    assert t.host_ms >= 3.0
+    assert t.median_ms < 1.0, t
