@@ -488,6 +488,8 @@ class CrossEntropyFunction(torch.autograd.Function):
         t = target.reshape(-1)
         tw = token_weight.reshape(-1).float() if token_weight is not None else None
         w = weight.float().contiguous() if weight is not None else None
+        if check_targets:
+            check_targets_in_range(t, n_cols, ignore_index)
         denom = mean_denominator(t, w, ignore_index, n_cols) if reduction == "mean" else None
 
         needs_grad = ctx.needs_input_grad[0]
@@ -512,11 +514,6 @@ class CrossEntropyFunction(torch.autograd.Function):
             loss, zloss = loss_rows.sum(), zloss_rows.sum()
         else:
             loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
-        if check_targets:
-            # after everything above is queued: the sync then waits for work already running
-            # instead of holding the kernel back (the kernel itself reads no class outside
-            # [0, V): such rows get NaN, and the error below discards them)
-            check_targets_in_range(t, n_cols, ignore_index)
         ctx.mark_non_differentiable(zloss)
         ctx.grad = grad
         ctx.grad_shape = shape
@@ -565,9 +562,8 @@ def cross_entropy(
     logging only (no gradient flows through it; the loss already includes it).
     inplace_backward=True writes the gradient into `logits` during forward (saves N*V memory;
     the logits are then destroyed). Otherwise `logits` is never modified.
-    check_targets=False skips the range check on `target` (a host sync on GPU, made after the
-    kernel is queued): out-of-range targets then give NaN. With the check, such a target raises
-    ValueError from forward; with inplace_backward=True the logits are overwritten all the same. The gradient is formed in forward, so one backward per forward.
+    check_targets=False skips the range check on `target` (a host sync on GPU): out-of-range
+    targets then give NaN. The gradient is formed in forward, so one backward per forward.
     """
     loss, zloss = CrossEntropyFunction.apply(
         logits,
