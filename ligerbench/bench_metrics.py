@@ -17,7 +17,7 @@ import math
 from ligerbench.bench import NOT_A_MEASUREMENT, SMOKE_MESSAGE
 from ligerbench.bench_spec import BenchSpec
 from ligerbench.cases import Case
-from ligerbench.records import Record
+from ligerbench.records import TARGET_PREFIX, Record
 
 LOWER_IS_BETTER = {"time_ms": True, "peak_mib": True, "extra_mib": True, "rate": False}
 MEASURED_VERDICTS = ("measured", NOT_A_MEASUREMENT)
@@ -107,7 +107,7 @@ def target_records(rows: list[Record], spec: BenchSpec, cases: dict[str, Case]) 
             gap = f"{r.value / t.limit:.2f}x the limit" if t.limit > 0 else ""
             out.append(
                 dataclasses.replace(
-                    r, metric=f"target_{t.metric}", limit=t.limit, verdict=verdict, message=f"{t.source}; {gap}"
+                    r, metric=f"{TARGET_PREFIX}{t.metric}", limit=t.limit, verdict=verdict, message=f"{t.source}; {gap}"
                 )
             )
     return out

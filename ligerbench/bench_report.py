@@ -7,6 +7,7 @@ import math
 import pandas as pd
 
 from ligerbench.bench_spec import BenchSpec
+from ligerbench.records import TARGET_PREFIX
 from suites.bench_shapes import SweepPoint
 
 FAIRNESS_NOTE = (
@@ -99,7 +100,7 @@ def markdown(
         "- x best: the figure over the best provider's at the same point (lowest time or memory).",
         "",
     ]
-    targets = df[df["metric"].str.startswith("target_")]
+    targets = df[df["metric"].str.startswith(TARGET_PREFIX)]
     if len(targets):
         lines += [
             "## Targets",
@@ -109,7 +110,7 @@ def markdown(
         ]
         for _, t in targets.iterrows():
             lines.append(
-                f"| {t['provider']} | {t['metric'][len('target_') :]} | {_fmt(float(t['value']))} | "
+                f"| {t['provider']} | {t['metric'][len(TARGET_PREFIX) :]} | {_fmt(float(t['value']))} | "
                 f"{_fmt(float(t['limit']))} | {t['verdict']} | {t['message']} |"
             )
         lines.append("")

@@ -95,7 +95,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
         h[:, 0], w[:, 0] = 1.0, 100.0
     elif case.logits == "confident":
         # the float64 solve runs on the case's device: on CPU it costs ~30 s per GPU-sized case
-        h64 = _confident(
+        h = _confident(
             h.to(device),
             w.to(device),
             None if b is None else b.to(device),
@@ -103,7 +103,6 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
             (~ignored).to(device),
             g,
         )
-        h = h64.cpu()
     elif case.logits != "normal":
         raise ValueError(f"unknown logits kind {case.logits!r}")
 

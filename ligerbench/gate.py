@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ligerbench.records import FIELDS, read_records
+from ligerbench.records import FIELDS, TARGET_PREFIX, read_records
 
 PERF_SUITE = "bench"
 MEASURED = "measured"  # bench's verdict for a real measurement; smoke rows say not_a_measurement
@@ -125,20 +125,19 @@ def load(path: Path) -> Run:
     return Run(path, records, env)
 
 
-TARGET_PREFIX = "target_"  # bench's design-target rows (bench_metrics.target_records)
+def _missed_targets(records: pd.DataFrame) -> pd.Series:
+    return records["verdict"].isin(["fail", "error"]) & records["metric"].str.startswith(TARGET_PREFIX)
 
 
-def failures(run: Run, baseline: Run | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(hard failures, design targets missed in the baseline too). Without a baseline every
-    failed row is hard."""
+def failures(run: Run, baseline: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(hard failures, design targets missed in the baseline too)."""
     rec = run.records
     bad = rec["verdict"].isin(["fail", "error"])
-    target = rec["metric"].str.startswith(TARGET_PREFIX)
-    missed = rec[bad & target]
-    if baseline is None or missed.empty:
-        return rec[bad], missed.iloc[0:0]
-    base = baseline.records
-    base_missed = base[base["metric"].str.startswith(TARGET_PREFIX) & base["verdict"].isin(["fail", "error"])]
+    target = _missed_targets(rec)
+    missed = rec[target]
+    if missed.empty:
+        return rec[bad], missed
+    base_missed = baseline.records[_missed_targets(baseline.records)]
     keys = ["provider", "case", "quantity", "metric"]
     flagged = missed.merge(base_missed[keys].drop_duplicates(), on=keys, how="left", indicator=True)
     known = flagged["_merge"].to_numpy() == "both"

@@ -18,6 +18,8 @@ import pandas as pd
 from ligerbench.cases import Case
 
 VERDICTS = ("pass", "fail", "error", "skip")
+# metric prefix of bench's design-target rows (bench_metrics.target_records): "target_time_ms", ...
+TARGET_PREFIX = "target_"
 
 
 @dataclass(frozen=True)
