@@ -1,15 +1,7 @@
-"""Triton loss kernels. They import nothing from the ligerbench harness.
+"""Triton loss kernels: cross entropy over logits, fused linear + cross entropy, and the
+transformers patch that puts them in a model. They import nothing from the ligerbench harness.
 
-Triton compiles for GPUs only; on a machine without CUDA the kernels can still run through
-Triton's interpreter, which must be chosen before `triton.jit` decorates them. So when no GPU
-is present and the caller has not decided, we choose the interpreter here: otherwise importing
-the kernels on a CPU-only machine would leave them unusable.
+Installed as `ligerbench.kernels` (pyproject maps this folder there), so the name cannot collide
+with another distribution's top-level `kernels` package. The Triton mode (compiled on a GPU,
+interpreted on CPU) is decided in `triton_mode.py`.
 """
-
-import os
-
-if "TRITON_INTERPRET" not in os.environ:
-    import torch
-
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"

@@ -1,7 +1,7 @@
 """Cross entropy over logits, in Triton: one kernel computes the loss and the gradient.
 
     import torch
-    from kernels.cross_entropy import cross_entropy
+    from ligerbench.kernels.cross_entropy import cross_entropy
     logits = torch.randn(8, 1000, requires_grad=True)   # on a GPU: device="cuda", bf16
     target = torch.randint(0, 1000, (8,))
     cross_entropy(logits, target, reduction="mean").backward()
@@ -25,10 +25,11 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
-import triton
-import triton.language as tl
 
-from kernels.triton_math import cap_block, load_block, softcap_and_slope, to_store
+from .triton_math import cap_block, load_block, softcap_and_slope, to_store  # decides the Triton mode
+
+import triton  # noqa: E402,I001
+import triton.language as tl  # noqa: E402
 
 Reduction = Literal["none", "mean", "sum"]
 REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")

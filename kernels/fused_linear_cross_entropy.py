@@ -1,7 +1,7 @@
 """Fused linear + cross entropy: the loss of `hidden @ weight.T (+ bias)` without the full logits.
 
     import torch
-    from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+    from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
     h = torch.randn(64, 32, requires_grad=True)          # on a GPU: device="cuda", bf16
     w = torch.randn(500, 32, requires_grad=True)
     y = torch.randint(0, 500, (64,))
@@ -49,7 +49,7 @@ from typing import Literal
 
 import torch
 
-from kernels.cross_entropy import (
+from .cross_entropy import (
     Reduction,
     check_targets_in_range,
     cross_entropy_rows,

@@ -1,6 +1,6 @@
 """Our loss kernels inside a Hugging Face causal LM, for one model instance, undone on exit.
 
-    from kernels.hf import patch_causal_lm
+    from ligerbench.kernels.hf import patch_causal_lm
     with patch_causal_lm(model, "ce") as patch:        # "ce", "flce" or "both"
         model(input_ids, labels=labels).loss.backward()
     assert patch.calls["ce"] == 1                      # proof that our kernel ran
@@ -34,7 +34,7 @@ from typing import Literal
 
 import torch
 
-from kernels.packing import per_sequence_token_weights, shift_labels_packed
+from .packing import per_sequence_token_weights, shift_labels_packed
 
 PatchKind = Literal["ce", "flce", "both"]
 PATCH_KINDS: tuple[str, ...] = ("ce", "flce", "both")
@@ -56,7 +56,7 @@ def slice_hidden(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> to
 
 def _fused_kernel():
     # Imported on first use: the fused kernel is optional, and `ce` must work without it.
-    from kernels import fused_linear_cross_entropy as flce_module
+    from . import fused_linear_cross_entropy as flce_module
 
     return flce_module.fused_linear_cross_entropy
 
@@ -176,7 +176,7 @@ class CausalLMPatch:
         return target.reshape(-1), None, reduction, n_items
 
     def _ce_loss(self, raw_logits, labels, position_ids, cap, kwargs):
-        from kernels.cross_entropy import cross_entropy
+        from .cross_entropy import cross_entropy
 
         target, weights, reduction, n_items = self._targets(labels, position_ids, kwargs)
         flat = raw_logits.reshape(-1, raw_logits.shape[-1])

@@ -1,6 +1,6 @@
 """Per-sequence loss normalisation for packed rows (several sequences in one row of a batch).
 
-    from kernels.packing import shift_labels_packed, per_sequence_token_weights
+    from ligerbench.kernels.packing import shift_labels_packed, per_sequence_token_weights
     pos = torch.tensor([[0, 1, 2, 0, 1, 2, 3]])           # two sequences packed in one row
     labels = torch.tensor([[5, 6, 7, 8, 9, 10, 11]])
     target = shift_labels_packed(labels, pos)               # [[6, 7, -100, 9, 10, 11, -100]]

@@ -2,8 +2,12 @@
 correctly under Triton's interpreter. Only `triton.language` that Triton 3.6 (the GPU box) and
 newer releases (CPU machines) both have."""
 
-import triton
-import triton.language as tl
+from .triton_mode import decide
+
+decide(lock=True)  # before triton.jit decorates anything below
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 
 @triton.jit

@@ -31,7 +31,7 @@ from ligerbench.bench_spec import BenchInputs, BenchSpec, call
 from ligerbench.records import Record, RecordWriter
 from ligerbench.registry import Provider
 from ligerbench.timing import Timing, TimingBudget, time_region
-from suites.bench_shapes import SweepPoint
+from ligerbench.suites.bench_shapes import SweepPoint
 
 MODES = ("full", "forward", "backward")
 SUITE = "bench"

@@ -116,7 +116,7 @@ def bench(
     from ligerbench.records import RecordWriter
     from ligerbench.registry import default_registry
     from ligerbench.timing import SMOKE_BUDGET, TimingBudget
-    from suites.bench_shapes import sweep_points
+    from ligerbench.suites.bench_shapes import sweep_points
 
     kernel_name = kernel.value
     spec = _spec(kernel_name)
@@ -228,9 +228,9 @@ def bench(
 
 def _spec(kernel: str):
     if kernel == "ce":
-        from suites.bench_ce import SPEC
+        from ligerbench.suites.bench_ce import SPEC
     else:
-        from suites.bench_flce import SPEC
+        from ligerbench.suites.bench_flce import SPEC
     return SPEC
 
 

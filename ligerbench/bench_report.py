@@ -8,7 +8,7 @@ import pandas as pd
 
 from ligerbench.bench_spec import BenchSpec
 from ligerbench.records import TARGET_PREFIX
-from suites.bench_shapes import SweepPoint
+from ligerbench.suites.bench_shapes import SweepPoint
 
 FAIRNESS_NOTE = (
     "Only `--mode full` (forward + backward) compares fairly: several peers (Liger, ours_inplace) "

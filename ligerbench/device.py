@@ -1,13 +1,12 @@
-"""Choosing where kernels run. Triton compiles for GPUs only; on CPU our kernels run through
-Triton's interpreter, which has to be chosen before `triton.jit` decorates them, i.e. before
-`kernels` is first imported. So commands call `prepare()` before touching any provider."""
+"""Choosing where kernels run. On CPU our Triton kernels run through Triton's interpreter; the
+mode is decided by `ligerbench.kernels.triton_mode` (the one place), which commands call through
+`prepare()` before they import any provider."""
 
 from __future__ import annotations
 
-import os
-import sys
-
 import torch
+
+from ligerbench.kernels import triton_mode
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
@@ -23,12 +22,5 @@ def resolve(choice: str) -> torch.device:
 
 
 def prepare(device: torch.device) -> str:
-    """Select the interpreter for CPU runs; returns 'interpreter' or 'compiled'."""
-    want = "1" if device.type == "cpu" else "0"
-    if "kernels.cross_entropy" in sys.modules and os.environ.get("TRITON_INTERPRET", "0") != want:
-        raise RuntimeError(
-            "the kernels were already imported for the other Triton mode; run CPU and GPU "
-            "verification in separate processes"
-        )
-    os.environ["TRITON_INTERPRET"] = want
-    return "interpreter" if want == "1" else "compiled"
+    """Select the interpreter for CPU runs, compiled kernels for CUDA; returns the mode."""
+    return triton_mode.decide(interpret=device.type == "cpu")

@@ -15,7 +15,7 @@ matplotlib.use("Agg")  # headless: GPU boxes and CI have no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from suites.bench_shapes import SweepPoint  # noqa: E402
+from ligerbench.suites.bench_shapes import SweepPoint  # noqa: E402
 
 
 def _series(df: pd.DataFrame, points: list[SweepPoint], metric: str, quantity: str | None) -> dict[str, list[float]]:

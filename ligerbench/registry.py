@@ -125,7 +125,7 @@ def default_registry(*, plugins: bool = True) -> Registry:
     from ligerbench import ce_spec
     from ligerbench.providers import ce as ce_providers
     from ligerbench.providers import mutants
-    from suites import PRESETS, SUITES
+    from ligerbench.suites import PRESETS, SUITES
 
     reg = Registry()
     reg.add(

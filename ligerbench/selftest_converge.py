@@ -53,10 +53,10 @@ def _mutants(registry: Registry, device_type: str) -> list[Mutant]:
 
 
 def _run(registry: Registry, mutants: list[Mutant], ctx: Context) -> None:
-    from kernels.hf import CausalLMPatch
+    from ligerbench.kernels.hf import CausalLMPatch
     from ligerbench.converge.models import PRESETS as MODEL_PRESETS
     from ligerbench.converge.mutants import MUTANTS
-    from suites.converge import ConvergeCase, run_converge
+    from ligerbench.suites.converge import ConvergeCase, run_converge
 
     preset_name, steps = PRESETS[ctx.preset]
     preset = MODEL_PRESETS[preset_name]

@@ -1,7 +1,7 @@
 """Suites: what ligerbench checks and measures, one file per concern."""
 
-from suites import contracts, correctness, flce, gradients
-from suites.presets import PRESETS
+from ligerbench.suites import contracts, correctness, flce, gradients
+from ligerbench.suites.presets import PRESETS
 
 SUITES = (correctness.SUITE, gradients.SUITE, contracts.SUITE, *flce.SUITES)
 

@@ -49,7 +49,7 @@ def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
 
 
 def _ours(**settings):
-    from kernels.cross_entropy import cross_entropy
+    from ligerbench.kernels.cross_entropy import cross_entropy
 
     return functools.partial(cross_entropy, return_z_loss=True, **settings)
 

@@ -2,7 +2,7 @@
 declare `mutates_input` leaves the caller's logits bit-for-bit unchanged."""
 
 from ligerbench.registry import Suite
-from suites.grid import ce_cases
+from ligerbench.suites.grid import ce_cases
 
 SUITE = Suite(
     name="contracts",

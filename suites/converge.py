@@ -1,7 +1,7 @@
 """The convergence suite: train a mini transformers model twice (transformers' loss, then our
 kernels patched in) and compare; plus the logits_to_keep and packing checks.
 
-    from suites.converge import ConvergeCase, run_converge
+    from ligerbench.suites.converge import ConvergeCase, run_converge
     result = run_converge(ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "ce", seed=0))
     assert all(r.verdict == "pass" for r in result.records)
 
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernels.hf import CausalLMPatch
+from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.data import make_batches
 from ligerbench.converge.models import GEMMA2_MINI_SOFTCAP, Preset, build_model
@@ -282,7 +282,7 @@ def run_converge(
 ) -> ConvergeResult:
     """Run the case's checks; `patcher(model, kind, **options)` makes the patch context (tests
     pass planted-bug variants here). `packed` runs only for a case with packed=True."""
-    from suites.converge_checks import check_logits_to_keep, check_packed
+    from ligerbench.suites.converge_checks import check_logits_to_keep, check_packed
 
     c = Checker(case, run_id, patcher, sink)
     result = ConvergeResult()

@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from kernels.packing import shift_labels_packed
+from ligerbench.kernels.packing import shift_labels_packed
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.data import FIRST_ACTIVE, IGNORE, make_batches, make_uneven_batch, pack
 from ligerbench.converge.train import flat, grads_of
@@ -80,7 +80,7 @@ def check_logits_to_keep(c) -> None:
 
 
 def build_for(c):
-    from suites.converge import build
+    from ligerbench.suites.converge import build
 
     return build(c.case)
 

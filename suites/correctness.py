@@ -1,7 +1,7 @@
 """`correctness`: the loss values (and the z-loss reported beside them) against float64."""
 
 from ligerbench.registry import Suite
-from suites.grid import ce_cases
+from ligerbench.suites.grid import ce_cases
 
 SUITE = Suite(
     name="correctness",

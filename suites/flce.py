@@ -2,7 +2,7 @@
 cases only, so a case without bias yields no empty rows), and the unchanged-inputs contract."""
 
 from ligerbench.registry import Suite
-from suites.flce_grid import flce_cases
+from ligerbench.suites.flce_grid import flce_cases
 
 
 def _bias_cases(preset: str, device_type: str):

@@ -1,7 +1,7 @@
 """`gradients`: the gradient of the logits against float64, under each upstream gradient."""
 
 from ligerbench.registry import Suite
-from suites.grid import ce_cases
+from ligerbench.suites.grid import ce_cases
 
 SUITE = Suite(
     name="gradients",

@@ -1,13 +1,8 @@
-"""Test setup: without a GPU our Triton kernels run through Triton's interpreter, which has to be
-chosen before triton.jit decorates them (kernels/__init__.py does the same)."""
-
-import os
+"""Test setup: without a GPU our Triton kernels run through Triton's interpreter (the kernels
+decide that themselves when imported: ligerbench/kernels/triton_mode.py)."""
 
 import pytest
 import torch
-
-if not torch.cuda.is_available():
-    os.environ["TRITON_INTERPRET"] = "1"
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import check_against_truth, run
-from kernels.cross_entropy import CrossEntropyLoss, cross_entropy
+from ligerbench.kernels.cross_entropy import CrossEntropyLoss, cross_entropy
 
 N, V = 16, 97
 

@@ -15,12 +15,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from kernels.hf import CausalLMPatch
+from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.cli import app
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import MUTANTS, SoftcapDropped
-from suites.converge import ConvergeCase, run_converge
+from ligerbench.suites.converge import ConvergeCase, run_converge
 
 TINY = PRESETS["tiny"]
 

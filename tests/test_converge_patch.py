@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.hf import CausalLMPatch, patch_causal_lm
-from kernels.packing import per_sequence_token_weights, sequence_index, shift_labels_packed
+from ligerbench.kernels.hf import CausalLMPatch, patch_causal_lm
+from ligerbench.kernels.packing import per_sequence_token_weights, sequence_index, shift_labels_packed
 
 
 def _tiny_llama(seed=0):

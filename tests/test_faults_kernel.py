@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers import run
-from kernels.cross_entropy import cross_entropy
+from ligerbench.kernels.cross_entropy import cross_entropy
 from ligerbench import tolerance
 
 V = 7

@@ -11,7 +11,7 @@ import functools
 import pytest
 import torch
 
-from kernels.fused_linear_cross_entropy import (
+from ligerbench.kernels.fused_linear_cross_entropy import (
     DEFAULT_CHUNK_BYTES,
     chunk_size,
     fused_linear_cross_entropy,
@@ -171,7 +171,7 @@ def test_clear_errors(override, error, match):
 def test_auto_accumulation_switches_to_fp32_for_many_chunks():
     """'auto' keeps the lean bf16 running sum for few chunks and the exact fp32 accumulator
     when the chunks are many enough for the running sum's roundings to add up."""
-    from kernels.fused_linear_cross_entropy import AUTO_DTYPE_MAX_CHUNKS, resolve_accum
+    from ligerbench.kernels.fused_linear_cross_entropy import AUTO_DTYPE_MAX_CHUNKS, resolve_accum
 
     assert resolve_accum("auto", 8192, 768) == "dtype"  # the Llama-3 head: 11 chunks
     assert resolve_accum("auto", 4096, 5) == "fp32"  # 820 chunks

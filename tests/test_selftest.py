@@ -58,7 +58,7 @@ def test_every_kernel_mutant_is_killed(tmp_path):
 
 
 def _ours():
-    from kernels.cross_entropy import cross_entropy
+    from ligerbench.kernels.cross_entropy import cross_entropy
 
     return lambda logits, target, **opts: cross_entropy(logits, target, return_z_loss=True, **opts)
 

@@ -78,7 +78,7 @@ def converge(
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
 
     from ligerbench.converge.plot import loss_curves_png
-    from suites.converge import ConvergeCase, run_converge
+    from ligerbench.suites.converge import ConvergeCase, run_converge
 
     run_id, path = rundir.new_run_dir(out, "converge", f"{model.value}-{patch.value}")
     env = environment.capture(

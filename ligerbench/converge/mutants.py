@@ -18,7 +18,7 @@ mutant) trains Gemma-2 without its final-logit softcap: a wrong loss and a wrong
 
 from __future__ import annotations
 
-from kernels.hf import CausalLMPatch
+from ligerbench.kernels.hf import CausalLMPatch
 
 
 class NotApplied(CausalLMPatch):

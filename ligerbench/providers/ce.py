@@ -14,7 +14,7 @@ from ligerbench.registry import Provider
 
 
 def _load_ours(inplace: bool):
-    from kernels.cross_entropy import cross_entropy
+    from ligerbench.kernels.cross_entropy import cross_entropy
 
     return functools.partial(cross_entropy, return_z_loss=True, inplace_backward=inplace)
 

@@ -21,7 +21,7 @@ SMALL_CHUNK_TOKENS = 5
 
 
 def _load_ours(**fixed):
-    from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+    from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
 
     return functools.partial(fused_linear_cross_entropy, return_z_loss=True, **fixed)
 

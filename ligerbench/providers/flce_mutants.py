@@ -18,7 +18,7 @@ def _drops_last_partial_chunk(hidden, weight, target, *, token_weight, **opts):
     visited, so its tokens add nothing to the loss or any gradient, while the mean's denominator
     (computed before the loop) still counts them. Emulated on our kernel by giving those tokens
     a token weight of 0, which is exactly 'never visited' with zero-initialised outputs."""
-    from kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+    from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
 
     n = target.numel()
     visited = (torch.arange(n, device=target.device) < (n // _CHUNK) * _CHUNK).reshape(target.shape)

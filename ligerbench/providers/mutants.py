@@ -16,7 +16,7 @@ from ligerbench.registry import Provider
 
 
 def _ours(**fixed):
-    from kernels.cross_entropy import cross_entropy
+    from ligerbench.kernels.cross_entropy import cross_entropy
 
     return functools.partial(cross_entropy, return_z_loss=True, **fixed)
 

@@ -1,0 +1,73 @@
+"""Which Triton mode this process runs our kernels in: compiled (GPU) or interpreted (CPU).
+
+The one place that decides it. Triton reads the choice when `triton.jit` decorates a function,
+so it must be made before our kernel modules are imported; they call `decide()` first thing,
+and a harness that wants the other mode (CPU runs on a GPU machine) calls `decide(interpret=...)`
+before it imports them.
+
+Triton's own standard library (`tl.max`, `tl.sum`, `tl.cdiv`, the random functions) is decorated
+when `triton.language` is first imported. If someone imported Triton before us with no mode set
+(`import transformers` does), that library is compiled-mode code, and an interpreted kernel that
+calls `tl.max` fails with "Cannot call @triton.jit'd outside of the scope of a kernel". On a
+machine without CUDA compiled mode cannot run at all, so there we re-decorate those two library
+modules in interpreted mode (`_redecorate_stdlib`). Nothing else of Triton's is touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import torch
+
+_STDLIB = ("triton.language.standard", "triton.language.random")
+_locked: str | None = None  # the mode our kernels were decorated in, once they were
+
+
+def current() -> str:
+    return "interpreter" if os.environ.get("TRITON_INTERPRET", "0") == "1" else "compiled"
+
+
+def decide(interpret: bool | None = None, *, lock: bool = False) -> str:
+    """Choose the mode (default: the interpreter exactly when torch sees no CUDA device, unless
+    TRITON_INTERPRET is already set); returns 'interpreter' or 'compiled'. `lock=True` is for
+    the kernel modules: after they are decorated, asking for the other mode is an error."""
+    global _locked
+    if interpret is None:
+        interpret = current() == "interpreter" if "TRITON_INTERPRET" in os.environ else not torch.cuda.is_available()
+    want = "interpreter" if interpret else "compiled"
+    if _locked is not None and _locked != want:
+        raise RuntimeError(
+            f"our Triton kernels were already set up {_locked} in this process; run CPU and GPU "
+            "work in separate processes"
+        )
+    os.environ["TRITON_INTERPRET"] = "1" if interpret else "0"
+    if interpret:
+        _redecorate_stdlib()
+    if lock:
+        _locked = want
+    return want
+
+
+def _redecorate_stdlib() -> None:
+    """Re-run Triton's library modules that hold `@jit` functions if they were decorated in
+    compiled mode, and point `triton.language`'s names at the new functions."""
+    if "triton.language" not in sys.modules:
+        return  # not imported yet: it will be decorated in the mode now set
+    from triton.runtime.jit import JITFunction
+
+    import triton.language as tl
+
+    for name in _STDLIB:
+        module = sys.modules.get(name)
+        if module is None:
+            continue
+        stale = {k: v for k, v in vars(module).items() if isinstance(v, JITFunction)}
+        if not stale:
+            continue  # already interpreted
+        importlib.reload(module)
+        for attr, value in list(vars(tl).items()):
+            for k, old in stale.items():
+                if value is old:
+                    setattr(tl, attr, getattr(module, k))
