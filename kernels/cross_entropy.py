@@ -25,11 +25,10 @@ from __future__ import annotations
 from typing import Literal
 
 import torch
+import triton
+import triton.language as tl
 
 from .triton_math import cap_block, load_block, softcap_and_slope, to_store  # decides the Triton mode
-
-import triton  # noqa: E402,I001
-import triton.language as tl  # noqa: E402
 
 Reduction = Literal["none", "mean", "sum"]
 REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")

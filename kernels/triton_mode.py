@@ -55,9 +55,8 @@ def _redecorate_stdlib() -> None:
     compiled mode, and point `triton.language`'s names at the new functions."""
     if "triton.language" not in sys.modules:
         return  # not imported yet: it will be decorated in the mode now set
-    from triton.runtime.jit import JITFunction
-
     import triton.language as tl
+    from triton.runtime.jit import JITFunction
 
     for name in _STDLIB:
         module = sys.modules.get(name)

@@ -30,8 +30,8 @@ from ligerbench import memory as mem
 from ligerbench.bench_spec import BenchInputs, BenchSpec, call
 from ligerbench.records import Record, RecordWriter
 from ligerbench.registry import Provider
-from ligerbench.timing import Timing, TimingBudget, time_region
 from ligerbench.suites.bench_shapes import SweepPoint
+from ligerbench.timing import Timing, TimingBudget, time_region
 
 MODES = ("full", "forward", "backward")
 SUITE = "bench"

@@ -115,8 +115,8 @@ def bench(
     from ligerbench.bench import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
     from ligerbench.records import RecordWriter
     from ligerbench.registry import default_registry
-    from ligerbench.timing import SMOKE_BUDGET, TimingBudget
     from ligerbench.suites.bench_shapes import sweep_points
+    from ligerbench.timing import SMOKE_BUDGET, TimingBudget
 
     kernel_name = kernel.value
     spec = _spec(kernel_name)

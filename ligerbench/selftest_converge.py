@@ -53,9 +53,9 @@ def _mutants(registry: Registry, device_type: str) -> list[Mutant]:
 
 
 def _run(registry: Registry, mutants: list[Mutant], ctx: Context) -> None:
-    from ligerbench.kernels.hf import CausalLMPatch
     from ligerbench.converge.models import PRESETS as MODEL_PRESETS
     from ligerbench.converge.mutants import MUTANTS
+    from ligerbench.kernels.hf import CausalLMPatch
     from ligerbench.suites.converge import ConvergeCase, run_converge
 
     preset_name, steps = PRESETS[ctx.preset]

@@ -30,7 +30,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.data import make_batches
 from ligerbench.converge.models import GEMMA2_MINI_SOFTCAP, Preset, build_model
@@ -43,6 +42,7 @@ from ligerbench.converge.train import (
     topk_logprob_error,
     train,
 )
+from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.records import Record
 
 SUITE = "converge"

@@ -10,10 +10,10 @@ import math
 
 import torch
 
-from ligerbench.kernels.packing import shift_labels_packed
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.data import FIRST_ACTIVE, IGNORE, make_batches, make_uneven_batch, pack
 from ligerbench.converge.train import flat, grads_of
+from ligerbench.kernels.packing import shift_labels_packed
 
 
 def _forward_backward(model, **inputs):

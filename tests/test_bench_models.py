@@ -15,9 +15,9 @@ from ligerbench.bench_spec import BenchInputs, accepted
 from ligerbench.cases import Case
 from ligerbench.records import Record
 from ligerbench.registry import Provider
-from ligerbench.timing import SMOKE_BUDGET, TimingBudget, runs_for, summarize, time_region
 from ligerbench.suites import bench_ce, bench_flce
 from ligerbench.suites.bench_shapes import HEADS, VOCABS, sweep_points
+from ligerbench.timing import SMOKE_BUDGET, TimingBudget, runs_for, summarize, time_region
 
 LLAMA_CE = Case(kernel="ce", n=8192, v=128256, dtype="bf16")
 LLAMA_FLCE = Case(kernel="flce", n=8192, v=128256, h=4096, dtype="bf16")

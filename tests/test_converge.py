@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.cli import app
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import MUTANTS, SoftcapDropped
+from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.suites.converge import ConvergeCase, run_converge
 
 TINY = PRESETS["tiny"]

@@ -6,8 +6,8 @@ import torch
 import torch.nn.functional as F
 
 from helpers import run
-from ligerbench.kernels.cross_entropy import cross_entropy
 from ligerbench import tolerance
+from ligerbench.kernels.cross_entropy import cross_entropy
 
 V = 7
 
