@@ -87,6 +87,24 @@ def read_records(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
+TEXT_COLUMNS = ("suite", "kernel", "provider", "case", "quantity", "metric", "verdict", "message")
+
+
+def load_records(path: Path) -> pd.DataFrame:
+    """A run's records.csv as every reader (gate, report) wants it: the Record columns present
+    (KeyError naming the missing ones otherwise), text columns as text, value and limit as
+    numbers (NaN is written as "nan", which read_records keeps as text)."""
+    records = read_records(path)
+    missing = [c for c in FIELDS if c not in records.columns]
+    if missing:
+        raise KeyError(f"{path} lacks the Record columns {missing}")
+    for c in TEXT_COLUMNS:
+        records[c] = records[c].astype(object).fillna("").astype(str)
+    for c in ("value", "limit"):
+        records[c] = pd.to_numeric(records[c], errors="coerce")
+    return records
+
+
 def ratio(value: float, limit: float) -> float:
     """error / limit, the headroom of a check (<= 1 passes)."""
     if limit == 0:

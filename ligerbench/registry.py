@@ -1,42 +1,48 @@
-"""The registry: kernels, providers, suites and presets, as frozen records in plain dicts.
+"""The registry's types: kernels, providers, suites, presets and selftest campaigns, as frozen
+records in plain dicts, providers and suites keyed by (kernel, name).
 
-Nothing registers itself on import. `default_registry()` adds what this repository ships, then
-what third parties declare under the `ligerbench.plugins` entry-point group: each such entry
-point names a callable `register(registry)` that calls `registry.add(...)`, e.g. in their
-pyproject.toml:
+A kernel is data: its `KernelSpec` holds everything the harness needs to know about it (how to
+draw a case's inputs, the float64 truth, PyTorch eager as the tolerance yardstick, how to call a
+provider, the quantities compared, the case grid per preset, the peer bench ratios and the gate
+divide by, the control selftest judges mutants against, and its bench sweeps). Commands read
+kernels, providers and suites from here and name none of them in code.
 
-    [project.entry-points."ligerbench.plugins"]
-    mykernels = "mykernels.ligerbench_plugin:register"
+Nothing registers itself on import: `ligerbench.builtin.default_registry()` adds what this
+repository ships (suites/<kernel>.py) and then third-party plugins, each isolated.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ligerbench.cases import Case
 
-ENTRY_POINT_GROUP = "ligerbench.plugins"
+
+def _always(case: Case) -> str | None:
+    return None
 
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """A loss kernel's contract: how to draw a case's inputs, the float64 truth, PyTorch eager
-    in the case dtype (the tolerance yardstick), and how to call a provider on a problem."""
+    """A loss kernel's contract, as the harness sees it."""
 
     name: str
     description: str
     make_problem: Callable[[Case, int, Any], Any]  # (case, seed, torch.device) -> problem
     reference: Callable[[Any], Any]  # problem -> Outcome, float64
-    eager: Callable[[Any], Any]  # problem -> Outcome, case dtype
+    eager: Callable[[Any], Any]  # problem -> Outcome, in the case dtype: the tolerance yardstick
     run: Callable[[Callable, Any], Any]  # (provider callable, problem) -> Outcome
     quantities: tuple[str, ...]  # what an Outcome may hold
-
-
-def _always(case: Case) -> str | None:
-    return None
+    grid: Callable[[str, str], list[Case]]  # (preset, device type) -> the kernel's cases
+    signature: str = ""  # how a provider is called, shown by `list` (docs/providers.md has the details)
+    peer: str = "eager"  # the provider bench ratios and the gate's regressions are taken against
+    control: str = "ours"  # the correct provider selftest runs beside each mutant
+    bench: Any = None  # ligerbench.bench.spec.BenchSpec, or None when the kernel has no bench
+    # a case field whose value must be present for a quantity to be checked (e.g. z_loss only
+    # when the case's option has a z-loss): quantity -> predicate
+    applies: dict[str, Callable[[Case], bool]] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -48,10 +54,11 @@ class Provider:
     kernel: str
     description: str
     load: Callable[[], Callable]
-    mutates_input: bool = False  # declared; verify checks the declaration holds
+    mutates_input: bool = False  # declared; the contracts suite checks the declaration holds
     devices: tuple[str, ...] = ("cpu", "cuda")
     supports: Callable[[Case], str | None] = _always  # a reason it cannot run a case, or None
-    mutant: bool = False  # a planted bug, run only when asked for by name
+    mutant: bool = False  # a planted bug, run only when asked for by name (or by selftest)
+    bench_only: bool = False  # a bench setting of another provider, not verified
     # Mutants only: the slices of the case grid where the bug shows, each a dict of Case field ->
     # value or tuple of values, e.g. {"reduction": "none", "ignore_pattern": "leading_run"}.
     # selftest runs the mutant on these cases alone (the whole grid would not fit CI); none
@@ -70,93 +77,94 @@ class Provider:
 
 @dataclass(frozen=True)
 class Suite:
-    """What is checked: a kernel, the quantities compared, and the cases for a preset."""
+    """What is checked: a kernel, the quantities compared, and which of the kernel's cases (all
+    of its grid unless `select` narrows them)."""
 
     name: str
     kernel: str
     description: str
     quantities: tuple[str, ...]
-    cases: Callable[[str, str], list[Case]]  # (preset, device type) -> cases
+    select: Callable[[Case], bool] | None = None
 
 
 @dataclass(frozen=True)
 class Preset:
     name: str
     description: str
-    device: str  # the device type it is sized for
+
+
+@dataclass(frozen=True)
+class Campaign:
+    """A selftest engine: names its mutants and runs them (ligerbench/selftest/)."""
+
+    name: str
+    description: str
+    mutants: Callable[[Any, str], list]  # (registry, device type) -> [selftest.model.Mutant]
+    run: Callable[[Any, list, Any], None]  # (registry, mutants, selftest.model.Context)
+
+
+class RegistrationError(ValueError):
+    """Something was registered wrong (twice, or for a kernel nobody registered)."""
 
 
 @dataclass
 class Registry:
     kernels: dict[str, KernelSpec] = field(default_factory=dict)
-    providers: dict[str, Provider] = field(default_factory=dict)
-    suites: dict[str, Suite] = field(default_factory=dict)
+    providers: dict[tuple[str, str], Provider] = field(default_factory=dict)
+    suites: dict[tuple[str, str], Suite] = field(default_factory=dict)
     presets: dict[str, Preset] = field(default_factory=dict)
+    campaigns: dict[str, Campaign] = field(default_factory=dict)
+    # plugins whose register() raised: (entry point name, error), reported by the commands
+    plugin_errors: list[tuple[str, str]] = field(default_factory=list)
 
-    def add(self, *items: KernelSpec | Provider | Suite | Preset) -> None:
+    def add(self, *items: KernelSpec | Provider | Suite | Preset | Campaign) -> None:
         for item in items:
-            table = {
-                KernelSpec: self.kernels,
-                Provider: self.providers,
-                Suite: self.suites,
-                Preset: self.presets,
-            }[type(item)]
-            if item.name in table:
-                raise ValueError(f"{type(item).__name__} {item.name!r} is registered twice")
-            table[item.name] = item
+            if isinstance(item, (Provider, Suite)):
+                self._need_kernel(item)
+                table: dict = self.providers if isinstance(item, Provider) else self.suites
+                key: Any = (item.kernel, item.name)
+            elif isinstance(item, (KernelSpec, Preset, Campaign)):
+                table = {KernelSpec: self.kernels, Preset: self.presets, Campaign: self.campaigns}[type(item)]
+                key = item.name
+            else:
+                kinds = "KernelSpec, Provider, Suite, Preset or Campaign"
+                raise RegistrationError(f"cannot register {item!r}: not a {kinds}")
+            if key in table:
+                raise RegistrationError(f"{type(item).__name__} {key!r} is registered twice")
+            table[key] = item
 
-    def providers_for(self, kernel: str, *, mutants: bool = False) -> list[Provider]:
-        return [p for p in self.providers.values() if p.kernel == kernel and (mutants or not p.mutant)]
+    def _need_kernel(self, item: Provider | Suite) -> None:
+        if item.kernel not in self.kernels:
+            known = ", ".join(self.kernels) or "none yet"
+            raise RegistrationError(
+                f"{type(item).__name__} {item.name!r} names kernel {item.kernel!r}, which is not registered "
+                f"(known kernels: {known}; register the KernelSpec first)"
+            )
+
+    def kernel(self, name: str) -> KernelSpec:
+        if name not in self.kernels:
+            raise KeyError(f"unknown kernel {name!r}; choose from {', '.join(self.kernels)}")
+        return self.kernels[name]
+
+    def provider(self, kernel: str, name: str) -> Provider:
+        if (kernel, name) not in self.providers:
+            known = ", ".join(p.name for p in self.providers_for(kernel, mutants=True, bench_only=True))
+            raise KeyError(f"unknown provider {name!r} of kernel {kernel!r}; choose from {known}")
+        return self.providers[(kernel, name)]
+
+    def providers_for(self, kernel: str, *, mutants: bool = False, bench_only: bool = False) -> list[Provider]:
+        return [
+            p
+            for p in self.providers.values()
+            if p.kernel == kernel and (mutants or not p.mutant) and (bench_only or not p.bench_only)
+        ]
+
+    def mutants_for(self, kernel: str) -> list[Provider]:
+        return [p for p in self.providers.values() if p.kernel == kernel and p.mutant]
 
     def suites_for(self, kernel: str) -> list[Suite]:
         return [s for s in self.suites.values() if s.kernel == kernel]
 
-    def load_plugins(self) -> list[str]:
-        """Call every `ligerbench.plugins` entry point; returns their names."""
-        names = []
-        for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            ep.load()(self)
-            names.append(ep.name)
-        return names
-
-
-def default_registry(*, plugins: bool = True) -> Registry:
-    """What this repository ships, plus third-party plugins."""
-    from ligerbench import ce_spec
-    from ligerbench.providers import ce as ce_providers
-    from ligerbench.providers import mutants
-    from ligerbench.suites import PRESETS, SUITES
-
-    reg = Registry()
-    reg.add(
-        KernelSpec(
-            name="ce",
-            description="cross entropy over logits [N, V]",
-            make_problem=ce_spec.make_problem,
-            reference=ce_spec.reference,
-            eager=ce_spec.eager_in_dtype,
-            run=ce_spec.run_ce,
-            quantities=("loss", "z_loss", "grad_logits"),
-        )
-    )
-    reg.add(*ce_providers.PROVIDERS, *mutants.PROVIDERS, *SUITES, *PRESETS)
-    from ligerbench import flce_spec
-    from ligerbench.providers import flce as flce_providers
-    from ligerbench.providers import flce_mutants
-
-    reg.add(
-        KernelSpec(
-            name="flce",
-            description="fused linear + cross entropy: hidden [N, H] @ weight [V, H].T (+ bias) vs targets",
-            make_problem=flce_spec.make_problem,
-            reference=flce_spec.reference,
-            eager=flce_spec.eager_in_dtype,
-            run=flce_spec.run_flce,
-            quantities=flce_spec.QUANTITIES,
-        ),
-        *flce_providers.PROVIDERS,
-        *flce_mutants.PROVIDERS,
-    )
-    if plugins:
-        reg.load_plugins()
-    return reg
+    def cases_of(self, suite: Suite, preset: str, device_type: str) -> list[Case]:
+        cases = self.kernels[suite.kernel].grid(preset, device_type)
+        return [c for c in cases if suite.select is None or suite.select(c)]

@@ -1,8 +1,3 @@
-"""Suites: what ligerbench checks and measures, one file per concern."""
-
-from ligerbench.suites import contracts, correctness, flce, gradients
-from ligerbench.suites.presets import PRESETS
-
-SUITES = (correctness.SUITE, gradients.SUITE, contracts.SUITE, *flce.SUITES)
-
-__all__ = ["PRESETS", "SUITES"]
+"""Suites: what ligerbench checks and measures. One module per kernel (`ce.py`, `flce.py`)
+registers that kernel's spec, grid, suites, providers and bench; `converge.py` holds the
+convergence checks; `presets.py` the named run sizes."""

@@ -8,8 +8,9 @@ scratch; `--tokens 32768` asks for it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 
+from ligerbench.bench.spec import Sweep, SweepPoint
 from ligerbench.cases import Case
 
 # name -> (hidden size H, vocabulary V) of the model's output head
@@ -35,26 +36,18 @@ SMOKE_HEADS: dict[str, tuple[int, int]] = {"llama3-8b": (16, 96), "mistral-7b": 
 SWEEPS = ("tokens", "vocab", "heads")
 
 
-@dataclass(frozen=True)
-class SweepPoint:
-    """One x value of a sweep: its label on the axis, its numeric position, and its case."""
-
-    label: str
-    x: float
-    case: Case
-
-
 def sweep_points(
-    kernel: str, sweep: str, *, dtype: str, tokens: int | None = None, smoke: bool = False
+    kernel: str, sweep: str, *, fused: bool, dtype: str, tokens: int | None = None, smoke: bool = False
 ) -> list[SweepPoint]:
     """The cases of one sweep. `tokens` is N for the vocab and heads sweeps, and the largest N
-    of the tokens sweep. `ce` has no hidden size: its heads sweep visits the heads' vocabularies."""
+    of the tokens sweep. A kernel without a hidden size (`fused=False`) visits the heads'
+    vocabularies in its heads sweep."""
     if sweep not in SWEEPS:
         raise ValueError(f"unknown sweep {sweep!r}; expected one of {SWEEPS}")
-    fused = kernel != "ce"
     heads = SMOKE_HEADS if smoke else HEADS
     n = tokens or (SMOKE_N if smoke else DEFAULT_TOKENS)
-    # bench inputs are the anchors' inputs: random normal logits, ~10% of targets ignored, mean
+    # bench inputs are the reference tables' inputs (docs/performance.md): random normal logits,
+    # ~10% of targets ignored, mean
     base = Case(kernel=kernel, n=n, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
 
     def shape(n_: int, h: int, v: int) -> Case:
@@ -73,3 +66,13 @@ def sweep_points(
         vocabs = SMOKE_VOCABS if smoke else VOCABS
         return [SweepPoint(str(v), float(v), shape(n, h, v)) for v in vocabs]
     return [SweepPoint(name, float(i), shape(n, h, v)) for i, (name, (h, v)) in enumerate(heads.items())]
+
+
+def sweeps(kernel: str, *, fused: bool, first: str) -> dict[str, Sweep]:
+    """The shared sweeps for one kernel, `first` (its default) first."""
+    order = (first, *(s for s in SWEEPS if s != first))
+    return {name: functools.partial(_points, kernel, name, fused) for name in order}
+
+
+def _points(kernel: str, sweep: str, fused: bool, dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    return sweep_points(kernel, sweep, fused=fused, dtype=dtype, tokens=tokens, smoke=smoke)

@@ -1,12 +1,12 @@
 """The convergence suite: train a mini transformers model twice (transformers' loss, then our
 kernels patched in) and compare; plus the logits_to_keep and packing checks.
 
-    from ligerbench.suites.converge import ConvergeCase, run_converge
-    result = run_converge(ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "ce", seed=0))
+    from ligerbench.suites.converge import ConvergeCase, run_case
+    result = run_case(ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "ce", seed=0))
     assert all(r.verdict == "pass" for r in result.records)
 
-Every check yields Record rows (suite "converge"); an exception inside a check becomes an
-"error" row naming it, so one broken check never hides the others. What is checked, and why:
+The machinery (case, Checker, float64 cache, engine) is ligerbench/converge/checker.py.
+What is checked, and why:
   patch_active        our kernel ran once per training step (a patch that is silently not
                       applied compares transformers with itself and passes everything else)
   patch_reverted      the instance's forward is transformers' again after the context, and
@@ -24,142 +24,32 @@ The packed/logits_to_keep helpers live in suites/converge_checks.py.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-
-import torch
 
 from ligerbench.converge import tolerance as tol
-from ligerbench.converge.data import make_batches
-from ligerbench.converge.models import GEMMA2_MINI_SOFTCAP, Preset, build_model
-from ligerbench.converge.train import (
-    RunResult,
-    StepZero,
-    eval_logprobs,
-    flat,
-    float64_causal_lm_loss,
-    topk_logprob_error,
-    train,
+from ligerbench.converge.checker import (
+    Checker,
+    ConvergeCase,
+    ConvergeResult,
+    build,
+    cap_of,
+    float64_truth,
+    run_converge,
+    truth_step0,
 )
+from ligerbench.converge.data import make_batches
+from ligerbench.converge.train import RunResult, eval_logprobs, flat, topk_logprob_error, train
 from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.records import Record
+from ligerbench.suites.converge_checks import check_logits_to_keep, check_packed
 
-SUITE = "converge"
+# --patch: which of our kernels go into the model. ce: our CE on the logits; flce: fused
+# linear + CE in training; both: flce in training, ce wherever logits exist.
+PATCHES = ("ce", "flce", "both")
 # Which kernel runs during a training step under each patch.
 TRAINING_KERNEL = {"ce": "ce", "flce": "flce", "both": "flce"}
-
-
-@dataclass(frozen=True)
-class ConvergeCase:
-    model: str
-    preset: Preset
-    dtype: str  # "fp32" | "bf16"
-    patch: str  # "ce" | "flce" | "both"
-    seed: int = 0
-    packed: bool = False
-    device: str = "cpu"
-
-    @property
-    def id(self) -> str:
-        return f"{self.model}-{self.preset.name}-{self.dtype}-{self.patch}" + ("-packed" if self.packed else "")
-
-
-@dataclass
-class ConvergeResult:
-    records: list[Record] = field(default_factory=list)
-    ref: RunResult | None = None
-    ours: RunResult | None = None
-    truth: RunResult | None = None  # transformers' loss, float64
-
-
-class Checker:
-    """Makes this case's records; `calls` tallies kernel launches over every patch it applied."""
-
-    def __init__(self, case: ConvergeCase, run_id: str, patcher: Callable, sink: Callable[[Record], None] | None):
-        self.case, self.run_id, self.patcher, self.sink = case, run_id, patcher, sink
-        self.records: list[Record] = []
-        self.calls: Counter = Counter()
-
-    def patch(self, model, **options) -> CausalLMPatch:
-        return self.patcher(model, self.case.patch, **options)
-
-    def tally(self, patch) -> None:
-        self.calls.update(patch.calls)
-
-    def record(self, quantity, value, limit, *, metric="rel_l2", unit="", message="", verdict=None):
-        ok = value <= limit and not math.isnan(value)
-        p = self.case.preset
-        r = Record(
-            run_id=self.run_id,
-            suite=SUITE,
-            kernel=self.case.patch,
-            provider=self.case.model,
-            case=self.case.id,
-            quantity=quantity,
-            metric=metric,
-            value=float(value),
-            unit=unit,
-            limit=float(limit),
-            verdict=verdict or ("pass" if ok else "fail"),
-            message=message,
-            n=p.batch * p.seq_len,
-            v=p.vocab,
-            h=p.hidden,
-            dtype=self.case.dtype,
-            option=p.name,
-        )
-        self.records.append(r)
-        if self.sink:
-            self.sink(r)
-        return r
-
-    def error(self, quantity: str, exc: BaseException):
-        return self.record(
-            quantity, math.inf, 0.0, metric="error", verdict="error", message=f"{type(exc).__name__}: {exc}"[:300]
-        )
-
-
-def build(case: ConvergeCase) -> torch.nn.Module:
-    return build_model(case.model, case.preset, seed=case.seed, dtype=tol.DTYPES[case.dtype], device=case.device)
-
-
-def _cap(model) -> float | None:
-    return getattr(model.config, "final_logit_softcapping", None)
-
-
-def truth_step0(ref: RunResult, cap: float | None):
-    """float64 gradients of the mean CE w.r.t. the last hidden state and the (uncapped) logits."""
-    s = ref.step0
-    h = s.hidden.double().requires_grad_(True)
-    logits = h @ s.head_weight.double().T
-    logits.retain_grad()
-    capped = torch.tanh(logits / cap) * cap if cap else logits
-    target = torch.nn.functional.pad(s.labels, (0, 1), value=-100)[..., 1:]
-    loss = torch.nn.functional.cross_entropy(capped.reshape(-1, capped.shape[-1]), target.reshape(-1).to(h.device))
-    loss.backward()
-    return h.grad, logits.grad
-
-
-# The float64 run depends on neither dtype nor patch: one per (model, preset, seed, device) is
-# kept, so `converge --dtype fp32 --dtype bf16` trains it once.
-_TRUTH_CACHE: dict[tuple, tuple[RunResult, torch.Tensor]] = {}
-
-
-def float64_truth(case: ConvergeCase, batches, held_out, on_step=None) -> tuple[RunResult, torch.Tensor]:
-    """transformers' model trained in float64 (same initial weights, batches, AdamW), with the loss
-    taken in float64 too (float64_causal_lm_loss); returns the run and its eval log-probs."""
-    p = case.preset
-    key = (case.model, p, case.seed, case.device)
-    if key not in _TRUTH_CACHE:
-        model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
-        run = train(model, batches, lr=p.lr, on_step=on_step, loss_fn=float64_causal_lm_loss)
-        run.step0 = StepZero()  # step 0 is judged on the dtype runs; keep no float64 copies
-        lp = eval_logprobs(model, held_out)
-        del model
-        _TRUTH_CACHE.clear()
-        _TRUTH_CACHE[key] = (run, lp)
-    return _TRUTH_CACHE[key]
+# selftest trains this model with this patch to run converge's planted bugs
+SELFTEST = {"model": "llama-mini", "patch": "ce"}
 
 
 def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
@@ -169,7 +59,7 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
     ref_model = build(case)
     ref = train(ref_model, batches, lr=p.lr, on_step=(lambda i, v: on_step("ref", i, v)) if on_step else None)
     ref_lp = eval_logprobs(ref_model, held_out)
-    cap = _cap(ref_model)
+    cap = cap_of(ref_model)
     del ref_model
 
     model = build(case)
@@ -271,45 +161,42 @@ def _check_reverted(c: Checker, model, patch, batch) -> None:
     )
 
 
-def run_converge(
+def _check_both_used(c: Checker, on_step=None) -> None:
+    """With --patch both, both kernels must have run somewhere in the suite."""
+    if c.case.patch != "both":
+        return
+    for kernel in ("ce", "flce"):
+        c.record(
+            f"patch_active[{kernel}]",
+            float(c.calls[kernel] == 0),
+            0,
+            metric="unused",
+            message=f"{kernel} launches over all checks: {c.calls[kernel]}",
+        )
+
+
+# name -> check, in the order they run; `packed` only for a case with packed=True
+CHECKS = {
+    "trajectory": check_trajectory,
+    "logits_to_keep": lambda c, on_step=None: check_logits_to_keep(c),
+    "packed": lambda c, on_step=None: check_packed(c) if c.case.packed else None,
+    "both_used": _check_both_used,
+}
+ALL = tuple(CHECKS)
+
+
+def run_case(
     case: ConvergeCase,
     *,
+    checks: tuple[str, ...] = ALL,
     run_id: str = "adhoc",
     patcher: Callable = CausalLMPatch,
     sink: Callable[[Record], None] | None = None,
     on_step: Callable[[str, int, float], None] | None = None,
-    checks: tuple[str, ...] = ("trajectory", "logits_to_keep", "packed"),
 ) -> ConvergeResult:
-    """Run the case's checks; `patcher(model, kind, **options)` makes the patch context (tests
-    pass planted-bug variants here). `packed` runs only for a case with packed=True."""
-    from ligerbench.suites.converge_checks import check_logits_to_keep, check_packed
-
-    c = Checker(case, run_id, patcher, sink)
-    result = ConvergeResult()
-    steps = {
-        "trajectory": lambda: check_trajectory(c, on_step),
-        "logits_to_keep": lambda: check_logits_to_keep(c),
-        "packed": lambda: check_packed(c) if case.packed else None,
-    }
-    for name in checks:
-        try:
-            out = steps[name]()
-        except Exception as exc:  # recorded, named; the other checks still run
-            c.error(name, exc)
-            continue
-        if isinstance(out, ConvergeResult):
-            result.ref, result.ours, result.truth = out.ref, out.ours, out.truth
-    if case.patch == "both":  # both kernels must have run somewhere in the suite
-        for kernel in ("ce", "flce"):
-            c.record(
-                f"patch_active[{kernel}]",
-                float(c.calls[kernel] == 0),
-                0,
-                metric="unused",
-                message=f"{kernel} launches over all checks: {c.calls[kernel]}",
-            )
-    result.records = c.records
-    return result
+    """The convergence suite on one case: the named checks (default: all)."""
+    chosen = {name: CHECKS[name] for name in CHECKS if name in checks or name == "both_used"}
+    return run_converge(case, chosen, run_id=run_id, patcher=patcher, sink=sink, on_step=on_step)
 
 
-__all__ = ["ConvergeCase", "ConvergeResult", "run_converge", "GEMMA2_MINI_SOFTCAP"]
+__all__ = ["CHECKS", "PATCHES", "ConvergeCase", "ConvergeResult", "run_case"]

@@ -1,7 +1,7 @@
 """Single-step checks of the convergence suite: logits_to_keep and packing (tolerance rule 2).
 
 Both compare one forward/backward of the same weights done two ways; suites/converge.py runs
-them through `run_converge`.
+them.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import math
 import torch
 
 from ligerbench.converge import tolerance as tol
+from ligerbench.converge.checker import Checker, build
 from ligerbench.converge.data import FIRST_ACTIVE, IGNORE, make_batches, make_uneven_batch, pack
 from ligerbench.converge.train import flat, grads_of
 from ligerbench.kernels.packing import shift_labels_packed
@@ -33,7 +34,7 @@ def keep_values(seq_len: int) -> tuple[int, ...]:
     return (0, 1, max(2, seq_len // 4))
 
 
-def check_logits_to_keep(c) -> None:
+def check_logits_to_keep(c: Checker) -> None:
     """Patched vs transformers for logits_to_keep 0, 1, K in train and in eval mode (bug 5).
 
     Targets come as `shift_labels` with one target per kept position (transformers' loss takes
@@ -79,9 +80,7 @@ def check_logits_to_keep(c) -> None:
     model.train()
 
 
-def build_for(c):
-    from ligerbench.suites.converge import build
-
+def build_for(c: Checker):
     return build(c.case)
 
 
@@ -103,7 +102,7 @@ def per_sequence_mean_ref(model, batch, ignore_index=IGNORE):
     return loss.detach(), grads
 
 
-def check_packed(c) -> None:
+def check_packed(c: Checker) -> None:
     """Packed row with per-sequence weights == padded batch with a per-sequence mean (bug 4);
     the plain per-token mean on the same packed row is reported, not judged."""
     case, p = c.case, c.case.preset

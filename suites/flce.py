@@ -1,41 +1,66 @@
-"""Suites of the `flce` kernel: loss, gradients of hidden and weight, gradient of the bias (bias
-cases only, so a case without bias yields no empty rows), and the unchanged-inputs contract."""
+"""The `flce` kernel (fused linear + cross entropy: hidden [N, H] @ weight [V, H].T (+ bias)
+against targets, logits never stored whole) as ligerbench checks and measures it: its spec,
+case grid, suites, providers, planted bugs and bench, registered together.
 
-from ligerbench.registry import Suite
+    ligerbench verify --kernel flce --preset quick
+"""
+
+from __future__ import annotations
+
+from ligerbench.providers import flce as providers
+from ligerbench.providers import flce_mutants
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.specs import flce as spec
+from ligerbench.suites import flce_bench
+from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.flce_grid import flce_cases
 
-
-def _bias_cases(preset: str, device_type: str):
-    return [c for c in flce_cases(preset, device_type) if c.bias]
-
+KERNEL = KernelSpec(
+    name="flce",
+    description="fused linear + cross entropy: hidden [N, H] @ weight [V, H].T (+ bias) vs targets",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    run=spec.run_flce,
+    quantities=spec.QUANTITIES,
+    grid=flce_cases,
+    signature="fn(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, "
+    "softcap, z_loss_scale, token_weight) -> loss | (loss, z_loss)",
+    peer="eager",
+    control="ours",
+    bench=flce_bench.SPEC,
+    applies={"z_loss": has_z_loss},
+)
 
 SUITES = (
     Suite(
-        name="flce_correctness",
+        name="correctness",
         kernel="flce",
         description="loss of hidden @ weight.T + bias (and separately reported z-loss) vs float64",
         quantities=("loss", "z_loss"),
-        cases=flce_cases,
     ),
     Suite(
-        name="flce_gradients",
+        name="gradients",
         kernel="flce",
         description="gradients of hidden and weight vs the float64 reference",
         quantities=("grad_hidden", "grad_weight"),
-        cases=flce_cases,
     ),
     Suite(
-        name="flce_bias_gradients",
+        name="bias_gradients",
         kernel="flce",
         description="gradient of the bias vs the float64 reference (cases with a bias)",
         quantities=("grad_bias",),
-        cases=_bias_cases,
+        # bias cases only, so a case without bias yields no empty rows
+        select=lambda case: case.bias,
     ),
     Suite(
-        name="flce_contracts",
+        name="contracts",
         kernel="flce",
         description="hidden, weight and bias are unchanged unless the provider declares it writes them",
         quantities=("input_unchanged",),
-        cases=flce_cases,
     ),
 )
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *flce_bench.VARIANTS, *flce_mutants.PROVIDERS)

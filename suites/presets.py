@@ -4,6 +4,6 @@
 from ligerbench.registry import Preset
 
 PRESETS = (
-    Preset(name="quick", description="small shapes for CPU through Triton's interpreter (CI)", device="cpu"),
-    Preset(name="full", description="GPU shapes up to V=256000, fp16 included", device="cuda"),
+    Preset(name="quick", description="small shapes for CPU through Triton's interpreter (CI)"),
+    Preset(name="full", description="GPU shapes up to V=256000, fp16 included"),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench import tolerance
-from ligerbench.ce_spec import ce_torch
+from ligerbench.specs.ce import ce_torch
 
 
 def run(fn, logits, target, upstream=None, **opts):
@@ -29,3 +29,24 @@ def check_against_truth(fn, logits, target, upstream=None, **opts) -> None:
         err = tolerance.rel_error(got, ref)
         limit = tolerance.limit_for(tolerance.rel_error(eager, ref), logits.dtype)
         assert err <= limit, f"{name}: error {err:.3g} > limit {limit:.3g}"
+
+
+def register_plugin(monkeypatch, register, name: str = "test_plugin") -> None:
+    """Add `register(registry)` as a `ligerbench.plugins` entry point, as a third party's package
+    would, for the rest of the test (the real entry points stay)."""
+    import importlib.metadata
+
+    real = importlib.metadata.entry_points
+    ep = importlib.metadata.EntryPoint(name=name, value=f"{__name__}:_unused", group="ligerbench.plugins")
+
+    class Loaded(type(ep)):
+        def load(self):
+            return register
+
+    fake = Loaded(name=ep.name, value=ep.value, group=ep.group)
+
+    def entry_points(**kw):
+        found = list(real(**kw))
+        return found + [fake] if kw.get("group") == "ligerbench.plugins" else found
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)

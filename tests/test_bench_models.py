@@ -9,15 +9,16 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ligerbench.bench import Plan, measure_provider
-from ligerbench.bench_metrics import derive, rate, ratio_to_best, target_records
-from ligerbench.bench_spec import BenchInputs, accepted
+from ligerbench.bench.engine import Plan, measure_provider
+from ligerbench.bench.metrics import derive, rate, ratio_to_best, target_records
+from ligerbench.bench.spec import BenchInputs, accepted
+from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget, runs_for, summarize, time_region
 from ligerbench.cases import Case
 from ligerbench.records import Record
 from ligerbench.registry import Provider
-from ligerbench.suites import bench_ce, bench_flce
+from ligerbench.suites import ce_bench as bench_ce
+from ligerbench.suites import flce_bench as bench_flce
 from ligerbench.suites.bench_shapes import HEADS, VOCABS, sweep_points
-from ligerbench.timing import SMOKE_BUDGET, TimingBudget, runs_for, summarize, time_region
 
 LLAMA_CE = Case(kernel="ce", n=8192, v=128256, dtype="bf16")
 LLAMA_FLCE = Case(kernel="flce", n=8192, v=128256, h=4096, dtype="bf16")
@@ -132,23 +133,27 @@ def test_setup_runs_before_every_timed_call():
 
 # ---------------------------------------------------------------- sweeps
 def test_heads_sweep_visits_the_named_heads():
-    points = sweep_points("flce", "heads", dtype="bf16")
+    points = sweep_points("flce", "heads", fused=True, dtype="bf16")
     assert [(p.label, p.case.h, p.case.v, p.case.n) for p in points] == [
         (name, h, v, 8192) for name, (h, v) in HEADS.items()
     ]
     # ce has no hidden size: the same vocabularies, h=0
-    assert [(p.case.h, p.case.v) for p in sweep_points("ce", "heads", dtype="bf16")] == [
+    assert [(p.case.h, p.case.v) for p in sweep_points("ce", "heads", fused=False, dtype="bf16")] == [
         (0, v) for _, v in HEADS.values()
     ]
 
 
 def test_vocab_and_tokens_sweeps():
-    assert [p.case.v for p in sweep_points("ce", "vocab", dtype="bf16", tokens=4096)] == list(VOCABS)
-    assert {p.case.n for p in sweep_points("ce", "vocab", dtype="bf16", tokens=4096)} == {4096}
-    assert [p.case.n for p in sweep_points("ce", "tokens", dtype="bf16", tokens=4096)] == [1024, 2048, 4096]
-    assert [p.case.n for p in sweep_points("ce", "tokens", dtype="bf16")][-1] == 16384
+    assert [p.case.v for p in sweep_points("ce", "vocab", fused=False, dtype="bf16", tokens=4096)] == list(VOCABS)
+    assert {p.case.n for p in sweep_points("ce", "vocab", fused=False, dtype="bf16", tokens=4096)} == {4096}
+    assert [p.case.n for p in sweep_points("ce", "tokens", fused=False, dtype="bf16", tokens=4096)] == [
+        1024,
+        2048,
+        4096,
+    ]
+    assert [p.case.n for p in sweep_points("ce", "tokens", fused=False, dtype="bf16")][-1] == 16384
     with pytest.raises(ValueError):
-        sweep_points("ce", "layers", dtype="bf16")
+        sweep_points("ce", "layers", fused=False, dtype="bf16")
 
 
 # ---------------------------------------------------------------- calling providers

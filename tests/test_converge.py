@@ -20,7 +20,7 @@ from ligerbench.converge import tolerance as tol
 from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import MUTANTS, SoftcapDropped
 from ligerbench.kernels.hf import CausalLMPatch
-from ligerbench.suites.converge import ConvergeCase, run_converge
+from ligerbench.suites.converge import ConvergeCase, run_case
 
 TINY = PRESETS["tiny"]
 
@@ -95,7 +95,7 @@ def test_usage_errors_exit_2(tmp_path):
 
 def _run(mutant: str, check: str):
     case = ConvergeCase("llama-mini", dataclasses.replace(TINY, steps=2), "fp32", "ce", seed=0)
-    records = run_converge(case, patcher=MUTANTS[mutant], checks=(check,)).records
+    records = run_case(case, patcher=MUTANTS[mutant], checks=(check,)).records
     failing = {r.quantity for r in records if r.verdict in ("fail", "error")}
     passing = {r.quantity for r in records if r.verdict == "pass"}
     return failing, passing
@@ -158,7 +158,7 @@ def test_per_step_limit_follows_the_yardstick_across_a_shifted_transition():
 )
 def test_trajectory_against_float64_fails_a_wrong_loss(model, patcher, must_fail):
     case = ConvergeCase(model, dataclasses.replace(TINY, steps=4), "fp32", "ce", seed=0)
-    records = {r.quantity: r for r in run_converge(case, patcher=patcher, checks=("trajectory",)).records}
+    records = {r.quantity: r for r in run_case(case, patcher=patcher, checks=("trajectory",)).records}
     trajectory = {"loss_per_step", "final_params", "eval_topk_logprobs"}
     failing = {q for q in trajectory if records[q].verdict != "pass"}
     assert must_fail <= failing, {q: (records[q].value, records[q].limit) for q in trajectory}

@@ -1,7 +1,6 @@
 """The harness under faults: a case that raises becomes an error row and the run goes on; an
 interrupted run keeps its rows and says so; nothing is overwritten (issue 7)."""
 
-import importlib.metadata
 import json
 import signal
 import subprocess
@@ -13,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from helpers import register_plugin
 from ligerbench.cli import app
 from ligerbench.registry import Provider
 
@@ -22,19 +22,14 @@ ARGS = ["--reduction", "sum", "--dtype", "fp32", "--option", "plain", "--logits"
 
 def _plugin(monkeypatch, fn, name="faulty"):
     """Register a provider through the entry-point hook, as a third party would."""
-
-    class EP:
-        def load(self):
-            return lambda reg: reg.add(Provider(name=name, kernel="ce", description="test", load=lambda: fn))
-
-    EP.name = name
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [EP()])
+    provider = Provider(name=name, kernel="ce", description="test", load=lambda: fn)
+    register_plugin(monkeypatch, lambda reg: reg.add(provider), name=name)
 
 
 def _oom_on_one_token(logits, target, **opts):
     if logits.shape[0] == 1:
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
-    from ligerbench.ce_spec import ce_torch
+    from ligerbench.specs.ce import ce_torch
 
     return ce_torch(logits, target, **opts)
 
@@ -58,7 +53,7 @@ def test_ctrl_c_keeps_completed_rows_and_says_interrupted(tmp_path, monkeypatch)
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        from ligerbench.ce_spec import ce_torch
+        from ligerbench.specs.ce import ce_torch
 
         return ce_torch(logits, target, **opts)
 

@@ -13,12 +13,12 @@ import torch
 
 from ligerbench import tolerance
 from ligerbench.cases import DTYPES, Case
-from ligerbench.flce_spec import eager_in_dtype, make_problem, reference, run_flce
 from ligerbench.kernels.fused_linear_cross_entropy import (
     DEFAULT_CHUNK_BYTES,
     chunk_size,
     fused_linear_cross_entropy,
 )
+from ligerbench.specs.flce import eager_in_dtype, make_problem, reference, run_flce
 
 GRADS = ("grad_hidden", "grad_weight", "grad_bias")
 

@@ -33,16 +33,16 @@ def test_verify_flce_passes_on_a_slice(tmp_path):
     assert result.exit_code == 0, result.output
     assert set(records["verdict"]) <= {"pass", "skip"}
     ran = records[records["verdict"] != "skip"]
-    assert set(ran["provider"]) == {"flce_ours", "flce_ours_small_chunks", "flce_eager"}
+    assert set(ran["provider"]) == {"ours", "ours_small_chunks", "eager"}
     assert {"loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged"} <= set(ran["quantity"])
     assert records["case"].nunique() == 9
-    for provider in ("flce_ours", "flce_ours_small_chunks"):
+    for provider in ("ours", "ours_small_chunks"):
         mine = records[records["provider"] == provider]
         assert (mine["verdict"] == "pass").all()
-        assert len(mine) == len(records[records["provider"] == "flce_eager"])  # nothing skipped
+        assert len(mine) == len(records[records["provider"] == "eager"])  # nothing skipped
     # the GPU-only peers say why they did not run
     skipped = records[records["verdict"] == "skip"]
-    assert set(skipped["provider"]) == {"flce_torch_compile", "flce_liger", "flce_cce"}
+    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce"}
     assert skipped["message"].str.contains("runs on cuda only").all()
 
 
@@ -50,12 +50,12 @@ def test_verify_catches_a_chunk_loop_that_drops_the_last_partial_chunk(tmp_path)
     result, payload, records = _verify(
         tmp_path,
         *LEADING_RUN_FP32,
-        *("--provider", "mutant_flce_drops_last_chunk", "--provider", "flce_ours_small_chunks"),
+        *("--provider", "mutant_drops_last_chunk", "--provider", "ours_small_chunks"),
     )
     assert result.exit_code == 1, result.output
-    mutant = records[records["provider"] == "mutant_flce_drops_last_chunk"]
+    mutant = records[records["provider"] == "mutant_drops_last_chunk"]
     failed = set(mutant.loc[mutant["verdict"] == "fail", "quantity"])
     assert {"loss", "grad_hidden", "grad_weight"} <= failed
     # the same slice with the right loop passes: the failure is the bug, not the slice
-    assert (records.loc[records["provider"] == "flce_ours_small_chunks", "verdict"] == "pass").all()
-    assert {f["provider"] for f in payload["failures"]} == {"mutant_flce_drops_last_chunk"}
+    assert (records.loc[records["provider"] == "ours_small_chunks", "verdict"] == "pass").all()
+    assert {f["provider"] for f in payload["failures"]} == {"mutant_drops_last_chunk"}

@@ -1,11 +1,11 @@
 """Registration is explicit data; third parties add providers through an entry point."""
 
-import importlib.metadata
-
 import pytest
 import torch
 
-from ligerbench.registry import Provider, Registry, default_registry
+from helpers import register_plugin
+from ligerbench.builtin import default_registry
+from ligerbench.registry import Provider, RegistrationError, Registry
 
 
 def test_default_registry_has_the_ce_kernel_and_its_providers():
@@ -18,29 +18,48 @@ def test_default_registry_has_the_ce_kernel_and_its_providers():
 
 
 def test_duplicate_names_are_refused():
-    reg = Registry()
+    reg = default_registry(plugins=False)
     p = Provider(name="x", kernel="ce", description="", load=lambda: None)
     reg.add(p)
-    with pytest.raises(ValueError, match="registered twice"):
+    with pytest.raises(RegistrationError, match="registered twice"):
         reg.add(p)
+
+
+def test_providers_are_keyed_by_kernel_and_name():
+    reg = default_registry(plugins=False)
+    assert reg.provider("ce", "ours") is not reg.provider("flce", "ours")  # one name, two kernels
+    assert reg.provider("flce", "ours").kernel == "flce"
+
+
+def test_a_provider_for_an_unknown_kernel_is_refused_naming_the_known_ones():
+    reg = default_registry(plugins=False)
+    with pytest.raises(RegistrationError, match="'cee'.*known kernels: ce, flce"):
+        reg.add(Provider(name="x", kernel="cee", description="", load=lambda: None))
+    assert Registry().kernels == {}
+
+
+def test_a_plugin_that_raises_is_recorded_and_leaves_the_rest(monkeypatch):
+    def broken(reg):
+        reg.add(Provider(name="half_registered", kernel="ce", description="", load=lambda: None))
+        raise ImportError("No module named 'their_dependency'")
+
+    register_plugin(monkeypatch, broken, name="broken_plugin")
+    reg = default_registry()
+    assert reg.plugin_errors == [("broken_plugin", "ImportError: No module named 'their_dependency'")]
+    assert ("ce", "half_registered") not in reg.providers  # what it added before raising is taken back
+    assert ("ce", "ours") in reg.providers
 
 
 def test_entry_point_plugin_is_called(monkeypatch):
     seen = []
 
-    class FakeEntryPoint:
-        name = "fake"
+    def register(registry):
+        seen.append(registry)
+        registry.add(Provider(name="third_party", kernel="ce", description="", load=lambda: None))
 
-        def load(self):
-            def register(registry):
-                seen.append(registry)
-                registry.add(Provider(name="third_party", kernel="ce", description="", load=lambda: None))
-
-            return register
-
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [FakeEntryPoint()])
+    register_plugin(monkeypatch, register)
     reg = default_registry()
-    assert seen == [reg] and "third_party" in reg.providers
+    assert seen == [reg] and ("ce", "third_party") in reg.providers
 
 
 def test_unavailable_provider_states_a_reason():

@@ -10,9 +10,12 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from ligerbench import killmatrix, registry
+from helpers import register_plugin
+from ligerbench import registry
+from ligerbench.builtin import default_registry
 from ligerbench.cli import app
-from ligerbench.selftest import Mutant, check_targets
+from ligerbench.selftest import killmatrix
+from ligerbench.selftest.model import Mutant, check_targets
 
 runner = CliRunner()
 # Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
@@ -24,7 +27,7 @@ MUST_KILL = {
     "mutant_silent_inplace": "contracts",
     "mutant_zloss_no_grad": "gradients",
     "mutant_smoothing_ignores_class_weight": "correctness",
-    "mutant_flce_drops_last_chunk": "flce_correctness",
+    "mutant_drops_last_chunk": "correctness",
 }
 
 
@@ -37,7 +40,7 @@ def _selftest(tmp_path, *mutants):
 
 @pytest.mark.interpreter
 def test_every_kernel_mutant_is_killed(tmp_path):
-    kernel_mutants = [p.name for p in registry.default_registry().providers.values() if p.mutant]
+    kernel_mutants = [p.name for p in default_registry().providers.values() if p.mutant]
     assert set(kernel_mutants) == set(MUST_KILL), "a new mutant needs its row in MUST_KILL"
     result, run = _selftest(tmp_path, *kernel_mutants)
     assert result.exit_code == 0, result.output
@@ -51,7 +54,7 @@ def test_every_kernel_mutant_is_killed(tmp_path):
     ran = records.groupby("provider")["case"].nunique()
     assert ran["mutant_mean_counts_ignored"] == 1 and ran["ours"] < 20
     mine = set(records.loc[records["provider"].str.startswith("mutant_"), "case"])
-    control = set(records.loc[records["provider"].isin(["ours", "flce_ours"]), "case"])
+    control = set(records.loc[records["provider"] == "ours", "case"])
     assert mine == control
     assert "every mutant killed" in result.stdout
     assert "PASSED" in (run / "kill_matrix.md").read_text()
@@ -66,24 +69,21 @@ def _ours():
 @pytest.mark.interpreter
 def test_a_mutant_nothing_catches_fails_the_command(tmp_path, monkeypatch):
     """An 'equivalent mutant' (our kernel, unchanged) survives every suite: selftest must exit 1."""
-    real = registry.default_registry
 
-    def with_equivalent(**kw):
-        reg = real(**kw)
+    def with_equivalent(reg):
         reg.add(
             registry.Provider(
                 name="mutant_equivalent", kernel="ce", description="no bug at all", load=_ours, mutant=True,
                 targets=({"reduction": "sum", "dtype": "fp32", "option": "plain", "logits": "normal"},),
             )
         )  # fmt: skip
-        return reg
 
-    monkeypatch.setattr(registry, "default_registry", with_equivalent)
+    register_plugin(monkeypatch, with_equivalent)
     result, run = _selftest(tmp_path, "mutant_equivalent")
     assert result.exit_code == 1, result.output
     assert "survived every suite" in result.stdout and "mutant_equivalent" in result.stdout
     table = pd.read_csv(run / "kill_matrix.csv").set_index("mutant")
-    assert list(table.columns) == ["correctness", "gradients", "contracts", "verdict", "about"]  # ce suites only
+    assert list(table.columns) == ["kernel", "correctness", "gradients", "contracts", "verdict", "about"]  # ce only
     row = table.loc["mutant_equivalent"]
     assert row["verdict"] == "SURVIVED"
     assert (row["correctness"], row["gradients"], row["contracts"]) == ("survived",) * 3

@@ -5,7 +5,7 @@ float64 as the truth; compare.
     ligerbench converge gemma2-mini --patch both --preset gpu --packed       # H100, both dtypes
 
 The command only orchestrates: checks in suites/converge.py, models/data/training/tolerances/
-plot in ligerbench/converge/. Results go to OUT/<run-id>/: records.csv, curves.csv, env.json,
+plot and the checker in ligerbench/converge/. Results go to OUT/<run-id>/: records.csv, curves.csv, env.json,
 summary.md and loss_<dtype>.png. Exit 0 when every comparison is in tolerance, 1 when any is
 out of it or errored, 2 on a usage error.
 """
@@ -13,26 +13,25 @@ out of it or errored, 2 on a usage error.
 from __future__ import annotations
 
 import csv
+import dataclasses
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ligerbench import device as devices
-from ligerbench import env as environment
-from ligerbench import rundir, summary
+from ligerbench import runs
 from ligerbench.converge.models import MODELS, PRESETS
-from ligerbench.records import RecordWriter
+from ligerbench.converge.plot import loss_curves_png
+from ligerbench.suites.converge import PATCHES, ConvergeCase, run_case
+from ligerbench.verify import summary
 
 ModelName = Enum("ModelName", {m: m for m in MODELS}, type=str)
 PatchName = Enum("PatchName", {p: p for p in ("ce", "flce", "both")}, type=str)
 ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESETS)}, type=str)
 ConvergeDtype = Enum("ConvergeDtype", {d: d for d in ("fp32", "bf16")}, type=str)
-console = Console(stderr=True)
 
 
 def converge(
@@ -43,30 +42,26 @@ def converge(
             help="ce: our CE on the logits; flce: fused linear+CE in training; "
             "both: flce in training, ce wherever logits exist."
         ),
-    ] = PatchName.ce,
+    ] = PatchName(PATCHES[0]),
     preset: Annotated[ConvergePreset, typer.Option(help="Sizes: tiny (CPU), gpu; auto picks by device.")] = (
         ConvergePreset.auto
     ),
     dtype: Annotated[
         Optional[list[ConvergeDtype]], typer.Option(help="Model dtype (repeatable); default both.")
     ] = None,
-    packed: Annotated[bool, typer.Option(help="Also check a packed row against the padded batch (bug 4).")] = False,
+    packed: Annotated[
+        bool, typer.Option(help="Also check a packed row against the padded batch (docs/bugs.md, bug 4).")
+    ] = False,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Training steps (default: the preset's).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda; auto prefers CUDA.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of weights and data; both runs share it.")] = 0,
-    out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = rundir.DEFAULT_ROOT,
+    out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
 ):
     """Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
     compare loss per step, final parameters and eval top-k log-probs with the float64 run (limit:
     10x transformers' own distance to it, see converge/tolerance.py), step-0 gradients,
     logits_to_keep and (--packed) packing."""
-    import dataclasses
-
-    try:
-        dev = devices.resolve(device)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--device") from exc
-    mode = devices.prepare(dev)  # before anything imports the kernels
+    dev, mode = runs.resolve_device(device)
     preset_name = ("gpu" if dev.type == "cuda" else "tiny") if preset.value == "auto" else preset.value
     chosen = PRESETS[preset_name]
     if chosen.device == "cuda" and dev.type != "cuda":
@@ -77,71 +72,62 @@ def converge(
         chosen = dataclasses.replace(chosen, steps=steps)
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
 
-    from ligerbench.converge.plot import loss_curves_png
-    from ligerbench.suites.converge import ConvergeCase, run_converge
-
-    run_id, path = rundir.new_run_dir(out, "converge", f"{model.value}-{patch.value}")
-    env = environment.capture(
-        dev,
-        seed,
+    run = runs.start(
+        "converge",
+        f"{model.value}-{patch.value}",
+        device=dev,
         triton_mode=mode,
+        seed=seed,
+        out=out,
         preset=preset_name,
-        command="converge",
         model=model.value,
         patch=patch.value,
         dtypes=dtypes,
         packed=packed,
         steps=chosen.steps,
     )
-    rundir.write_json(path / "env.json", env)
-    writer = RecordWriter(path / "records.csv")
     curves = []
+    interrupted = False
+    done = 0
     try:
-        with Progress(
-            TextColumn("[bold]converge {task.fields[what]}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("{task.description}"),
-            console=console,
-        ) as progress:
-            for dt in dtypes:
-                case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
-                # ref, ours and (first dtype only: it is shared) the float64 truth run
-                runs = 3 if dt == dtypes[0] else 2
-                task = progress.add_task("", total=runs * chosen.steps, what=case.id)
-                result = run_converge(
+        for dt in dtypes:
+            case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
+            # ref, ours and (first dtype only: it is shared) the float64 truth run
+            total = (3 if dt == dtypes[0] else 2) * chosen.steps
+            with run.progress(f"converge {case.id}", total=total) as advance:
+                result = run_case(
                     case,
-                    run_id=run_id,
-                    sink=writer.write,
-                    on_step=lambda who, i, v, t=task: progress.update(
-                        t, advance=1, description=f"{who} step {i}: {v:.4f}"
-                    ),
+                    run_id=run.id,
+                    sink=run.writer.write,
+                    on_step=lambda who, i, v, advance=advance: advance(f"{who} step {i}: {v:.4f}"),
                 )
-                if result.ref and result.ours and result.truth:
-                    curves += [
-                        (dt, i, a, b, t)
-                        for i, (a, b, t) in enumerate(
-                            zip(result.ref.losses, result.ours.losses, result.truth.losses, strict=True)
-                        )
-                    ]
-                    loss_curves_png(
-                        path / f"loss_{dt}.png",
-                        result.ref.losses,
-                        result.ours.losses,
-                        title=case.id,
-                        vocab=chosen.vocab,
-                        truth=result.truth.losses,
+            done += 1
+            if result.ref and result.ours and result.truth:
+                curves += [
+                    (dt, i, a, b, t)
+                    for i, (a, b, t) in enumerate(
+                        zip(result.ref.losses, result.ours.losses, result.truth.losses, strict=True)
                     )
+                ]
+                loss_curves_png(
+                    run.path / f"loss_{dt}.png",
+                    result.ref.losses,
+                    result.ours.losses,
+                    title=case.id,
+                    vocab=chosen.vocab,
+                    truth=result.truth.losses,
+                )
+    except KeyboardInterrupt:
+        interrupted = True
     finally:
-        writer.close()
-        with open(path / "curves.csv", "w", newline="") as f:
+        run.finish(interrupted=interrupted, planned_cases=len(dtypes), completed_cases=done)
+        with open(run.path / "curves.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["dtype", "step", "loss_reference", "loss_patched", "loss_float64"])
             w.writerows(curves)
-    df = writer.frame()
-    _report(df, path, title=f"ligerbench converge {model.value} --patch {patch.value} ({run_id})")
-    raise typer.Exit(summary.exit_code(df))
+    df = run.writer.frame()
+    _report(df, run.path, title=f"ligerbench converge {model.value} --patch {patch.value} ({run.id})")
+    raise typer.Exit(130 if interrupted else summary.exit_code(df))
 
 
 def _fmt(v: float) -> str:

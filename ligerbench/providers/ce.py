@@ -2,15 +2,20 @@
 
 Each provider's callable takes (logits, target, *, weight, ignore_index, reduction,
 label_smoothing, softcap, z_loss_scale, token_weight) and returns the loss or (loss, z_loss).
-Imports happen in `load()`, so a missing package makes one provider unavailable, not the tool.
+Imports of kernels and peers happen in `load()`: a missing package makes one provider
+unavailable, not the tool, and our Triton kernels are imported only after the command has chosen
+Triton's mode (compiled or interpreted: ligerbench/kernels/triton_mode.py).
 """
 
 from __future__ import annotations
 
 import functools
 
-from ligerbench.cases import Case
+import torch
+
+from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import Provider
+from ligerbench.specs.ce import ce_torch
 
 
 def _load_ours(inplace: bool):
@@ -20,17 +25,11 @@ def _load_ours(inplace: bool):
 
 
 def _load_eager():
-    from ligerbench.ce_spec import ce_torch
-
     return ce_torch
 
 
 @functools.cache
 def _load_compiled():
-    import torch
-
-    from ligerbench.ce_spec import ce_torch
-
     return torch.compile(ce_torch, dynamic=False)
 
 
@@ -58,8 +57,6 @@ def _load_liger():
 
 
 def _liger_supports(case: Case) -> str | None:
-    from ligerbench.cases import OPTIONS
-
     opts = OPTIONS[case.option]
     if opts.get("token_weight"):
         return "Liger-Kernel has no per-token weights"

@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import functools
 
+import torch
+
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import Provider
+from ligerbench.specs.flce import flce_torch
 
 # Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/
 # flce_grid.py), so every case but one-token ones has a partial last chunk, and the leading_run
@@ -27,17 +30,11 @@ def _load_ours(**fixed):
 
 
 def _load_eager():
-    from ligerbench.flce_spec import flce_torch
-
     return flce_torch
 
 
 @functools.cache
 def _load_compiled():
-    import torch
-
-    from ligerbench.flce_spec import flce_torch
-
     return torch.compile(flce_torch, dynamic=False)
 
 
@@ -136,32 +133,32 @@ def _cce_supports(case: Case) -> str | None:
 
 PROVIDERS = (
     Provider(
-        name="flce_ours",
+        name="ours",
         kernel="flce",
         description="kernels/fused_linear_cross_entropy.py, default chunk budget",
         load=_load_ours,
     ),
     Provider(
-        name="flce_ours_small_chunks",
+        name="ours_small_chunks",
         kernel="flce",
         description=f"ours with {SMALL_CHUNK_TOKENS}-token chunks (partial and fully ignored chunks)",
         load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS),
     ),
     Provider(
-        name="flce_eager",
+        name="eager",
         kernel="flce",
         description="PyTorch eager, full logits in the input dtype (also the tolerance yardstick)",
         load=_load_eager,
     ),
     Provider(
-        name="flce_torch_compile",
+        name="torch_compile",
         kernel="flce",
         description="torch.compile of the eager formula",
         load=_load_compiled,
         devices=("cuda",),
     ),
     Provider(
-        name="flce_liger",
+        name="liger",
         kernel="flce",
         description="Liger-Kernel liger_fused_linear_cross_entropy (default chunking)",
         load=_load_liger,
@@ -172,7 +169,7 @@ PROVIDERS = (
         supports=_liger_supports,
     ),
     Provider(
-        name="flce_cce",
+        name="cce",
         kernel="flce",
         description="Apple Cut Cross-Entropy linear_cross_entropy, impl='cce', filter_eps=None",
         load=_load_cce,

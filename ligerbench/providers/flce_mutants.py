@@ -1,6 +1,6 @@
 """Planted bugs in the `flce` kernel, registered like any provider (see providers/mutants.py).
 
-Run only when named (`--provider mutant_flce_...`); a suite that cannot make verify fail on
+Run only when named (`--kernel flce --provider mutant_...`); a suite that cannot make verify fail on
 one of these is not checking what it claims.
 """
 
@@ -30,7 +30,7 @@ def _drops_last_partial_chunk(hidden, weight, target, *, token_weight, **opts):
 
 PROVIDERS = (
     Provider(
-        name="mutant_flce_drops_last_chunk",
+        name="mutant_drops_last_chunk",
         kernel="flce",
         description="chunk loop that skips the last partial chunk of tokens",
         load=lambda: _drops_last_partial_chunk,

@@ -1,0 +1,233 @@
+"""`ligerbench bench`: time and measure the providers of a kernel side by side on a GPU.
+
+    ligerbench bench --kernel ce --sweep vocab
+    ligerbench bench --kernel flce --sweep heads --tokens 4096
+    ligerbench bench --kernel ce --sweep tokens --provider ours --provider liger
+    ligerbench bench --kernel ce --smoke          # CPU, seconds, NOT a measurement (tests)
+
+The command only orchestrates: each kernel's inputs, work model and sweeps are its
+`KernelSpec.bench` (suites/<kernel>_bench.py), timing/memory/ceilings/derived figures/report/
+plots are in ligerbench/bench/.
+"""
+
+from __future__ import annotations
+
+import shutil
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Optional
+
+import torch
+import typer
+
+from ligerbench import runs
+from ligerbench.bench import ceilings, metrics, plots
+from ligerbench.bench import report as bench_report
+from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
+from ligerbench.bench.spec import BenchSpec
+from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
+from ligerbench.builtin import default_registry
+from ligerbench.registry import Provider, Registry
+
+ModeName = Enum("ModeName", {m: m for m in ("full", "forward", "backward")}, type=str)
+BenchDtype = Enum("BenchDtype", {d: d for d in ("bf16", "fp16", "fp32")}, type=str)
+BASELINES = Path("results/baselines")
+console = runs.console
+
+
+def bench(
+    kernel: Annotated[str, typer.Option(help="Kernel whose registered providers are compared.")] = "ce",
+    provider: Annotated[
+        Optional[list[str]], typer.Option(help="Only these providers (repeatable); default: all registered.")
+    ] = None,
+    sweep: Annotated[
+        Optional[str],
+        typer.Option(
+            help="tokens: N from 1K up; vocab: 32000-256000; heads: llama3-8b, gemma2-2b, qwen2.5-7b, "
+            "mistral-7b. Default: the kernel's first sweep (`ligerbench list`)."
+        ),
+    ] = None,
+    mode: Annotated[
+        ModeName,
+        typer.Option(
+            help="What is timed. Only full (forward+backward) is fair: several peers compute "
+            "the gradient inside forward."
+        ),
+    ] = ModeName.full,
+    dtype: Annotated[
+        BenchDtype, typer.Option(help="Dtype of logits (ce) or hidden and weight (flce).")
+    ] = BenchDtype.bf16,
+    tokens: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1, help="N of the vocab/heads sweeps (default 8192); largest N of the tokens sweep (default 16384)."
+        ),
+    ] = None,
+    rep_ms: Annotated[
+        float, typer.Option(min=0, help="Timed milliseconds per provider and point (10 to 200 runs).")
+    ] = 600.0,
+    seed: Annotated[int, typer.Option(help="Seed of the inputs; every provider at a point gets the same inputs.")] = 0,
+    out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
+    smoke: Annotated[
+        bool,
+        typer.Option(
+            help="Tiny shapes on CPU through Triton's interpreter: checks the harness in seconds. "
+            "Its output is marked NOT A MEASUREMENT."
+        ),
+    ] = False,
+    baseline: Annotated[
+        bool,
+        typer.Option(
+            help="Also copy the run folder to BASELINE-ROOT/bench-<kernel>-<sweep>-<mode>/ "
+            "(replacing it), for the regression gate. Refused with --smoke."
+        ),
+    ] = False,
+    baseline_root: Annotated[
+        Path, typer.Option(help="Where --baseline copies to; commit what lands in results/baselines.")
+    ] = BASELINES,
+):
+    """Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
+    for flce, also as % of ceilings measured at the start of the run) of every provider, each also
+    as a ratio to the best provider at the same point.
+
+    Needs a CUDA GPU: without one it exits 2, unless --smoke. Exit 1 when any provider errored
+    (named in the table), 0 otherwise; providers that are not installed are skipped with the reason.
+    Results go to OUT/<run-id>/: records.csv (long format), summary.md, time/memory/ratio plots, env.json.
+    """
+    if baseline and smoke:
+        raise typer.BadParameter("a smoke run is not a measurement and cannot be a baseline", param_hint="--baseline")
+    if not smoke and not torch.cuda.is_available():
+        console.print(
+            "[bold red]ligerbench bench needs a CUDA GPU:[/] timings on CPU (Triton's interpreter) "
+            "say nothing about kernel speed. Run it on a GPU, or pass --smoke for a tiny check of "
+            "the harness whose output is marked NOT A MEASUREMENT."
+        )
+        raise typer.Exit(2)
+    dev, triton_mode = runs.resolve_device("cpu" if smoke else "cuda")  # before any kernel import
+    registry = default_registry()
+    runs.report_plugin_errors(registry)
+    spec = _spec(registry, kernel)
+    chosen = _providers(registry, spec, kernel, provider)
+    sweep_name = sweep or next(iter(spec.sweeps))
+    if sweep_name not in spec.sweeps:
+        raise runs.usage_error(f"unknown sweep {sweep_name!r}; choose from {', '.join(spec.sweeps)}", "--sweep")
+    points = spec.sweeps[sweep_name](dtype.value, tokens, smoke)
+    budget = SMOKE_BUDGET if smoke else TimingBudget(rep_ms=rep_ms)
+    plan = Plan(
+        spec=spec,
+        providers=tuple(chosen),
+        points=tuple(points),
+        mode=mode.value,
+        device=dev,
+        seed=seed,
+        budget=budget,
+        smoke=smoke,
+    )
+    if mode.value != "full":
+        console.print(f"[yellow]note:[/] {bench_report.FAIRNESS_NOTE}")
+
+    verdict = NOT_A_MEASUREMENT if smoke else "measured"
+    console.print("measuring the ceilings (copy bandwidth, bf16 matmul) ...")
+    ceiling = ceilings.measure(dev)
+    run = runs.start(
+        "bench",
+        kernel,
+        device=dev,
+        triton_mode=triton_mode,
+        seed=seed,
+        out=out,
+        kernel=kernel,
+        sweep=sweep_name,
+        mode=mode.value,
+        dtype=dtype.value,
+        ceilings=ceiling,
+        measurement=not smoke,
+        note=SMOKE_MESSAGE if smoke else "",
+    )
+    writer = run.writer
+    for r in metrics.ceiling_records(
+        ceiling,
+        run_id=run.id,
+        kernel=kernel,
+        verdict=verdict,
+        message=SMOKE_MESSAGE if smoke else "measured at the start of the run",
+    ):
+        writer.write(r)
+    interrupted = False
+    done = 0
+    try:
+        with run.progress(f"bench {kernel} {sweep_name}", total=len(points) * len(chosen)) as advance:
+
+            def on_step(step: str) -> None:
+                nonlocal done
+                done += 1
+                advance(step)
+
+            run_plan(plan, run_id=run.id, writer=writer, on_step=on_step)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        cases = {p.case.id: p.case for p in points}
+        measured = list(writer.rows)
+        for r in metrics.derive(measured, spec, cases, ceiling) + metrics.target_records(measured, spec, cases):
+            writer.write(r)
+        run.finish(interrupted=interrupted, planned_steps=len(points) * len(chosen), completed_steps=done)
+    df = writer.frame()
+    title = f"ligerbench bench {kernel} --sweep {sweep_name} --mode {mode.value} ({run.id})"
+    (run.path / "summary.md").write_text(
+        bench_report.markdown(
+            df,
+            points,
+            spec,
+            title=title,
+            mode=mode.value,
+            sweep=sweep_name,
+            ceilings=ceiling,
+            env=run.env,
+            smoke=smoke,
+            interrupted=interrupted,
+        )
+    )
+    plots.draw(
+        df,
+        points,
+        sweep=sweep_name,
+        mode=mode.value,
+        title=title + (" NOT A MEASUREMENT" if smoke else ""),
+        folder=run.path,
+    )
+    print((run.path / "summary.md").read_text())
+    if baseline:
+        dest = baseline_root / f"bench-{kernel}-{sweep_name}-{mode.value}"
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(run.path, dest)
+        console.print(f"baseline written: {dest} (commit it)")
+    console.print(f"results: {run.path}")
+    errors = df[df["verdict"] == "error"]
+    if interrupted:
+        raise typer.Exit(130)
+    raise typer.Exit(1 if len(errors) else 0)
+
+
+def _spec(registry: Registry, kernel: str) -> BenchSpec:
+    runs.check_kernel(registry, kernel)
+    spec = registry.kernels[kernel].bench
+    if spec is None:
+        with_bench = [k.name for k in registry.kernels.values() if k.bench is not None]
+        raise runs.usage_error(f"kernel {kernel!r} has no bench; these do: {', '.join(with_bench)}", "--kernel")
+    return spec
+
+
+def _providers(registry: Registry, spec: BenchSpec, kernel: str, names: list[str] | None) -> list[Provider]:
+    known = registry.providers_for(kernel, bench_only=True)
+    by_name = {p.name: p for p in known}
+    for n in names or []:
+        if n not in by_name:
+            raise runs.usage_error(f"unknown provider {n!r}; choose from {', '.join(by_name)}", "--provider")
+    if names:
+        return [p for p in known if p.name in names]
+    for name, reason in spec.excluded.items():
+        if name in by_name:
+            console.print(f"[yellow]left out:[/] {name}: {reason}")
+    return [p for p in known if p.name not in spec.excluded]

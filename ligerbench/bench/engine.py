@@ -1,0 +1,161 @@
+"""The bench engine: for each sweep point, draw one set of inputs, then time and measure every
+selected provider on those same inputs, and write one record per (provider, case, metric).
+
+    plan = make_plan(default_registry(), kernel="ce", sweep="vocab", mode="full", dtype="bf16", ...)
+    run_plan(plan, run_id=..., writer=RecordWriter(path / "records.csv"))
+
+What is timed (quantity = the mode):
+    full      forward + backward: the only fair comparison, since several peers (Liger,
+              ours_inplace) compute the gradient inside forward, so their forward carries
+              backward's work and their backward is almost free;
+    forward   the forward alone (inputs require grad, as in training);
+    backward  the backward alone, its forward run untimed just before.
+A provider that destroys its input (declares mutates_input) gets the input restored from a
+pristine copy before each run, outside the timed region; the clone a caller would need to keep
+its logits is timed on its own (quantity "clone") and reported beside, never inside, the time.
+Memory is always that of a full step (memory.py). A provider that raises (CUDA out-of-memory
+included) yields one error row for that point and the run goes on.
+"""
+
+from __future__ import annotations
+
+import math
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench.bench import memory as mem
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, call
+from ligerbench.bench.timing import Timing, TimingBudget, time_region
+from ligerbench.records import Record, RecordWriter
+from ligerbench.registry import Provider
+
+MODES = ("full", "forward", "backward")
+SUITE = "bench"
+MEASURED = "measured"
+NOT_A_MEASUREMENT = "not_a_measurement"  # verdict of every --smoke row
+SMOKE_MESSAGE = "NOT A MEASUREMENT: tiny shapes through Triton's interpreter on CPU (--smoke)"
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: BenchSpec
+    providers: tuple[Provider, ...]
+    points: tuple[SweepPoint, ...]
+    mode: str
+    device: torch.device
+    seed: int
+    budget: TimingBudget
+    smoke: bool
+
+
+def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable[[str], None] = lambda s: None) -> None:
+    verdict = NOT_A_MEASUREMENT if plan.smoke else MEASURED
+    note = SMOKE_MESSAGE if plan.smoke else ""
+    reasons = {p.name: p.unavailable(plan.device.type) for p in plan.providers}
+    for point in plan.points:
+        case = point.case
+
+        def emit(provider: str, quantity: str, metric: str, value: float, unit: str, case=case, **kw) -> None:
+            writer.write(
+                Record.for_case(
+                    case,
+                    run_id=run_id,
+                    suite=SUITE,
+                    provider=provider,
+                    quantity=quantity,
+                    metric=metric,
+                    value=value,
+                    unit=unit,
+                    limit=math.nan,
+                    **kw,
+                )
+            )
+
+        inputs: BenchInputs | None = None
+        for provider in plan.providers:
+            on_step(f"{point.label} {provider.name}")
+            reason = reasons[provider.name] or provider.supports(case)
+            if reason:
+                emit(provider.name, plan.mode, "time_ms", math.nan, "ms", verdict="skip", message=reason)
+                continue
+            try:
+                if inputs is None:
+                    inputs = plan.spec.make_inputs(case, plan.seed, plan.device)
+                fn = provider.load()
+                for quantity, metric, value, unit, msg in measure_provider(fn, provider, inputs, plan):
+                    emit(
+                        provider.name,
+                        quantity,
+                        metric,
+                        value,
+                        unit,
+                        verdict=verdict,
+                        message="; ".join(m for m in (msg, note) if m),
+                    )
+            except Exception as exc:  # noqa: BLE001 -- any failure becomes an error row
+                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                emit(provider.name, plan.mode, "time_ms", math.nan, "ms", verdict="error", message=last[:300])
+                if plan.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        del inputs
+        if plan.device.type == "cuda":
+            torch.cuda.empty_cache()
+
+
+def measure_provider(fn: Callable, provider: Provider, inputs: BenchInputs, plan: Plan):
+    """Yields (quantity, metric, value, unit, message) for one provider on one set of inputs;
+    leaves the inputs as it found them."""
+    leaves = inputs.leaves
+    pristine = [t.detach().clone() for t in leaves] if provider.mutates_input else []
+    state: dict = {}
+
+    def reset() -> None:
+        for t in leaves:
+            t.grad = None
+        with torch.no_grad():
+            # pristine is empty unless the provider mutates its inputs
+            for t, p in zip(leaves, pristine, strict=False):
+                t.copy_(p)
+
+    def forward() -> torch.Tensor:
+        return call(fn, inputs)
+
+    def full() -> torch.Tensor:
+        loss = forward()
+        loss.backward()
+        return loss
+
+    def setup_backward() -> None:
+        reset()
+        state["loss"] = forward()
+
+    steps = {
+        "full": (reset, full),
+        "forward": (reset, forward),
+        "backward": (setup_backward, lambda: state.pop("loss").backward()),
+    }
+    setup, timed = steps[plan.mode]
+    try:
+        t: Timing = time_region(timed, device=plan.device, setup=setup, budget=plan.budget)
+        spread = f"p20 {t.p20_ms:.4g} / p80 {t.p80_ms:.4g} ms over {t.runs} runs"
+        yield plan.mode, "time_ms", t.median_ms, "ms", spread
+        yield plan.mode, "p20_ms", t.p20_ms, "ms", ""
+        yield plan.mode, "p80_ms", t.p80_ms, "ms", ""
+        if math.isfinite(t.host_ms):
+            yield plan.mode, "host_ms", t.host_ms, "ms", "host time to issue one call (GPU idle at its start)"
+        m = mem.measure(full, device=plan.device, input_bytes=mem.tensor_bytes(*inputs.positional), setup=reset)
+        yield "full", "peak_mib", m.peak_mib, "MiB", ""
+        yield "full", "extra_mib", m.extra_mib, "MiB", "over inputs, gradients included"
+        yield "full", "inputs_mib", m.inputs_mib, "MiB", ""
+        reset()
+        loss = full().detach().float().item()  # the same inputs give every peer the same loss
+        yield "full", "loss", loss, "nats", "" if math.isfinite(loss) else "loss is not finite"
+        if pristine:
+            c = time_region(lambda: [p.clone() for p in pristine], device=plan.device, budget=plan.budget)
+            yield "clone", "clone_ms", c.median_ms, "ms", "input clone a caller keeping its inputs would add"
+    finally:
+        reset()  # the next provider sees the original inputs, without gradients
+        state.clear()

@@ -1,0 +1,136 @@
+"""Figures derived from a bench run's measured rows: throughput, share of the measured
+ceilings, and ratios to the best peer at the same sweep point. They are records too, so the
+CSV, the table and the plots read one source.
+
+    rate          = work / time            (ce: bytes / ms / 1e6 = GB/s; flce: FLOPs / ms / 1e9 = TFLOP/s)
+    pct_ceiling   = 100 * rate / ceiling   (copy GB/s for ce, bf16 matmul TFLOP/s for flce)
+    ratio_to_best = value / best value among the providers measured at that point,
+                    best = min for time and memory (ratios >= 1), max for rate (ratios <= 1)
+Absolute times drift between runs and machines; the ratios are what carry over.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE
+from ligerbench.bench.spec import BenchSpec
+from ligerbench.cases import Case
+from ligerbench.records import TARGET_PREFIX, Record
+
+LOWER_IS_BETTER = {"time_ms": True, "peak_mib": True, "extra_mib": True, "rate": False}
+MEASURED_VERDICTS = ("measured", NOT_A_MEASUREMENT)
+
+
+def ratio_to_best(values: dict[str, float], *, lower_is_better: bool) -> dict[str, float]:
+    """provider -> value / best. NaN values (skipped, errored, or no allocator on CPU) get NaN
+    and do not compete; a best of zero or below makes ratios meaningless, so they are NaN."""
+    finite = [v for v in values.values() if math.isfinite(v)]
+    if not finite:
+        return {k: math.nan for k in values}
+    best = min(finite) if lower_is_better else max(finite)
+    if best <= 0:
+        return {k: math.nan for k in values}
+    return {k: (v / best if math.isfinite(v) else math.nan) for k, v in values.items()}
+
+
+def rate(spec: BenchSpec, case: Case, mode: str, time_ms: float) -> float:
+    if not (time_ms > 0):
+        return math.nan
+    return spec.work(case, mode) / time_ms / spec.rate_scale
+
+
+def derive(rows: list[Record], spec: BenchSpec, cases: dict[str, Case], ceilings: dict[str, float]) -> list[Record]:
+    """Rate, % of ceiling and ratio-to-best rows for every measured time and memory row."""
+    measured = [r for r in rows if r.verdict in MEASURED_VERDICTS and r.kernel == spec.kernel]
+    out: list[Record] = []
+    ceiling = ceilings.get(spec.ceiling, math.nan)
+    rates: list[Record] = []
+    for r in measured:
+        if r.metric != "time_ms":
+            continue
+        value = rate(spec, cases[r.case], r.quantity, r.value)
+        rate_row = dataclasses.replace(r, metric="rate", value=value, unit=spec.rate_unit, message=spec.work_formula)
+        rates.append(rate_row)
+        out.append(rate_row)
+        out.append(
+            dataclasses.replace(
+                r,
+                metric="pct_ceiling",
+                value=100 * value / ceiling if ceiling > 0 else math.nan,
+                unit="%",
+                message=f"of {spec.ceiling} = {ceiling:.4g} measured at the start of this run",
+            )
+        )
+    for metric, lower in LOWER_IS_BETTER.items():
+        pool = rates if metric == "rate" else [r for r in measured if r.metric == metric]
+        by_point: dict[tuple[str, str], list[Record]] = {}
+        for r in pool:
+            by_point.setdefault((r.case, r.quantity), []).append(r)
+        for group in by_point.values():
+            ratios = ratio_to_best({r.provider: r.value for r in group}, lower_is_better=lower)
+            for r in group:
+                out.append(
+                    dataclasses.replace(
+                        r,
+                        metric=f"ratio_{metric}",
+                        value=ratios[r.provider],
+                        unit="x best",
+                        message=f"{metric} / {'lowest' if lower else 'highest'} among {len(group)} providers",
+                    )
+                )
+    # a derived figure is no more a measurement than the rows it came from
+    return [
+        dataclasses.replace(r, message=f"{r.message}; {SMOKE_MESSAGE}") if r.verdict == NOT_A_MEASUREMENT else r
+        for r in out
+    ]
+
+
+def target_records(rows: list[Record], spec: BenchSpec, cases: dict[str, Case]) -> list[Record]:
+    """One row per target whose shape this run measured: the figure, the limit, pass or fail
+    (not_a_measurement in a smoke run). Times count in mode full only."""
+    out = []
+    for t in spec.targets:
+        for r in rows:
+            c = cases.get(r.case)
+            if (
+                c is None
+                or r.provider not in t.providers
+                or r.metric != t.metric
+                or r.verdict != "measured"
+                or (c.n, c.v, c.h) != (t.n, t.v, t.h)
+                or (t.metric == "time_ms" and r.quantity != "full")
+            ):
+                continue
+            verdict = "pass" if r.value <= t.limit else "fail"
+            gap = f"{r.value / t.limit:.2f}x the limit" if t.limit > 0 else ""
+            out.append(
+                dataclasses.replace(
+                    r, metric=f"{TARGET_PREFIX}{t.metric}", limit=t.limit, verdict=verdict, message=f"{t.source}; {gap}"
+                )
+            )
+    return out
+
+
+def ceiling_records(
+    ceilings: dict[str, float], *, run_id: str, kernel: str, verdict: str, message: str
+) -> list[Record]:
+    units = {"copy_gbps": "GB/s", "matmul_tflops": "TFLOP/s"}
+    return [
+        Record(
+            run_id=run_id,
+            suite="bench",
+            kernel=kernel,
+            provider="ceiling",
+            case="ceiling",
+            quantity=name,
+            metric=name,
+            value=value,
+            unit=units[name],
+            limit=math.nan,
+            verdict=verdict,
+            message=message,
+        )
+        for name, value in ceilings.items()
+    ]

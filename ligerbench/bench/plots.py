@@ -1,0 +1,104 @@
+"""Plots of a bench run, drawn from its records (matplotlib, Agg backend: no display needed).
+
+time_vs_<sweep>.png     median time against the sweep variable, one line per provider
+memory_vs_<sweep>.png   extra memory (MiB) against the sweep variable, one line per provider
+ratios.png              bars: time and extra memory over the best provider's, per point
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: GPU boxes and CI have no display
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from ligerbench.bench.spec import SweepPoint  # noqa: E402
+
+
+def _series(df: pd.DataFrame, points: list[SweepPoint], metric: str, quantity: str | None) -> dict[str, list[float]]:
+    """provider -> values in point order (NaN where absent)."""
+    sel = df[(df["metric"] == metric) & df["verdict"].isin(["measured", "not_a_measurement"])]
+    if quantity is not None:
+        sel = sel[sel["quantity"] == quantity]
+    out: dict[str, list[float]] = {}
+    for provider in dict.fromkeys(sel["provider"]):
+        p = sel[sel["provider"] == provider]
+        by_case = dict(zip(p["case"], p["value"].astype(float), strict=True))
+        out[provider] = [by_case.get(pt.case.id, float("nan")) for pt in points]
+    return out
+
+
+def _line_plot(series, points, sweep: str, ylabel: str, title: str, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(8, 5))
+    xs = [pt.x for pt in points]
+    for provider, ys in series.items():
+        ax.plot(xs, ys, marker="o", label=provider)
+    ax.set_xticks(xs, [pt.label for pt in points], rotation=30 if sweep == "heads" else 0)
+    if sweep != "heads" and len(xs) > 1 and min(xs) > 0:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [pt.label for pt in points])
+        ax.minorticks_off()
+    ax.set_xlabel(sweep)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    finite = [y for ys in series.values() for y in ys if y == y and y > 0]
+    if finite and max(finite) > 10 * min(finite):  # peers 10x apart: a linear axis hides the fast ones
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _ratio_bars(df, points, mode: str, title: str, path: Path) -> Path:
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
+    for ax, (metric, quantity, label) in zip(
+        axes,
+        (("ratio_time_ms", mode, f"{mode} time / best"), ("ratio_extra_mib", "full", "extra memory / best")),
+        strict=True,
+    ):
+        series = _series(df, points, metric, quantity)
+        width = 0.8 / max(1, len(series))
+        for i, (provider, ys) in enumerate(series.items()):
+            ax.bar([j + i * width for j in range(len(points))], ys, width=width, label=provider)
+        offset = (len(series) - 1) * width / 2  # ticks at the middle of each point's group of bars
+        ax.set_xticks([j + offset for j in range(len(points))], [pt.label for pt in points])
+        finite = [y for ys in series.values() for y in ys if y == y]
+        if finite and max(finite) > 10:  # a slow peer (or the interpreter) would flatten the others
+            ax.set_yscale("log")
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_ylabel(label)
+        ax.grid(True, axis="y", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def draw(df: pd.DataFrame, points: list[SweepPoint], *, sweep: str, mode: str, title: str, folder: Path) -> list[Path]:
+    return [
+        _line_plot(
+            _series(df, points, "time_ms", mode),
+            points,
+            sweep,
+            f"{mode} time, ms (median)",
+            title,
+            folder / f"time_vs_{sweep}.png",
+        ),
+        _line_plot(
+            _series(df, points, "extra_mib", "full"),
+            points,
+            sweep,
+            "extra memory over inputs, MiB (gradients included)",
+            title,
+            folder / f"memory_vs_{sweep}.png",
+        ),
+        _ratio_bars(df, points, mode, title, folder / "ratios.png"),
+    ]

@@ -1,0 +1,120 @@
+"""The markdown view of a bench run's records: one table per sweep point, one row per provider."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ligerbench.bench.spec import BenchSpec, SweepPoint
+from ligerbench.records import TARGET_PREFIX
+
+FAIRNESS_NOTE = (
+    "Only `--mode full` (forward + backward) compares fairly: several peers (Liger, ours_inplace) "
+    "compute the gradient inside forward, so their forward carries backward's work and their "
+    "backward is almost free."
+)
+
+
+def _fmt(value, digits: int = 4) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:.{digits}g}"
+
+
+def point_table(df: pd.DataFrame, point: SweepPoint, spec: BenchSpec, mode: str) -> list[str]:
+    rows = df[df["case"] == point.case.id]
+    lines = [
+        f"| provider | {mode} ms | p20-p80 ms | x best | + clone ms | host ms | extra MiB | x best | peak MiB | "
+        f"{spec.rate_unit} | % ceiling | loss | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for provider in dict.fromkeys(rows["provider"]):
+        p = rows[rows["provider"] == provider]
+
+        def get(metric: str, quantity: str | None = None, p=p) -> float:
+            sel = p[p["metric"] == metric]
+            if quantity is not None:
+                sel = sel[sel["quantity"] == quantity]
+            return float(sel["value"].iloc[0]) if len(sel) else math.nan
+
+        bad = p[p["verdict"].isin(["skip", "error"])]
+        note = f"{bad['verdict'].iloc[0]}: {bad['message'].iloc[0]}" if len(bad) else ""
+        lines.append(
+            f"| {provider} | {_fmt(get('time_ms', mode))} | {_fmt(get('p20_ms'))}-{_fmt(get('p80_ms'))} "
+            f"| {_fmt(get('ratio_time_ms'), 3)} | {_fmt(get('clone_ms'))} | {_fmt(get('host_ms'), 3)} "
+            f"| {_fmt(get('extra_mib'), 5)} "
+            f"| {_fmt(get('ratio_extra_mib'), 3)} | {_fmt(get('peak_mib'), 5)} | {_fmt(get('rate'))} "
+            f"| {_fmt(get('pct_ceiling'), 3)} | {_fmt(get('loss'), 6)} | {note.replace('|', '/')[:160]} |"
+        )
+    return lines
+
+
+def markdown(
+    df: pd.DataFrame,
+    points: list[SweepPoint],
+    spec: BenchSpec,
+    *,
+    title: str,
+    mode: str,
+    sweep: str,
+    ceilings: dict[str, float],
+    env: dict,
+    smoke: bool,
+    interrupted: bool = False,
+) -> str:
+    lines = [f"# {title}", ""]
+    if smoke:
+        lines += [
+            "**NOT A MEASUREMENT**: `--smoke` ran tiny shapes through Triton's interpreter on CPU, to "
+            "exercise the harness. No figure below says anything about speed or memory.",
+            "",
+        ]
+    if interrupted:
+        lines += ["**Interrupted**: the tables hold the points finished before the interrupt.", ""]
+    lines += [
+        f"- device: {env.get('device_name')} ({env.get('device_type')}); torch {env.get('torch')}, "
+        f"triton {env.get('triton')}; liger-kernel {env.get('liger_kernel')}, "
+        f"cut-cross-entropy {env.get('cut_cross_entropy')}; commit {env.get('git_commit')}",
+        f"- kernel `{spec.kernel}`, sweep `{sweep}`, mode `{mode}`, dtype {points[0].case.dtype if points else '-'}, "
+        f"seed {env.get('seed')}; inputs: random normal, ~10% of targets ignored, reduction mean",
+        f"- {FAIRNESS_NOTE}",
+        "- time: median of many runs (p20-p80 beside), "
+        + (
+            "CUDA events, L2 flushed before each run, the host kept ahead by a sleeping kernel queued "
+            "before each run: GPU work only, as in a training loop whose host runs ahead (a host sync "
+            "inside a call still shows)"
+            if env.get("device_type") == "cuda"
+            else "host clock"
+        )
+        + "; inputs a "
+        "provider destroys are restored outside the timed region, and the clone that would keep them is "
+        "the `+ clone ms` column, not part of the time. `host ms`: the host's time to issue one call "
+        "(GPU idle at its start); a loop issuing faster than the GPU runs hides it.",
+        "- memory: of a full step; extra = peak allocated during the call minus allocated before it "
+        "(gradients included); peak = inputs + extra.",
+        f"- {spec.rate_unit}: {spec.work_formula}. % ceiling is of the "
+        + ", ".join(f"{k} = {_fmt(v)}" for k, v in ceilings.items())
+        + " measured at the start of this run.",
+        "- x best: the figure over the best provider's at the same point (lowest time or memory).",
+        "",
+    ]
+    targets = df[df["metric"].str.startswith(TARGET_PREFIX)]
+    if len(targets):
+        lines += [
+            "## Targets",
+            "",
+            "| provider | figure | measured | limit | verdict | source |",
+            "|---|---|---|---|---|---|",
+        ]
+        for _, t in targets.iterrows():
+            lines.append(
+                f"| {t['provider']} | {t['metric'][len(TARGET_PREFIX) :]} | {_fmt(float(t['value']))} | "
+                f"{_fmt(float(t['limit']))} | {t['verdict']} | {t['message']} |"
+            )
+        lines.append("")
+    for point in points:
+        c = point.case
+        shape = f"N={c.n}" + (f", H={c.h}" if c.h else "") + f", V={c.v}"
+        lines += [f"## {sweep} = {point.label} ({shape})", "", *point_table(df, point, spec, mode), ""]
+    return "\n".join(lines)

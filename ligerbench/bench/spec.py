@@ -1,0 +1,99 @@
+"""What `ligerbench bench` needs to know about a kernel: its inputs, how a provider is called
+on them, the work model that turns a time into a throughput, its sweeps and design targets.
+One `BenchSpec` per kernel, held by the kernel's `KernelSpec.bench` (suites/<kernel>.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from ligerbench.cases import IGNORE_PATTERNS, Case, generator_for
+
+
+@dataclass
+class BenchInputs:
+    positional: list[torch.Tensor]  # the provider's positional arguments, in order
+    leaves: list[torch.Tensor]  # those of them that receive gradients (requires_grad=True)
+    options: dict = field(default_factory=dict)  # keyword arguments, filtered per provider
+
+
+@dataclass(frozen=True)
+class Target:
+    """A figure our kernel must reach at one shape (from the issues), checked in every run that
+    measures that shape: a record with the limit and a pass/fail verdict."""
+
+    providers: tuple[str, ...]  # our providers the target applies to
+    n: int
+    v: int
+    h: int  # 0 for ce
+    metric: str  # "time_ms" (mode full) or "extra_mib"
+    limit: float
+    source: str
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One x value of a sweep: its label on the axis, its numeric position, and its case."""
+
+    label: str
+    x: float
+    case: Case
+
+
+# (dtype, tokens or None, smoke) -> the sweep's points; `tokens` is N of the point, or the
+# largest N of a sweep over N
+Sweep = Callable[[str, "int | None", bool], list[SweepPoint]]
+
+
+@dataclass(frozen=True)
+class BenchSpec:
+    kernel: str
+    make_inputs: Callable[[Case, int, torch.device], BenchInputs]
+    # work(case, mode) -> the fewest bytes (or FLOPs) a step of that mode must move (or do)
+    work: Callable[[Case, str], float]
+    work_formula: str  # the model, as printed beside the numbers
+    rate_unit: str  # "GB/s" or "TFLOP/s"
+    rate_scale: float  # work per ms / rate_scale = rate_unit (bytes/ms / 1e6 = GB/s)
+    ceiling: str  # which ceiling the rate is a share of: "copy_gbps" or "matmul_tflops"
+    sweeps: dict[str, Sweep] = field(default_factory=dict)  # name -> points; the first is the default
+    # registered providers left out unless named with --provider, with the reason
+    excluded: dict[str, str] = field(default_factory=dict)
+    targets: tuple[Target, ...] = ()
+
+
+def device_generator(case: Case, seed: int, device: torch.device) -> torch.Generator:
+    """Seeded from the run seed and the case id, like cases.generator_for, but on the device:
+    drawing 2e9 logits on the CPU and copying them over would take longer than timing them."""
+    digest = hashlib.sha256(f"{seed}:{case.id}".encode()).digest()
+    return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+def ignored_rows(case: Case, seed: int, device: torch.device) -> tuple[int, torch.Tensor]:
+    """(ignore_index, mask of ignored rows) of the case's ignore pattern, drawn on the CPU from the
+    case's own generator (N booleans: cheap) and moved to the device."""
+    ignore_index, pattern = IGNORE_PATTERNS[case.ignore_pattern]
+    return ignore_index, pattern(case.n, generator_for(case, seed)).to(device)
+
+
+def call(fn: Callable, inputs: BenchInputs) -> torch.Tensor:
+    """fn(*positional, **options) -> the loss (the first element when it returns a tuple).
+    Options the callable does not name are left out, so a provider with fewer keywords (or
+    other names for them) is still called with everything it accepts."""
+    out = fn(*inputs.positional, **accepted(fn, inputs.options))
+    if isinstance(out, (tuple, list)):
+        return out[0]
+    return out.loss if hasattr(out, "loss") else out
+
+
+def accepted(fn: Callable, options: dict) -> dict:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # builtins and some compiled wrappers have no signature
+        return options
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return options
+    return {k: v for k, v in options.items() if k in params}

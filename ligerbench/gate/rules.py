@@ -1,0 +1,270 @@
+"""The regression gate: a run's records against a baseline's, as a pass/fail answer for CI.
+
+    from ligerbench.gate.rules import load, evaluate
+    result = evaluate(load(Path("results/<run>")), load(Path("results/baselines/bench-ce-vocab-full")))
+
+Two kinds of problems:
+  failures     any row of the run whose verdict is fail or error (correctness, contracts,
+               convergence, a provider that crashed in bench): hard failures, whatever the
+               baseline says. Bench's design-target rows (metric target_*) are the exception: a
+               target missed in the baseline too is a known gap, listed in the notes; a target
+               the baseline met and the run misses is a failure.
+  regressions  performance, like with like: the same GPU (env.json device_name), kernel, case,
+               timed quantity, metric and provider. Absolute times drift between machines and
+               days, so each value is first divided by a peer's value at the same point of the
+               same run (the peer is timed on the same inputs minutes apart, so drift cancels):
+                   ratio  = value(provider) / value(peer)
+                   change = ratio_run / ratio_baseline - 1   (every metric here: lower is better)
+               A change above the metric's threshold is a regression, and it must survive one
+               re-measurement (a second run: `recheck`) to count; one that does not is listed as
+               cleared. Without a second run a regression counts, marked "not re-measured".
+Unusable input (exit 2): a folder without records.csv or env.json, records without the Record
+columns, or performance rows that cannot be compared (another GPU, a smoke run, no common
+point, the peer not measured). Each says plainly what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import subprocess
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+
+from ligerbench.records import TARGET_PREFIX, load_records
+
+PERF_SUITE = "bench"
+MEASURED = "measured"  # bench's verdict for a real measurement; smoke rows say not_a_measurement
+# Defaults: a median of >= 10 timed runs moves 1-3% between runs on an H100, so a ratio of two
+# such medians moves up to ~5%; 10% is outside that noise. Memory is deterministic up to the
+# allocator's rounding, so 5% is already a real change.
+DEFAULT_THRESHOLDS = {"time_ms": 0.10, "extra_mib": 0.05, "peak_mib": 0.05}
+KEY = ["kernel", "case", "quantity", "metric", "provider"]
+
+
+class Unusable(Exception):
+    """The inputs cannot be gated (exit 2); the message says why."""
+
+
+@dataclass(frozen=True)
+class Run:
+    path: Path
+    records: pd.DataFrame
+    env: dict
+
+
+@dataclass(frozen=True)
+class Comparison:
+    kernel: str
+    case: str
+    quantity: str
+    metric: str
+    provider: str
+    peer: str
+    baseline_ratio: float
+    run_ratio: float
+    threshold: float
+    status: str = "ok"  # ok | regression | confirmed | cleared | not re-measured | absent on re-measure
+    recheck_ratio: float = math.nan
+
+    @property
+    def change(self) -> float:
+        return self.run_ratio / self.baseline_ratio - 1
+
+    @property
+    def counts(self) -> bool:
+        """A regression that stands (confirmed, or nothing to confirm it with)."""
+        return self.status in ("confirmed", "not re-measured", "absent on re-measure")
+
+
+@dataclass
+class GateResult:
+    run: Run
+    baseline: Run
+    failures: pd.DataFrame
+    comparisons: list[Comparison]
+    thresholds: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+    recheck: Run | None = None
+
+    @property
+    def regressions(self) -> list[Comparison]:
+        return [c for c in self.comparisons if c.counts]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if len(self.failures) or self.regressions else 0
+
+
+def load(path: Path) -> Run:
+    path = Path(path)
+    if not path.is_dir():
+        raise Unusable(f"{path} is not a folder (expected a run folder with records.csv and env.json)")
+    for name in ("records.csv", "env.json"):
+        if not (path / name).is_file():
+            raise Unusable(f"{path} has no {name}: not a ligerbench run folder")
+    try:
+        records = load_records(path / "records.csv")
+        env = json.loads((path / "env.json").read_text())
+    except (ValueError, KeyError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        raise Unusable(f"{path}: cannot read its records or env.json ({exc})") from exc
+    return Run(path, records, env)
+
+
+def _missed_targets(records: pd.DataFrame) -> pd.Series:
+    return records["verdict"].isin(["fail", "error"]) & records["metric"].str.startswith(TARGET_PREFIX)
+
+
+def failures(run: Run, baseline: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(hard failures, design targets missed in the baseline too)."""
+    rec = run.records
+    bad = rec["verdict"].isin(["fail", "error"])
+    target = _missed_targets(rec)
+    missed = rec[target]
+    if missed.empty:
+        return rec[bad], missed
+    base_missed = baseline.records[_missed_targets(baseline.records)]
+    keys = ["provider", "case", "quantity", "metric"]
+    flagged = missed.merge(base_missed[keys].drop_duplicates(), on=keys, how="left", indicator=True)
+    known = flagged["_merge"].to_numpy() == "both"
+    return pd.concat([rec[bad & ~target], missed[~known]]), missed[known]
+
+
+def _perf_rows(run: Run, thresholds: dict[str, float]) -> pd.DataFrame:
+    df = run.records
+    return df[(df["suite"] == PERF_SUITE) & df["metric"].isin(list(thresholds))]
+
+
+def ratios(run: Run, thresholds: dict[str, float], peers: dict[str, str]) -> pd.DataFrame:
+    """One row per measured (kernel, case, quantity, metric, provider) with its peer and ratio."""
+    perf = _perf_rows(run, thresholds)
+    if len(perf) and not (perf["verdict"] == MEASURED).any():
+        raise Unusable(f"{run.path}: its performance rows are not measurements (a --smoke run?)")
+    perf = perf[perf["verdict"] == MEASURED]
+    out = []
+    for kernel, rows in perf.groupby("kernel"):
+        peer = peers.get(kernel)
+        if peer is None or not (rows["provider"] == peer).any():
+            raise Unusable(
+                f"{run.path}: no peer to divide by for kernel {kernel!r}: {peer!r} was not measured "
+                f"(choose one with --peer {kernel}=PROVIDER from {sorted(set(rows['provider']))})"
+            )
+        peer_rows = rows[rows["provider"] == peer][["case", "quantity", "metric", "value"]]
+        merged = rows.merge(peer_rows, on=["case", "quantity", "metric"], suffixes=("", "_peer"))
+        merged = merged[merged["provider"] != peer].assign(peer=peer)
+        merged["ratio"] = merged["value"] / merged["value_peer"]
+        out.append(merged[[*KEY, "peer", "ratio"]])
+    return pd.concat(out) if out else pd.DataFrame(columns=[*KEY, "peer", "ratio"])
+
+
+def _same_gpu(a: Run, b: Run) -> None:
+    da, db = a.env.get("device_name"), b.env.get("device_name")
+    if da != db:
+        raise Unusable(
+            f"{a.path} was measured on {da!r} and {b.path} on {db!r}: performance compares like with "
+            "like only; use a baseline from the same GPU"
+        )
+
+
+def compare(run: Run, baseline: Run, thresholds: dict[str, float], peers: dict[str, str]) -> list[Comparison]:
+    mine = ratios(run, thresholds, peers)
+    if mine.empty:
+        return []
+    _same_gpu(run, baseline)
+    theirs = ratios(baseline, thresholds, peers)
+    both = mine.merge(theirs[[*KEY, "ratio"]], on=KEY, suffixes=("", "_base"))
+    if both.empty:
+        raise Unusable(
+            f"{run.path} and {baseline.path} share no measured point (kernel, case, quantity, metric, "
+            "provider): a baseline of another sweep or kernel?"
+        )
+    out = []
+    for r in both.itertuples(index=False):
+        if not (math.isfinite(r.ratio) and math.isfinite(r.ratio_base) and r.ratio_base > 0):
+            continue  # no allocator figures on a device, a skipped peer: nothing to compare
+        c = Comparison(
+            r.kernel, r.case, r.quantity, r.metric, r.provider, r.peer, r.ratio_base, r.ratio, thresholds[r.metric]
+        )
+        out.append(replace(c, status="regression") if c.change > c.threshold else c)
+    return out
+
+
+def apply_recheck(
+    comparisons: list[Comparison], recheck: Run, baseline: Run, thresholds: dict[str, float], peers: dict[str, str]
+) -> list[Comparison]:
+    """A regression stands only if the second run shows it too."""
+    _same_gpu(recheck, baseline)
+    again = ratios(recheck, thresholds, peers).set_index(KEY)["ratio"]
+    out = []
+    for c in comparisons:
+        if c.status != "regression":
+            out.append(c)
+            continue
+        key = (c.kernel, c.case, c.quantity, c.metric, c.provider)
+        if key not in again.index:
+            out.append(replace(c, status="absent on re-measure"))
+            continue
+        ratio = float(again.loc[key])
+        still = ratio / c.baseline_ratio - 1 > c.threshold
+        out.append(replace(c, status="confirmed" if still else "cleared", recheck_ratio=ratio))
+    return out
+
+
+def remeasure(command: str) -> Path:
+    """Run a re-measure command whose `{out}` is a fresh results root; returns the run folder it
+    made there. e.g. "ligerbench bench --kernel ce --sweep vocab --out {out}"."""
+    if "{out}" not in command:
+        raise Unusable("the re-measure command must contain {out}, the results root it writes its run to")
+    root = Path(tempfile.mkdtemp(prefix="ligerbench-remeasure-"))
+    args = [a.replace("{out}", str(root)) for a in shlex.split(command)]
+    proc = subprocess.run(args, capture_output=True, text=True)
+    made = [p for p in root.iterdir() if (p / "records.csv").is_file()]
+    if len(made) != 1:
+        raise Unusable(
+            f"the re-measure command made {len(made)} run folders in {root} (exit {proc.returncode}); "
+            f"expected one. stderr: {proc.stderr.strip()[-500:]}"
+        )
+    return made[0]
+
+
+def evaluate(
+    run: Run,
+    baseline: Run,
+    *,
+    thresholds: dict[str, float] | None = None,
+    peers: dict[str, str],
+    recheck: Run | None = None,
+    remeasure_command: str | None = None,
+) -> GateResult:
+    thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    comparisons = compare(run, baseline, thresholds, peers)
+    hard, known_gaps = failures(run, baseline)
+    notes = [
+        f"design target missed, as in the baseline (not gated): {r.provider} {r.metric[len(TARGET_PREFIX) :]} "
+        f"{r.value:.4g} > {r.limit:.4g} at {r.case}"
+        for r in known_gaps.itertuples()
+    ]
+    if not comparisons:
+        notes.append("no measured performance rows in the run: only failures are gated")
+    if any(c.status == "regression" for c in comparisons):
+        if recheck is None and remeasure_command:
+            recheck = load(remeasure(remeasure_command))
+        if recheck is not None:
+            comparisons = apply_recheck(comparisons, recheck, baseline, thresholds, peers)
+        else:
+            comparisons = [replace(c, status="not re-measured") if c.status == "regression" else c for c in comparisons]
+            notes.append("regressions were not re-measured (pass --remeasure or --recheck): each counts")
+    checks = ["suite", "provider", "case", "quantity"]
+    gone = (
+        baseline.records[checks]
+        .drop_duplicates()
+        .merge(run.records[checks].drop_duplicates(), how="left", indicator=True)
+    )
+    missing = int((gone["_merge"] == "left_only").sum())
+    if missing:
+        notes.append(f"{missing} checks of the baseline are not in the run (a filtered run?)")
+    return GateResult(run, baseline, hard, comparisons, thresholds, notes, recheck)

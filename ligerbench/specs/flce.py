@@ -1,0 +1,193 @@
+"""The `flce` kernel (fused linear + cross entropy) as the harness sees it: its inputs, its
+float64 reference, and how a provider is called on one case.
+
+Semantics: those of `ce` (ligerbench/ce_spec.py) applied to the logits hidden @ weight.T + bias.
+The float64 reference forms those logits in float64 and runs ce_torch on them; PyTorch eager
+(the tolerance yardstick) does the same in the case dtype, full logits included.
+
+Inputs are drawn so the logits have the case's kind (cases.draw_logits gives the meaning):
+  normal     hidden ~ N(0, 1), weight ~ N(0, 1/H): logits ~ N(0, 1);
+  large      weight scaled by 40 and, through hidden[:, 0] = 1, every logit shifted by +100;
+  confident  each counted row's hidden vector is moved along weight[y] until the target's
+             logit sits log(1/delta) above the log-sum-exp of the others, delta log-uniform in
+             [1e-6, 1e-2] (ANCHORS.md bug 6); solved in float64, then cast to the case dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench.cases import DTYPES, IGNORE_PATTERNS, OPTIONS, Case, generator_for
+from ligerbench.specs.ce import Outcome, ce_torch, same_bits
+
+QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged")
+
+
+@dataclass
+class FLCEProblem:
+    """The inputs of one `flce` case, on the case's device."""
+
+    hidden: torch.Tensor  # [N, H] in the case dtype
+    weight: torch.Tensor  # [V, H] in the case dtype
+    bias: torch.Tensor | None  # [V] in the case dtype
+    target: torch.Tensor  # [N] int64
+    ignore_index: int
+    reduction: str
+    upstream: torch.Tensor  # the gradient handed to backward: a scalar, or [N]
+    class_weight: torch.Tensor | None  # [V] float32
+    token_weight: torch.Tensor | None  # [N] float32
+    label_smoothing: float = 0.0
+    softcap: float | None = None
+    z_loss_scale: float = 0.0
+
+    def options(self) -> dict:
+        """Keyword arguments every `flce` provider takes (besides hidden, weight, target)."""
+        return dict(
+            bias=self.bias,
+            class_weight=self.class_weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+            softcap=self.softcap,
+            z_loss_scale=self.z_loss_scale,
+            token_weight=self.token_weight,
+        )
+
+
+def _confident(h, w, b, target, counted, g) -> torch.Tensor:
+    """Move each counted row of h along w[y] so that x_y - lse(others) = log(1/delta).
+    Moving along w[y] also moves the other logits (by w_j . w_y / |w_y|^2 per unit), so the
+    step is repeated; a few fixed-point steps land within a few percent of the goal."""
+    n = h.shape[0]
+    rows = torch.arange(n, device=h.device)
+    y = target.clamp(0, w.shape[0] - 1)
+    gap_goal = -torch.log(10.0 ** (-2.0 - 4.0 * torch.rand(n, generator=g, dtype=torch.float64))).to(h.device)
+    direction = w[y] / (w[y] * w[y]).sum(1, keepdim=True)
+    for _ in range(6):
+        x = h @ w.T + (b if b is not None else 0.0)
+        others = x.clone()
+        others[rows, y] = float("-inf")
+        gap = x[rows, y] - torch.logsumexp(others, 1)
+        h = h + torch.where(counted, gap_goal - gap, 0.0)[:, None] * direction
+    return h
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
+    g = generator_for(case, seed)
+    n, v, hd = case.n, case.v, case.h
+    if hd < 1:
+        raise ValueError(f"flce case {case.id} needs a hidden size h >= 1")
+    ignore_index, pattern = IGNORE_PATTERNS[case.ignore_pattern]
+    opts = OPTIONS[case.option]
+    target = torch.randint(0, v, (n,), generator=g)
+    ignored = pattern(n, g)
+    if case.ignore_pattern == "index_is_class":
+        ignored = ignored | (target == ignore_index)  # rows whose target is class `ignore_index`
+    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+
+    h = torch.randn(n, hd, generator=g, dtype=torch.float64)
+    w = torch.randn(v, hd, generator=g, dtype=torch.float64) / hd**0.5
+    b = 0.5 * torch.randn(v, generator=g, dtype=torch.float64) if case.bias else None
+    if case.logits == "large":
+        w = 40.0 * w
+        h[:, 0], w[:, 0] = 1.0, 100.0
+    elif case.logits == "confident":
+        # the float64 solve runs on the case's device: on CPU it costs ~30 s per GPU-sized case
+        h = _confident(
+            h.to(device),
+            w.to(device),
+            None if b is None else b.to(device),
+            torch.where(ignored, 0, target).to(device),
+            (~ignored).to(device),
+            g,
+        )
+    elif case.logits != "normal":
+        raise ValueError(f"unknown logits kind {case.logits!r}")
+
+    if case.reduction == "none":
+        up = torch.ones(n) if case.upstream == "ones" else torch.rand(n, generator=g) * 2.0 - 0.5
+    else:
+        up = torch.tensor(1.0) if case.upstream == "ones" else torch.rand((), generator=g) + 0.5
+    class_weight = torch.rand(v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
+    token_weight = torch.rand(n, generator=g) * 2.9 + 0.1 if opts.get("token_weight") else None
+
+    dt = DTYPES[case.dtype]
+
+    def on(t, dtype=None):
+        return None if t is None else t.to(dtype or t.dtype).to(device)
+
+    return FLCEProblem(
+        hidden=on(h, dt),
+        weight=on(w, dt),
+        bias=on(b, dt),
+        target=target.to(device),
+        ignore_index=ignore_index,
+        reduction=case.reduction,
+        upstream=up.to(device),
+        class_weight=on(class_weight),
+        token_weight=on(token_weight),
+        label_smoothing=opts.get("label_smoothing", 0.0),
+        softcap=opts.get("softcap"),
+        z_loss_scale=opts.get("z_loss_scale", 0.0),
+    )
+
+
+def flce_torch(hidden, weight, target, *, bias=None, class_weight=None, **options):
+    """Full logits in the dtype of `hidden`, then ce_torch: the eager provider and, in float64,
+    the truth. Returns (loss, z_loss)."""
+    logits = hidden @ weight.T
+    if bias is not None:
+        logits = logits + bias
+    return ce_torch(logits, target, weight=class_weight, **options)
+
+
+def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
+    """Call `fn(hidden, weight, target, **options) -> loss | (loss, z_loss)` on fresh leaf
+    copies of hidden, weight and bias, run backward with the case's upstream gradient, and
+    report the loss, the gradients and whether the provider changed an input it was handed."""
+    leaves = {
+        "hidden": problem.hidden.detach().clone().requires_grad_(need_grad),
+        "weight": problem.weight.detach().clone().requires_grad_(need_grad),
+        "bias": None if problem.bias is None else problem.bias.detach().clone().requires_grad_(need_grad),
+    }
+    before = {k: t.detach().clone() for k, t in leaves.items() if t is not None}
+    opts = {**problem.options(), "bias": leaves["bias"]}
+    out = fn(leaves["hidden"], leaves["weight"], problem.target, **opts)
+    loss, z_loss = out if isinstance(out, tuple) else (out, None)
+    values = {"loss": loss.detach().clone()}
+    if z_loss is not None:
+        values["z_loss"] = z_loss.detach().clone()
+    if need_grad:
+        loss.backward(problem.upstream.to(loss.dtype).expand_as(loss))
+        for name, leaf in leaves.items():
+            if leaf is not None:
+                values[f"grad_{name}"] = None if leaf.grad is None else leaf.grad.detach().clone()
+    mutated = any(not same_bits(leaves[k].detach(), t) for k, t in before.items())
+    return Outcome(values=values, input_mutated=mutated)
+
+
+def reference(problem: FLCEProblem) -> Outcome:
+    """The float64 truth, on the problem's device."""
+
+    def f64(t):
+        return None if t is None else t.detach().double()
+
+    p64 = FLCEProblem(
+        **{
+            **problem.__dict__,
+            "hidden": f64(problem.hidden),
+            "weight": f64(problem.weight),
+            "bias": f64(problem.bias),
+            "class_weight": f64(problem.class_weight),
+            "token_weight": f64(problem.token_weight),
+            "upstream": f64(problem.upstream),
+        }
+    )
+    return run_flce(flce_torch, p64)
+
+
+def eager_in_dtype(problem: FLCEProblem) -> Outcome:
+    """PyTorch eager in the case dtype (full logits): the yardstick of the tolerance rule."""
+    return run_flce(flce_torch, problem)

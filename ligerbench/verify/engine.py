@@ -1,0 +1,179 @@
+"""The verify engine: run the selected providers on every case of the selected suites and turn
+each comparison with the float64 truth into a record.
+
+Each case's inputs are drawn once; the reference, PyTorch eager (the tolerance yardstick) and
+every provider run once per case, and every suite that lists the case reads the quantities it
+checks from those runs. A provider that raises on a case (CUDA out-of-memory included) yields
+error rows for that case and the run goes on.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench import tolerance
+from ligerbench.cases import DTYPES, Case
+from ligerbench.records import Record, RecordWriter
+from ligerbench.registry import KernelSpec, Provider, Registry, Suite
+
+
+@dataclass(frozen=True)
+class Plan:
+    kernel: str
+    suites: tuple[Suite, ...]
+    providers: tuple[Provider, ...]
+    cases: tuple[Case, ...]
+    # which suites list each case (by case id)
+    suites_of_case: dict
+
+
+def make_plan(
+    registry: Registry,
+    *,
+    kernel: str,
+    preset: str,
+    device_type: str,
+    suites: list[str] | None = None,
+    providers: list[str] | None = None,
+    case_filter: Callable[[Case], bool] = lambda c: True,
+) -> Plan:
+    chosen_suites = [s for s in registry.suites_for(kernel) if not suites or s.name in suites]
+    if providers:
+        chosen_providers = [registry.provider(kernel, p) for p in providers]
+    else:
+        chosen_providers = registry.providers_for(kernel)
+    cases: dict[str, Case] = {}
+    suites_of_case: dict[str, list[str]] = {}
+    for suite in chosen_suites:
+        for case in registry.cases_of(suite, preset, device_type):
+            if case_filter(case):
+                cases.setdefault(case.id, case)
+                suites_of_case.setdefault(case.id, []).append(suite.name)
+    return Plan(kernel, tuple(chosen_suites), tuple(chosen_providers), tuple(cases.values()), suites_of_case)
+
+
+def _quantities_for(spec: KernelSpec, suite: Suite, case: Case) -> tuple[str, ...]:
+    """The suite's quantities that apply to the case (the kernel spec's `applies` says when)."""
+    return tuple(q for q in suite.quantities if q not in spec.applies or spec.applies[q](case))
+
+
+def run_plan(
+    plan: Plan,
+    registry: Registry,
+    *,
+    run_id: str,
+    seed: int,
+    device: torch.device,
+    writer: RecordWriter,
+    on_case: Callable[[Case], None] = lambda c: None,
+) -> None:
+    spec = registry.kernels[plan.kernel]
+    suites = {s.name: s for s in plan.suites}
+    reasons = {p.name: p.unavailable(device.type) for p in plan.providers}
+    for case in plan.cases:
+        case_suites = [suites[name] for name in plan.suites_of_case[case.id]]
+
+        def rows(provider: Provider, verdict: str, message: str, _case=case, _suites=case_suites) -> None:
+            """Rows without a measurement (skip/error) for every quantity the case's suites check."""
+            for suite in _suites:
+                for q in _quantities_for(spec, suite, _case):
+                    writer.write(
+                        Record.for_case(
+                            _case,
+                            run_id=run_id,
+                            suite=suite.name,
+                            provider=provider.name,
+                            quantity=q,
+                            metric="",
+                            value=float("nan"),
+                            unit="",
+                            limit=float("nan"),
+                            verdict=verdict,
+                            message=message,
+                        )
+                    )
+
+        try:
+            problem = spec.make_problem(case, seed, device)
+            ref = spec.reference(problem)
+            eager = spec.eager(problem)
+        except Exception as exc:  # the case itself could not be set up: every row is an error
+            for provider in plan.providers:
+                rows(provider, "error", f"reference/eager failed: {_describe(exc)}")
+            _free(device)
+            on_case(case)
+            continue
+        for provider in plan.providers:
+            reason = reasons[provider.name] or provider.supports(case)
+            if reason:
+                rows(provider, "skip", reason)
+                continue
+            try:
+                outcome = spec.run(provider.load(), problem)
+            except Exception as exc:
+                rows(provider, "error", _describe(exc))
+                _free(device)
+                continue
+            for suite in case_suites:
+                for q in _quantities_for(spec, suite, case):
+                    fields = _compare(q, case, provider, outcome, ref, eager)
+                    writer.write(
+                        Record.for_case(
+                            case, run_id=run_id, suite=suite.name, provider=provider.name, quantity=q, **fields
+                        )
+                    )
+            del outcome
+        del problem, ref, eager
+        on_case(case)
+
+
+def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, eager) -> dict:
+    if quantity == "input_unchanged":
+        mutated = outcome.input_mutated
+        ok = not mutated or provider.mutates_input
+        msg = ""
+        if mutated and not provider.mutates_input:
+            msg = "modified the logits it was handed without declaring mutates_input"
+        return dict(
+            metric="mutated",
+            value=float(mutated),
+            unit="bool",
+            limit=float(provider.mutates_input),
+            verdict="pass" if ok else "fail",
+            message=msg,
+        )
+    if quantity not in outcome.values:
+        return dict(
+            metric="rel_l2",
+            value=float("nan"),
+            unit="",
+            limit=float("nan"),
+            verdict="skip",
+            message=f"{provider.name} does not report {quantity}",
+        )
+    err = tolerance.rel_error(outcome.values[quantity], ref.values[quantity])
+    eager_err = tolerance.rel_error(eager.values.get(quantity), ref.values[quantity])
+    limit = tolerance.limit_for(eager_err, DTYPES[case.dtype])
+    return dict(
+        metric="rel_l2",
+        value=err,
+        unit="relative",
+        limit=limit,
+        verdict=tolerance.verdict(err, limit),
+        message="" if err <= limit else f"error {err:.3g} > limit {limit:.3g} (eager {eager_err:.3g})",
+    )
+
+
+def _describe(exc: BaseException) -> str:
+    last = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    where = f" at {last.filename.rsplit('/', 1)[-1]}:{last.lineno}" if last else ""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}{where}"[:500]
+
+
+def _free(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

@@ -1,0 +1,63 @@
+"""The `ce` kernel (cross entropy over logits [N, V]) as ligerbench checks and measures it:
+its spec, case grid, suites, providers, planted bugs and bench, registered together.
+
+    ligerbench verify --kernel ce --reduction none
+"""
+
+from __future__ import annotations
+
+from ligerbench.cases import OPTIONS, Case
+from ligerbench.providers import ce as providers
+from ligerbench.providers import ce_mutants
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.specs import ce as spec
+from ligerbench.suites import ce_bench
+from ligerbench.suites.ce_grid import ce_cases
+
+
+def has_z_loss(case: Case) -> bool:
+    # the separately reported z-loss is only a check when the case has a z-loss
+    return bool(OPTIONS[case.option].get("z_loss_scale"))
+
+
+KERNEL = KernelSpec(
+    name="ce",
+    description="cross entropy over logits [N, V]",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    run=spec.run_ce,
+    quantities=("loss", "z_loss", "grad_logits", "input_unchanged"),
+    grid=ce_cases,
+    signature="fn(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, "
+    "token_weight) -> loss | (loss, z_loss)",
+    peer="eager",
+    control="ours",
+    bench=ce_bench.SPEC,
+    applies={"z_loss": has_z_loss},
+)
+
+SUITES = (
+    Suite(
+        name="correctness",
+        kernel="ce",
+        description="loss (and separately reported z-loss) vs the float64 reference",
+        quantities=("loss", "z_loss"),
+    ),
+    Suite(
+        name="gradients",
+        kernel="ce",
+        description="gradient of the logits vs the float64 reference",
+        quantities=("grad_logits",),
+    ),
+    Suite(
+        name="contracts",
+        kernel="ce",
+        description="the logits handed in are unchanged unless the provider declares it writes them",
+        quantities=("input_unchanged",),
+    ),
+)
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *ce_bench.VARIANTS, *ce_mutants.PROVIDERS)

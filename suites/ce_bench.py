@@ -1,0 +1,122 @@
+"""`bench` of the `ce` kernel: inputs, work model, sweeps, design targets and bench-only providers.
+
+Bytes model (the fewest bytes any implementation must move through HBM, per step):
+    full     = read the logits once + write their gradient once = 2 * N * V * e   (e: bytes per
+               element; bf16: 2 * 2 * N * V). A fused single pass does exactly this.
+    forward  = read the logits once  = N * V * e
+    backward = write the gradient once = N * V * e
+Targets (8 bytes per token) and the loss are under 0.01% of that and are left out.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, device_generator, ignored_rows
+from ligerbench.cases import DTYPES, Case
+from ligerbench.registry import Provider
+from ligerbench.suites import bench_shapes
+
+PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N*V elements each mode must make
+
+
+def bytes_moved(case: Case, mode: str) -> float:
+    element = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    return PASSES[mode] * case.n * case.v * element
+
+
+def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
+    """Random normal logits (std 1) in the case dtype and ~10% of targets ignored, as in
+    docs/performance.md. Never zeros: they can run faster than real data and hide unwritten outputs."""
+    g = device_generator(case, seed, device)
+    ignore_index, ignored = ignored_rows(case, seed, device)
+    logits = torch.randn(case.n, case.v, generator=g, device=device, dtype=DTYPES[case.dtype])
+    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
+    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    logits.requires_grad_(True)
+    options = dict(
+        weight=None,
+        ignore_index=ignore_index,
+        reduction=case.reduction,
+        label_smoothing=0.0,
+        softcap=None,
+        z_loss_scale=0.0,
+        token_weight=None,
+    )
+    return BenchInputs(positional=[logits, target], leaves=[logits], options=options)
+
+
+def _ours(**settings):
+    from ligerbench.kernels.cross_entropy import cross_entropy
+
+    return functools.partial(cross_entropy, return_z_loss=True, **settings)
+
+
+def _eager_fp32():
+    import torch.nn.functional as F
+
+    def ce_upcast(logits, target, *, weight, ignore_index, reduction, label_smoothing, **_):
+        # what Hugging Face transformers' loss does: upcast the logits, then F.cross_entropy
+        return F.cross_entropy(
+            logits.float(),
+            target,
+            weight=weight,
+            ignore_index=ignore_index,
+            reduction=reduction,
+            label_smoothing=label_smoothing,
+        )
+
+    return ce_upcast
+
+
+# check_targets=True (our default) validates targets with a host sync; the variants time the
+# kernel without it, as separate rows, so neither figure hides the other.
+VARIANTS = (
+    Provider(
+        name="ours_nocheck",
+        kernel="ce",
+        description="ours with check_targets=False (no host sync)",
+        bench_only=True,
+        load=lambda: _ours(check_targets=False),
+    ),
+    Provider(
+        name="ours_inplace_nocheck",
+        kernel="ce",
+        description="ours with inplace_backward=True and check_targets=False",
+        bench_only=True,
+        load=lambda: _ours(inplace_backward=True, check_targets=False),
+        mutates_input=True,
+    ),
+    Provider(
+        name="eager_fp32",
+        kernel="ce",
+        description="F.cross_entropy(logits.float()): what transformers runs",
+        bench_only=True,
+        load=_eager_fp32,
+    ),
+)
+
+SPEC = BenchSpec(
+    kernel="ce",
+    make_inputs=make_inputs,
+    work=bytes_moved,
+    work_formula="bytes = passes * N * V * bytes_per_element; passes: full 2 (read logits, write grad), "
+    "forward 1, backward 1",
+    rate_unit="GB/s",
+    rate_scale=1e6,  # bytes per ms / 1e6 = GB/s
+    ceiling="copy_gbps",
+    sweeps=bench_shapes.sweeps("ce", fused=False, first="vocab"),
+    targets=(
+        Target(
+            ("ours", "ours_nocheck", "ours_inplace", "ours_inplace_nocheck"),
+            n=8192,
+            v=128256,
+            h=0,
+            metric="time_ms",
+            limit=1.6,
+            source="foundation issue: CE at N=8192, V=128256, fwd+bwd",
+        ),
+    ),
+)

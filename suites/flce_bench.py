@@ -1,0 +1,113 @@
+"""`bench` of the fused linear + cross entropy kernel `flce`: inputs and FLOP model.
+
+FLOP model (matrix products only; the softmax is O(N*V), under 0.1% of it):
+    forward  logits = h @ W.T                        2 * N * H * V
+    backward grad_h = g @ W and grad_W = g.T @ h     4 * N * H * V
+    full                                             6 * N * H * V
+A design that recomputes the logits in backward does 8*N*H*V but is credited with 6: the
+rate says how close a provider comes to the least work, not how busy it kept the GPU.
+
+Providers are those registered for kernel "flce" (ligerbench/providers/flce.py); each takes
+(hidden, weight, target, *, bias, ignore_index, reduction, ...).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, device_generator, ignored_rows
+from ligerbench.cases import DTYPES, Case
+from ligerbench.registry import Provider
+from ligerbench.suites import bench_shapes
+
+MATMULS = {"full": 6, "forward": 2, "backward": 4}  # FLOPs per N*H*V for each mode
+
+
+def flops(case: Case, mode: str) -> float:
+    return MATMULS[mode] * case.n * case.h * case.v
+
+
+def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
+    """hidden ~ N(0, 1) and W ~ N(0, 1/H), so logits have std ~1 as in the ce bench; ~10% of
+    targets ignored."""
+    g = device_generator(case, seed, device)
+    dtype = DTYPES[case.dtype]
+    ignore_index, ignored = ignored_rows(case, seed, device)
+    hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype)
+    weight = torch.randn(case.v, case.h, generator=g, device=device, dtype=dtype) * case.h**-0.5
+    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
+    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    hidden.requires_grad_(True)
+    weight.requires_grad_(True)
+    options = dict(
+        bias=None,
+        class_weight=None,
+        ignore_index=ignore_index,
+        reduction=case.reduction,
+        label_smoothing=0.0,
+        softcap=None,
+        z_loss_scale=0.0,
+        token_weight=None,
+    )
+    return BenchInputs(positional=[hidden, weight, target], leaves=[hidden, weight], options=options)
+
+
+def _load_cce_filtered():
+    from cut_cross_entropy import linear_cross_entropy
+
+    def call(hidden, weight, target, *, ignore_index, reduction, softcap, **_):
+        # CCE's default filter_eps="high" skips gradient entries below bf16 resolution: its speed
+        # trick, timed beside the exact-gradient provider (flce_cce) so neither hides the other
+        return linear_cross_entropy(
+            hidden, weight, target, ignore_index=ignore_index, softcap=softcap, reduction=reduction, impl="cce"
+        )
+
+    return call
+
+
+VARIANTS = (
+    Provider(
+        name="cce_filtered",
+        kernel="flce",
+        description="Cut Cross-Entropy with its default gradient filtering (filter_eps='high')",
+        bench_only=True,
+        load=_load_cce_filtered,
+        devices=("cuda",),
+    ),
+)
+
+# 5-token chunks exist to make verification hit partial and fully ignored chunks; at N=8192
+# that is ~1,640 chunks per step, a setting no one would train with.
+EXCLUDED = {"ours_small_chunks": "a verification setting (5-token chunks); name it with --provider to time it"}
+
+SPEC = BenchSpec(
+    kernel="flce",
+    make_inputs=make_inputs,
+    work=flops,
+    work_formula="FLOPs = k * N * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
+    rate_unit="TFLOP/s",
+    rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
+    ceiling="matmul_tflops",
+    sweeps=bench_shapes.sweeps("flce", fused=True, first="heads"),
+    excluded=EXCLUDED,
+    targets=(
+        Target(
+            ("ours",),
+            n=8192,
+            v=128256,
+            h=4096,
+            metric="time_ms",
+            limit=36.0,
+            source="fused linear issue: llama3-8b head, N=8192, fwd+bwd",
+        ),
+        Target(
+            ("ours",),
+            n=8192,
+            v=128256,
+            h=4096,
+            metric="extra_mib",
+            limit=1.25 * 1024,
+            source="fused linear issue: llama3-8b head, N=8192, 1.25 GiB",
+        ),
+    ),
+)
