@@ -6,7 +6,7 @@
     target = torch.randint(0, 1000, (8,))
     cross_entropy(logits, target, reduction="mean").backward()
 
-Design (the cost model is in ANCHORS.md: read the logits once, write the gradient once):
+Design (the cost model is in docs/performance.md: read the logits once, write the gradient once):
 - one program owns a row; pass 1 is an online softmax over the row (running max and sum),
   pass 2 walks the row backwards (the blocks pass 1 read last are the likeliest still in L2)
   and writes the gradient for an upstream gradient of 1;
@@ -14,7 +14,7 @@ Design (the cost model is in ANCHORS.md: read the logits once, write the gradien
   `loss.backward()` costs one tiny launch and no host sync;
 - accumulation is in float32 whatever the logits dtype; the sum of the non-target
   probabilities is kept apart so that the target's gradient, p_y - 1 = -sum_others / sum,
-  stays exact when p_y is close to 1 (confident logits; ANCHORS.md bug 6).
+  stays exact when p_y is close to 1 (confident logits; docs/bugs.md, bug 6).
 
 Output dtypes: the loss (and z-loss) is float32 for every logits dtype (PyTorch returns the
 logits dtype); the gradient has the logits' dtype.
@@ -155,7 +155,7 @@ def _row_finish(
         p_y = e_y / s
         if SMOOTH:
             a = (1.0 - smoothing) * w_y + smoothing * w_all / V
-            # p_y - 1 = -s_o / s exactly: no cancellation when p_y -> 1 (ANCHORS.md bug 6)
+            # p_y - 1 = -s_o / s exactly: no cancellation when p_y -> 1 (docs/bugs.md, bug 6)
             g_y = (1.0 - smoothing) * w_y * (-s_o / s) + smoothing / V * (w_all * p_y - w_y)
         else:
             a = w_y

@@ -7,7 +7,7 @@
     y = torch.randint(0, 500, (64,))
     fused_linear_cross_entropy(h, w, y).backward()
 
-Design (the cost model is in ../shared/ANCHORS.md: 6*N*H*V FLOPs is the floor; a design that
+Design (the cost model is in docs/performance.md: 6*N*H*V FLOPs is the floor; a design that
 recomputes the logits in backward pays 8*N*H*V):
 - tokens are cut into chunks; one [chunk, V] logits buffer is allocated once and reused. Per
   chunk: logits = h_c @ W.T (+ b) by cuBLAS; our cross-entropy kernel reads the logits and
@@ -60,7 +60,7 @@ from .cross_entropy import (
 
 # 192 MiB of logits per chunk: at N=8192 the Llama-3-8B head (V=128256, bf16) gets chunks of
 # 768 tokens and the Gemma-2 head (V=256000) 384; with the gradients themselves (1066 and
-# 1161 MiB) that stays under the 1.25 / 1.35 GiB targets of issue 3 in "dtype" accumulation.
+# 1161 MiB) that stays under the 1.25 / 1.35 GiB design targets (docs/performance.md) in "dtype" accumulation.
 DEFAULT_CHUNK_BYTES = 192 * 2**20
 _TILE = 128
 GradWeightAccum = Literal["auto", "fp32", "dtype"]

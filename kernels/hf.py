@@ -9,7 +9,7 @@ What is replaced: the instance's `forward` (an attribute on the instance shadows
 method; the class and every other instance stay untouched; nothing global is patched). The new
 forward does what `LlamaForCausalLM.forward` (and the Qwen3, Mistral and Gemma-2 ones) does in
 transformers 5.x: run the base model, slice the hidden states by `logits_to_keep` in every mode
-(training included: ANCHORS.md bug 5), project with `lm_head`, then take the loss:
+(training included: docs/bugs.md, bug 5), project with `lm_head`, then take the loss:
 
   ce    logits materialised as transformers does; the loss by our cross entropy kernel on them.
         Gemma-2's final_logit_softcapping is passed to the kernel, which applies it inside the

@@ -8,7 +8,7 @@
     loss = (w * per_token_loss).sum()                       # mean over sequences of their means
 
 Why: a mean over all tokens of a packed row weights each sequence by its length, so short
-sequences count less than they would in a padded batch with a per-sequence mean (ANCHORS.md
+sequences count less than they would in a padded batch with a per-sequence mean (docs/bugs.md,
 bug 4). These weights make the packed loss, and its gradients, equal the padded one.
 
 Boundaries are found exactly as transformers finds packed sequences for its attention mask

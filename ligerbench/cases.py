@@ -76,7 +76,7 @@ IGNORE_PATTERNS: dict[str, tuple[int, Callable[[int, torch.Generator], torch.Ten
     "none": (-100, lambda n, g: torch.zeros(n, dtype=torch.bool)),
     "random_10": (-100, _random_fraction(0.10)),
     "random_90": (-1, _random_fraction(0.90)),  # a negative ignore_index other than -100
-    "leading_run": (-100, _run(0.0, 0.6)),  # a prompt mask: ANCHORS.md bug 1
+    "leading_run": (-100, _run(0.0, 0.6)),  # a prompt mask: docs/bugs.md, bug 1
     "middle_run": (-100, _run(0.3, 0.7)),
     "all": (-100, lambda n, g: torch.ones(n, dtype=torch.bool)),
     "index_is_class": (0, _random_fraction(0.10)),  # ignore_index 0 is also class 0
@@ -118,7 +118,7 @@ def draw_logits(kind: str, n: int, v: int, target: torch.Tensor, g: torch.Genera
         return 40.0 * x + 100.0
     if kind == "confident":
         # The target's logit sits log(1/delta) above the log-sum-exp of the others, so
-        # 1 - softmax(x)_y ~ delta, drawn log-uniform in [1e-6, 1e-2]: ANCHORS.md bug 6.
+        # 1 - softmax(x)_y ~ delta, drawn log-uniform in [1e-6, 1e-2]: docs/bugs.md, bug 6.
         safe = target.clamp(0, v - 1)
         others = x.clone()
         others[torch.arange(n), safe] = float("-inf")

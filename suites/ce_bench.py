@@ -116,7 +116,7 @@ SPEC = BenchSpec(
             h=0,
             metric="time_ms",
             limit=1.6,
-            source="foundation issue: CE at N=8192, V=128256, fwd+bwd",
+            source="design target (docs/performance.md): CE at N=8192, V=128256, fwd+bwd",
         ),
     ),
 )

@@ -3,9 +3,9 @@
 A full cross product (4 reductions x 7 ignore patterns x 8 options x 3 logits kinds x shapes x
 dtypes) would be thousands of cases; the interpreter on CPU runs a few per second. Instead the
 grid crosses, for every dtype, each axis with the ones it interacts with:
-  A  reduction x ignore pattern        (ANCHORS.md bug 1: a leading run with reduction none)
+  A  reduction x ignore pattern        (docs/bugs.md, bug 1: a leading run with reduction none)
   B  reduction x option                 (each option's gradient under each reduction)
-  C  logits kind x option x reduction   (confident and large logits: bug 6, softcap saturation)
+  C  logits kind x option x reduction   (confident and large logits: docs/bugs.md, bug 6, softcap saturation)
   D  shape x reduction, and shape x 'all' options (odd vocab sizes, one token)
 Case order is stable and cases are unique.
 """

@@ -10,14 +10,14 @@ What is checked, and why:
   patch_active        our kernel ran once per training step (a patch that is silently not
                       applied compares transformers with itself and passes everything else)
   patch_reverted      the instance's forward is transformers' again after the context, and
-                      our kernel no longer runs (ANCHORS.md bug 7)
+                      our kernel no longer runs (docs/bugs.md, bug 7)
   loss_per_step, final_params, eval_topk_logprobs: the trajectory against a third run,
                       transformers' loss in float64, with transformers' own run in the case's
                       dtype as the yardstick (tolerance rule 3)
   logits_grad@step0, hidden_grad@step0: the kernel against float64 truth (rule 1); gradients,
-                      never the logits buffer (ANCHORS.md bug 3)
-  logits_to_keep      k = 0, 1, K in train and eval mode (ANCHORS.md bug 5), rule 2
-  packed              per-sequence mean on a packed row == padded batch (bug 4), rule 2
+                      never the logits buffer (docs/bugs.md, bug 3)
+  logits_to_keep      k = 0, 1, K in train and eval mode (docs/bugs.md, bug 5), rule 2
+  packed              per-sequence mean on a packed row == padded batch (docs/bugs.md, bug 4), rule 2
 The packed/logits_to_keep helpers live in suites/converge_checks.py.
 """
 

@@ -35,7 +35,7 @@ def keep_values(seq_len: int) -> tuple[int, ...]:
 
 
 def check_logits_to_keep(c: Checker) -> None:
-    """Patched vs transformers for logits_to_keep 0, 1, K in train and in eval mode (bug 5).
+    """Patched vs transformers for logits_to_keep 0, 1, K in train and in eval mode (docs/bugs.md, bug 5).
 
     Targets come as `shift_labels` with one target per kept position (transformers' loss takes
     them as given), so a loss exists for every k, and every kept position has a valid target."""
@@ -103,7 +103,7 @@ def per_sequence_mean_ref(model, batch, ignore_index=IGNORE):
 
 
 def check_packed(c: Checker) -> None:
-    """Packed row with per-sequence weights == padded batch with a per-sequence mean (bug 4);
+    """Packed row with per-sequence weights == padded batch with a per-sequence mean (docs/bugs.md, bug 4);
     the plain per-token mean on the same packed row is reported, not judged."""
     case, p = c.case, c.case.preset
     limit = tol.SINGLE_STEP[case.dtype]
@@ -138,7 +138,7 @@ def check_packed(c: Checker) -> None:
         tol.rel_error(tok_loss, ref_loss),
         math.inf,
         metric="rel_diff_info",
-        message="report only: how far a plain per-token mean is (ANCHORS.md bug 4)",
+        message="report only: how far a plain per-token mean is (docs/bugs.md, bug 4)",
     )
     c.record(
         "packed.per_token_mean.grads_vs_per_sequence",

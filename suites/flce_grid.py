@@ -9,9 +9,9 @@ chunks ignored.
 
 On GPU (`full`) the axes are crossed as in `ce`. On CPU (`quick`, Triton's interpreter, ~15 ms
 per token row per call of ours, so 12 tokens) the grid keeps every value of every axis but pairs them sparsely:
-  A  ignore pattern x {none with random upstream (bug 1), mean}
+  A  ignore pattern x {none with random upstream (docs/bugs.md, bug 1), mean}
   B  option x {sum with a random upstream scalar, none with random upstream}, half with bias
-  C  logits kind (confident: bug 6; large) x {plain, all} x {mean, none random}
+  C  logits kind (confident: docs/bugs.md, bug 6; large) x {plain, all} x {mean, none random}
   D  odd shapes (one token, odd hidden and vocab sizes), each with one reduction variant in
      turn, with bias and 'all' options and without
 Case order is stable and cases are unique.

@@ -24,9 +24,9 @@ LLAMA_CE = Case(kernel="ce", n=8192, v=128256, dtype="bf16")
 LLAMA_FLCE = Case(kernel="flce", n=8192, v=128256, h=4096, dtype="bf16")
 
 
-# ---------------------------------------------------------------- work models (ANCHORS.md numbers)
+# ---------------------------------------------------------------- work models (docs/performance.md cost models)
 def test_ce_bytes_model_is_one_read_and_one_write_of_the_logits():
-    assert bench_ce.bytes_moved(LLAMA_CE, "full") == 2 * 2 * 8192 * 128256  # 4.2 GB in ANCHORS.md
+    assert bench_ce.bytes_moved(LLAMA_CE, "full") == 2 * 2 * 8192 * 128256  # 4.2 GB: docs/performance.md, CE cost model
     assert bench_ce.bytes_moved(LLAMA_CE, "forward") == 2 * 8192 * 128256
     assert bench_ce.bytes_moved(LLAMA_CE, "backward") == 2 * 8192 * 128256
     assert bench_ce.bytes_moved(LLAMA_CE.replace(dtype="fp32"), "full") == 2 * 4 * 8192 * 128256
@@ -34,14 +34,14 @@ def test_ce_bytes_model_is_one_read_and_one_write_of_the_logits():
 
 def test_flce_flop_model_is_six_nhv():
     assert bench_flce.flops(LLAMA_FLCE, "full") == 6 * 8192 * 4096 * 128256
-    assert bench_flce.flops(LLAMA_FLCE, "full") == pytest.approx(25.8e12, rel=2e-3)  # ANCHORS.md
+    assert bench_flce.flops(LLAMA_FLCE, "full") == pytest.approx(25.8e12, rel=2e-3)  # docs/performance.md, FLCE cost model
     assert bench_flce.flops(LLAMA_FLCE, "forward") + bench_flce.flops(LLAMA_FLCE, "backward") == bench_flce.flops(
         LLAMA_FLCE, "full"
     )
 
 
 def test_rates_reproduce_the_anchor_floors():
-    # ANCHORS.md: 4.2 GB in 1.40 ms is 3.0 TB/s; 25.8 TFLOP in 34 ms is ~752 TFLOP/s
+    # docs/performance.md: 4.2 GB in 1.40 ms is 3.0 TB/s; 25.8 TFLOP in 34 ms is ~752 TFLOP/s
     assert rate(bench_ce.SPEC, LLAMA_CE, "full", 1.40) == pytest.approx(3002, rel=1e-3)
     assert rate(bench_flce.SPEC, LLAMA_FLCE, "full", 34.3) == pytest.approx(752, rel=2e-3)
     assert math.isnan(rate(bench_ce.SPEC, LLAMA_CE, "full", math.nan))

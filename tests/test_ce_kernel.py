@@ -27,7 +27,7 @@ def _inputs(device, dtype=torch.float32, n=N, v=V, ignore_index=-100, frac_ignor
 @pytest.mark.parametrize("ignore_index", [-100, -7, 5])
 def test_matches_truth_across_reductions_and_ignore_index(device, dtype, reduction, ignore_index):
     logits, target = _inputs(device, dtype, ignore_index=ignore_index, seed=abs(ignore_index))
-    # random non-uniform upstream gradient for 'none': each row must use its own (ANCHORS bug 1)
+    # random non-uniform upstream gradient for 'none': each row must use its own (docs/bugs.md, bug 1)
     up = torch.rand(N, device=device) + 0.5 if reduction == "none" else None
     check_against_truth(cross_entropy, logits, target, up, reduction=reduction, ignore_index=ignore_index)
 
@@ -71,7 +71,7 @@ def test_matches_torch_functional_where_options_overlap(device, reduction):
 
 
 def test_confident_logits_keep_the_target_gradient(device):
-    """p_y near 1: the target's gradient -(1 - p_y) must keep its digits (ANCHORS bug 6)."""
+    """p_y near 1: the target's gradient -(1 - p_y) must keep its digits (docs/bugs.md, bug 6)."""
     logits, target = _inputs(device, frac_ignored=0.0)
     rows = torch.arange(N, device=device)
     logits[rows, target] = 25.0  # 1 - p_y ~ 1e-9 .. 1e-8

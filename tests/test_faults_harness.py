@@ -1,5 +1,5 @@
 """The harness under faults: a case that raises becomes an error row and the run goes on; an
-interrupted run keeps its rows and says so; nothing is overwritten (issue 7)."""
+interrupted run keeps its rows and says so; nothing is overwritten."""
 
 import json
 import signal

@@ -1,5 +1,5 @@
 """Bad input to the cross-entropy kernel: a clear error naming the argument, or the result
-PyTorch gives (issue 7)."""
+PyTorch gives."""
 
 import pytest
 import torch

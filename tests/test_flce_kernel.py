@@ -46,7 +46,7 @@ BASE = Case(kernel="flce", n=12, v=257, h=17, bias=True, option="all")
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])  # fp16 runs in the GPU preset
-# none with a random per-row upstream (ANCHORS bug 1), mean, sum with an upstream scalar != 1
+# none with a random per-row upstream (docs/bugs.md, bug 1), mean, sum with an upstream scalar != 1
 @pytest.mark.parametrize("reduction,upstream", [("none", "random"), ("mean", "ones"), ("sum", "random")])
 # one chunk, and 5-token chunks: the last partial, the first entirely ignored (leading_run)
 @pytest.mark.parametrize("chunk_tokens", [None, 5])
@@ -55,7 +55,7 @@ def test_every_option_with_bias_matches_truth(device, dtype, reduction, upstream
     check(case, device, chunk_tokens=chunk_tokens)
 
 
-# confident logits: 1 - p_y down to 1e-6, where a sloppy target gradient is 20-100% off (bug 6)
+# confident logits: 1 - p_y down to 1e-6, where a sloppy target gradient is 20-100% off (docs/bugs.md, bug 6)
 @pytest.mark.parametrize("logits", ["confident", "large"])
 def test_extreme_logits_without_bias(device, logits):
     case = Case(kernel="flce", n=12, v=256, h=32, dtype="bf16", reduction="mean", logits=logits, option="softcap")
@@ -115,7 +115,7 @@ def test_second_backward_is_refused(device):
 
 
 def test_chunk_size_comes_from_the_budget():
-    # the two heads of issue 3, bf16, 192 MiB: whole tiles of 128 tokens, not tiny chunks
+    # the two heads of the FLCE design targets (docs/performance.md), bf16, 192 MiB: whole tiles of 128 tokens, not tiny chunks
     assert chunk_size(8192, 128256, 2, DEFAULT_CHUNK_BYTES, None) == 768
     assert chunk_size(8192, 256000, 2, DEFAULT_CHUNK_BYTES, None) == 384
     assert chunk_size(8192, 128256, 2, 2**20, None) == 4  # below a tile: not rounded to zero

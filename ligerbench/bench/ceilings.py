@@ -1,5 +1,5 @@
-"""The two ceilings of the GPU a run is on, measured at the start of that run (METHOD.md:
-datasheet rates are leads; measure them where you time).
+"""The two ceilings of the GPU a run is on, measured at the start of that run (docs/performance.md,
+measuring: datasheet rates are leads; measure them where you time).
 
     copy_gbps     = 2 * bytes / time of dst.copy_(src)   (bytes read + bytes written)
     matmul_tflops = 2 * M * N * K / time of a bf16 matmul, M = N = K = 8192 on a GPU

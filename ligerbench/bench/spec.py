@@ -23,7 +23,7 @@ class BenchInputs:
 
 @dataclass(frozen=True)
 class Target:
-    """A figure our kernel must reach at one shape (from the issues), checked in every run that
+    """A figure our kernel must reach at one shape (docs/performance.md, design targets), checked in every run that
     measures that shape: a record with the limit and a pass/fail verdict."""
 
     providers: tuple[str, ...]  # our providers the target applies to

@@ -87,7 +87,7 @@ def make_batches(*, vocab: int, batch: int, seq_len: int, steps: int, seed: int)
 
 def make_uneven_batch(*, vocab: int, lengths: tuple[int, ...], seed: int) -> Batch:
     """One padded batch with the given sequence lengths: the packed check wants them uneven, since
-    that is where a per-token mean and a per-sequence mean differ (ANCHORS.md bug 4)."""
+    that is where a per-token mean and a per-sequence mean differ (docs/bugs.md, bug 4)."""
     gen = torch.Generator().manual_seed(seed + 7919)
     succ, n_active = _language(vocab, gen)
     width = max(lengths)

@@ -4,11 +4,11 @@ Each is a `CausalLMPatch` with one thing wrong, the way real patches have gone w
   not_applied               enters and exits without touching the model: everything then
                             compares transformers with itself and agrees perfectly
   logits_to_keep_eval_only  slices the hidden states by logits_to_keep in eval mode only,
-                            while transformers slices in every mode (ANCHORS.md bug 5)
+                            while transformers slices in every mode (docs/bugs.md, bug 5)
   not_reverted              leaves the patched forward on the instance after the context
-                            (ANCHORS.md bug 7: later cases then compare the kernel with itself)
+                            (docs/bugs.md, bug 7: later cases then compare the kernel with itself)
   per_token_when_packed     asked for per-sequence normalisation of packed rows, weights every
-                            token alike (a plain per-token mean; ANCHORS.md bug 4)
+                            token alike (a plain per-token mean; docs/bugs.md, bug 4)
   loss_scaled               a loss 1% too large (a wrong normalisation): the per-step loss
                             against the float64 run must see it from step 0, where chaos has
                             amplified nothing yet

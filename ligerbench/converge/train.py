@@ -49,7 +49,7 @@ def _capture_step0(model, store: StepZero) -> list:
 
     The logits gradient is taken from an autograd hook on lm_head's output, never read back from
     the logits buffer: a kernel that writes its gradient in place would make "the logits" after
-    backward be the gradient (ANCHORS.md bug 3)."""
+    backward be the gradient (docs/bugs.md, bug 3)."""
 
     def on_base(_module, _args, output):
         h = output.last_hidden_state

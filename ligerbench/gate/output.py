@@ -43,7 +43,7 @@ def junit(result: GateResult, path: Path) -> None:
             elif r.verdict == "skip":
                 ET.SubElement(tc, "skipped", message=r.message)
         ts.set("failures", str(bad))
-    # bench rows that failed (a target from the issues) or crashed: hard failures, with no testcase above
+    # bench rows that failed (a design target, docs/performance.md) or crashed: hard failures, with no testcase above
     crashed = result.failures[result.failures["suite"] == PERF_SUITE]
     perf = ET.SubElement(root, "testsuite", name="performance", tests=str(len(result.comparisons) + len(crashed)))
     for c in result.comparisons:

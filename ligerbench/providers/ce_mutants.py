@@ -1,6 +1,6 @@
 """Planted bugs: wrong variants of our `ce` kernel, registered like any provider.
 
-Each reproduces a bug a real kernel shipped (ANCHORS.md), built around our kernel so that
+Each reproduces a bug a real kernel shipped (docs/bugs.md), built around our kernel so that
 everything else about it is right. A suite that cannot make verify fail on one of these is not
 checking what it claims. They run only when named (`--provider mutant_...`) or by selftest, which
 runs each on its `targets`: the smallest slices of the grid that expose it (CI runs them all on CPU).
@@ -23,7 +23,7 @@ def _ours(**fixed):
 
 class _FirstRowUpstream(torch.autograd.Function):
     """reduction='none' backward that scales every row by the first row's upstream gradient
-    (ANCHORS.md bug 1): a leading run of masked tokens then zeroes every gradient."""
+    (docs/bugs.md, bug 1): a leading run of masked tokens then zeroes every gradient."""
 
     @staticmethod
     def forward(ctx, rows):
@@ -79,7 +79,7 @@ def _smoothing_ignores_class_weight(logits, target, *, weight, label_smoothing, 
 
 class _LowPrecisionTargetGrad(torch.autograd.Function):
     """Our loss, but the target's gradient formed from p_y rounded to bf16, as 1 - bf16(p_y):
-    exact for random logits, 20-100% wrong when p_y is near 1 (ANCHORS.md bug 6)."""
+    exact for random logits, 20-100% wrong when p_y is near 1 (docs/bugs.md, bug 6)."""
 
     @staticmethod
     def forward(ctx, logits, target, opts):
@@ -121,7 +121,8 @@ PROVIDERS = (
         "mutant_first_row_upstream",
         "reduction='none' backward uses the first row's upstream gradient for every row",
         lambda: _first_row_upstream,
-        # a leading run of ignored tokens gives row 0 an upstream gradient of 0 under either upstream
+        # rows of a random upstream each have their own value, so using row 0's for all is wrong
+        # (with all-ones upstream the bug is invisible: every row's value is 1)
         targets=({"reduction": "none", "ignore_pattern": "leading_run", "dtype": "fp32"},),
     ),
     _mutant(

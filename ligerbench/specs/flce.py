@@ -10,7 +10,7 @@ Inputs are drawn so the logits have the case's kind (cases.draw_logits gives the
   large      weight scaled by 40 and, through hidden[:, 0] = 1, every logit shifted by +100;
   confident  each counted row's hidden vector is moved along weight[y] until the target's
              logit sits log(1/delta) above the log-sum-exp of the others, delta log-uniform in
-             [1e-6, 1e-2] (ANCHORS.md bug 6); solved in float64, then cast to the case dtype.
+             [1e-6, 1e-2] (docs/bugs.md, bug 6); solved in float64, then cast to the case dtype.
 """
 
 from __future__ import annotations
