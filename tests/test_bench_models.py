@@ -34,7 +34,7 @@ def test_ce_bytes_model_is_one_read_and_one_write_of_the_logits():
 
 def test_flce_flop_model_is_six_nhv():
     assert bench_flce.flops(LLAMA_FLCE, "full") == 6 * 8192 * 4096 * 128256
-    assert bench_flce.flops(LLAMA_FLCE, "full") == pytest.approx(25.8e12, rel=2e-3)  # docs/performance.md, FLCE cost model
+    assert bench_flce.flops(LLAMA_FLCE, "full") == pytest.approx(25.8e12, rel=2e-3)  # docs/performance.md
     assert bench_flce.flops(LLAMA_FLCE, "forward") + bench_flce.flops(LLAMA_FLCE, "backward") == bench_flce.flops(
         LLAMA_FLCE, "full"
     )

@@ -115,7 +115,7 @@ def test_second_backward_is_refused(device):
 
 
 def test_chunk_size_comes_from_the_budget():
-    # the two heads of the FLCE design targets (docs/performance.md), bf16, 192 MiB: whole tiles of 128 tokens, not tiny chunks
+    # the two FLCE target heads (docs/performance.md), bf16, 192 MiB: whole 128-token tiles, not tiny chunks
     assert chunk_size(8192, 128256, 2, DEFAULT_CHUNK_BYTES, None) == 768
     assert chunk_size(8192, 256000, 2, DEFAULT_CHUNK_BYTES, None) == 384
     assert chunk_size(8192, 128256, 2, 2**20, None) == 4  # below a tile: not rounded to zero
