@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ligerbench.cases import DTYPES, IGNORE_PATTERNS, OPTIONS, Case, draw_logits, generator_for
+from ligerbench.specs.common import Outcome, same_bits
 
 
 @dataclass
@@ -48,14 +49,6 @@ class CEProblem:
             z_loss_scale=self.z_loss_scale,
             token_weight=self.token_weight,
         )
-
-
-@dataclass
-class Outcome:
-    """What a provider (or the reference) produced for one case."""
-
-    values: dict[str, torch.Tensor]  # quantity name -> tensor ("loss", "z_loss", "grad_logits")
-    input_mutated: bool = False
 
 
 def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
@@ -154,12 +147,6 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
         loss.backward(problem.upstream.to(loss.dtype).expand_as(loss))
         values["grad_logits"] = x.grad.detach().clone() if x.grad is not None else None
     return Outcome(values=values, input_mutated=not same_bits(x.detach(), before))
-
-
-def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Bitwise equality (NaN equals itself), for telling whether a tensor was written."""
-    as_int = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
-    return torch.equal(a.contiguous().view(as_int), b.contiguous().view(as_int))
 
 
 def reference(problem: CEProblem) -> Outcome:

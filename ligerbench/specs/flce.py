@@ -1,7 +1,7 @@
 """The `flce` kernel (fused linear + cross entropy) as the harness sees it: its inputs, its
 float64 reference, and how a provider is called on one case.
 
-Semantics: those of `ce` (ligerbench/ce_spec.py) applied to the logits hidden @ weight.T + bias.
+Semantics: those of `ce` (ligerbench/specs/ce.py) applied to the logits hidden @ weight.T + bias.
 The float64 reference forms those logits in float64 and runs ce_torch on them; PyTorch eager
 (the tolerance yardstick) does the same in the case dtype, full logits included.
 
@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import torch
 
 from ligerbench.cases import DTYPES, IGNORE_PATTERNS, OPTIONS, Case, generator_for
-from ligerbench.specs.ce import Outcome, ce_torch, same_bits
+from ligerbench.specs.ce import ce_torch
+from ligerbench.specs.common import Outcome, same_bits
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged")
 
