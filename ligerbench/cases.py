@@ -106,7 +106,6 @@ OPTIONS: dict[str, dict] = {
 
 LOGITS_KINDS = ("normal", "confident", "large")
 REDUCTIONS = ("none", "mean", "sum")
-UPSTREAMS = ("ones", "random")
 
 
 def draw_logits(kind: str, n: int, v: int, target: torch.Tensor, g: torch.Generator) -> torch.Tensor:

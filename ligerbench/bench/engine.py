@@ -32,7 +32,6 @@ from ligerbench.bench.timing import Timing, TimingBudget, time_region
 from ligerbench.records import Record, RecordWriter
 from ligerbench.registry import Provider
 
-MODES = ("full", "forward", "backward")
 SUITE = "bench"
 MEASURED = "measured"
 NOT_A_MEASUREMENT = "not_a_measurement"  # verdict of every --smoke row
