@@ -32,7 +32,10 @@ FILTERS = ("reduction", "ignore_pattern", "dtype", "option", "logits")
 
 
 def verify(
-    kernel: Annotated[str, typer.Option(help="Kernel to verify (`ligerbench list` names them).")] = "ce",
+    kernel: Annotated[
+        Optional[str],
+        typer.Option(help="Kernel to verify (`ligerbench list` names them); default: the first registered."),
+    ] = None,
     reduction: Annotated[Optional[list[str]], typer.Option(help="Only these reductions (repeatable).")] = None,
     ignore_pattern: Annotated[
         Optional[list[str]], typer.Option(help="Only these ignore-index patterns (repeatable), e.g. leading_run.")
@@ -70,6 +73,7 @@ def verify(
     registry = default_registry()
     runs.report_plugin_errors(registry)
     preset_name = runs.resolve_preset(preset, dev, list(registry.presets))
+    kernel = runs.check_kernel(registry, kernel)
     _check_names(registry, kernel, provider, suite)
     chosen = {"reduction": reduction, "ignore_pattern": ignore_pattern, "dtype": dtype, "option": option}
     chosen["logits"] = logits
@@ -122,7 +126,6 @@ def verify(
 
 
 def _check_names(registry: Registry, kernel: str, providers, suites) -> None:
-    runs.check_kernel(registry, kernel)
     known_p = [p.name for p in registry.providers_for(kernel, mutants=True)]
     for p in providers or []:
         if p not in known_p:
