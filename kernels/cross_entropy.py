@@ -78,123 +78,6 @@ def _row_stats(
 
 
 @triton.jit
-def _row_scalars(
-    row,
-    t,
-    m,
-    s_o,
-    sum_wx,
-    sum_w,
-    x_row,
-    token_w_ptr,
-    class_w_ptr,
-    denom_ptr,
-    loss_ptr,
-    zloss_ptr,
-    lse_ptr,
-    store,
-    V,
-    smoothing,
-    cap,
-    z_scale,
-    HAS_CLASS_W: tl.constexpr,
-    HAS_TOKEN_W: tl.constexpr,
-    SMOOTH: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    ZLOSS: tl.constexpr,
-    MEAN: tl.constexpr,
-):
-    """From one row's statistics: store (where `store`) its loss, z-loss and lse; return
-    (log_s, a, g_y, scale), what the gradient of every column of the row needs:
-    d loss / d x_j = (p_j * a - eps / V * w_j) * scale (j != y), g_y * scale at j = y."""
-    # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
-    valid = (t >= 0) & (t < V)
-    x_y = tl.load(x_row + t, mask=valid, other=float("nan")).to(tl.float32)
-    if SOFTCAP:
-        x_y, _ = softcap_and_slope(x_y, cap)
-    # lse = m + log_s is kept in two parts: (x - m) - log_s loses nothing when |x| is large,
-    # where x - lse would first round lse to the ulp of |x|
-    e_y = tl.exp(x_y - m)
-    s = s_o + e_y
-    log_s = tl.log(s)
-    lse = m + log_s
-    if HAS_CLASS_W:
-        w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
-    else:
-        w_y = 1.0
-    if SMOOTH:
-        if HAS_CLASS_W:
-            w_all = sum_w
-        else:
-            w_all = V * 1.0
-        # PyTorch: (1 - eps) * w_y * (lse - x_y) + eps / V * sum_j w_j * (lse - x_j)
-        loss = (1.0 - smoothing) * w_y * ((m - x_y) + log_s) + smoothing / V * (w_all * lse - sum_wx)
-    else:
-        loss = w_y * ((m - x_y) + log_s)
-    zl = 0.0
-    if ZLOSS:
-        zl = z_scale * lse * lse
-    if HAS_TOKEN_W:
-        tw = tl.load(token_w_ptr + row).to(tl.float32)
-    else:
-        tw = 1.0
-    tl.store(loss_ptr + row, tw * (loss + zl), mask=store)
-    tl.store(zloss_ptr + row, tw * zl, mask=store)
-    tl.store(lse_ptr + row, lse, mask=store)
-    # d loss / d x_j = p_j * A - eps / V * w_j  (j != y), with
-    # A = (1 - eps) * w_y + eps * W / V + 2 * z * lse, W = sum_j w_j.
-    p_y = e_y / s
-    if SMOOTH:
-        a = (1.0 - smoothing) * w_y + smoothing * w_all / V
-        # p_y - 1 = -s_o / s exactly: no cancellation when p_y -> 1 (ANCHORS.md bug 6)
-        g_y = (1.0 - smoothing) * w_y * (-s_o / s) + smoothing / V * (w_all * p_y - w_y)
-    else:
-        a = w_y
-        g_y = w_y * (-s_o / s)
-    if ZLOSS:
-        a += 2.0 * z_scale * lse
-        g_y += 2.0 * z_scale * lse * p_y
-    scale = tw
-    if MEAN:
-        scale = scale / tl.load(denom_ptr).to(tl.float32)
-    scale = tl.where(valid, scale, float("nan"))
-    return log_s, a, g_y, scale
-
-
-@triton.jit
-def _grad_block(
-    x,
-    dx,
-    cols,
-    in_row,
-    t,
-    m,
-    log_s,
-    a,
-    g_y,
-    scale,
-    class_w_ptr,
-    V,
-    smoothing,
-    HAS_CLASS_W: tl.constexpr,
-    SMOOTH: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-):
-    """The float32 gradient of one block of a row (x capped, dx the cap's slope)."""
-    g = tl.exp((x - m) - log_s) * a
-    if SMOOTH:
-        if HAS_CLASS_W:
-            w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-            g -= smoothing / V * w
-        else:
-            g -= smoothing / V
-    g = tl.where(cols == t, g_y, g) * scale
-    if SOFTCAP:
-        g = g * dx
-    return g
-
-
-@triton.jit
 def _row_finish(
     row,
     t,
@@ -230,11 +113,59 @@ def _row_finish(
     pass 2, which writes the row's gradient for an upstream gradient of 1."""
     offs = tl.arange(0, BLOCK_V)
     n_blocks = tl.cdiv(V, BLOCK_V)
-    log_s, a, g_y, scale = _row_scalars(
-        row, t, m, s_o, sum_wx, sum_w, x_row, token_w_ptr, class_w_ptr, denom_ptr, loss_ptr, zloss_ptr,
-        lse_ptr, True, V, smoothing, cap, z_scale, HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN,
-    )  # fmt: skip
+    # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
+    valid = (t >= 0) & (t < V)
+    x_y = tl.load(x_row + t, mask=valid, other=float("nan")).to(tl.float32)
+    if SOFTCAP:
+        x_y, _ = softcap_and_slope(x_y, cap)
+    # lse = m + log_s is kept in two parts: (x - m) - log_s loses nothing when |x| is large,
+    # where x - lse would first round lse to the ulp of |x|
+    e_y = tl.exp(x_y - m)
+    s = s_o + e_y
+    log_s = tl.log(s)
+    lse = m + log_s
+    if HAS_CLASS_W:
+        w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
+    else:
+        w_y = 1.0
+    if SMOOTH:
+        if HAS_CLASS_W:
+            w_all = sum_w
+        else:
+            w_all = V * 1.0
+        # PyTorch: (1 - eps) * w_y * (lse - x_y) + eps / V * sum_j w_j * (lse - x_j)
+        loss = (1.0 - smoothing) * w_y * ((m - x_y) + log_s) + smoothing / V * (w_all * lse - sum_wx)
+    else:
+        loss = w_y * ((m - x_y) + log_s)
+    zl = 0.0
+    if ZLOSS:
+        zl = z_scale * lse * lse
+    if HAS_TOKEN_W:
+        tw = tl.load(token_w_ptr + row).to(tl.float32)
+    else:
+        tw = 1.0
+    tl.store(loss_ptr + row, tw * (loss + zl))
+    tl.store(zloss_ptr + row, tw * zl)
+    tl.store(lse_ptr + row, lse)
+
     if WRITE_GRAD:
+        # d loss / d x_j = p_j * A - eps / V * w_j  (j != y), with
+        # A = (1 - eps) * w_y + eps * W / V + 2 * z * lse, W = sum_j w_j.
+        p_y = e_y / s
+        if SMOOTH:
+            a = (1.0 - smoothing) * w_y + smoothing * w_all / V
+            # p_y - 1 = -s_o / s exactly: no cancellation when p_y -> 1 (ANCHORS.md bug 6)
+            g_y = (1.0 - smoothing) * w_y * (-s_o / s) + smoothing / V * (w_all * p_y - w_y)
+        else:
+            a = w_y
+            g_y = w_y * (-s_o / s)
+        if ZLOSS:
+            a += 2.0 * z_scale * lse
+            g_y += 2.0 * z_scale * lse * p_y
+        scale = tw
+        if MEAN:
+            scale = scale / tl.load(denom_ptr).to(tl.float32)
+        scale = tl.where(valid, scale, float("nan"))
         # Pass 2 walks the row last block first (those are the likeliest still in L2); its
         # reads and the gradient stores ask L2 not to keep their lines.
         x_next = load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY)
@@ -244,9 +175,16 @@ def _row_finish(
             x_raw = x_next
             x_next = load_block(x_row, cols - BLOCK_V, V, POLICY)
             x, dx = cap_block(x_raw, in_row, cap, SOFTCAP)
-            g = _grad_block(
-                x, dx, cols, in_row, t, m, log_s, a, g_y, scale, class_w_ptr, V, smoothing, HAS_CLASS_W, SMOOTH, SOFTCAP
-            )
+            g = tl.exp((x - m) - log_s) * a
+            if SMOOTH:
+                if HAS_CLASS_W:
+                    w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
+                    g -= smoothing / V * w
+                else:
+                    g -= smoothing / V
+            g = tl.where(cols == t, g_y, g) * scale
+            if SOFTCAP:
+                g = g * dx
             tl.store(
                 g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row, eviction_policy=POLICY
             )
@@ -329,112 +267,6 @@ def _ce_fwd_kernel(
 
 
 @triton.jit
-def _ce_split_kernel(
-    x_ptr,
-    stride_x,
-    grad_ptr,
-    stride_g,
-    tgt_ptr,
-    token_w_ptr,
-    class_w_ptr,
-    denom_ptr,
-    loss_ptr,
-    zloss_ptr,
-    lse_ptr,
-    ok_ptr,
-    # scratch: float32 [N, P_MAX, 4] partial statistics; int32 [N] arrival counters, zeroed
-    part_ptr,
-    cnt_ptr,
-    V,
-    P,  # programs per row: cdiv(V, BLOCK_V)
-    ignore_index,
-    smoothing,
-    cap,
-    z_scale,
-    HAS_CLASS_W: tl.constexpr,
-    HAS_TOKEN_W: tl.constexpr,
-    SMOOTH: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    ZLOSS: tl.constexpr,
-    MEAN: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    P_MAX: tl.constexpr,
-    ROUND_BY_HAND: tl.constexpr,
-    CHECK: tl.constexpr,
-):
-    """GPU only. P programs per row, one BLOCK_V-wide block each, held in registers: each
-    publishes its block's partial statistics, waits until the row's P partials are in (a spin on
-    an arrival counter), merges them and writes its block's gradient from the registers. The
-    logits are read once and the gradient written once (the one-program-per-row kernel reads
-    each row twice). The wait needs the row's P programs resident together: programs start in
-    order of their id and a row's are consecutive, so the last of a row always gets a slot.
-    Triton's interpreter runs programs one by one, so there this kernel would never finish:
-    the launcher only picks it on a GPU."""
-    pid = tl.program_id(0).to(tl.int64)
-    row = pid // P
-    j = pid % P
-    x_row = x_ptr + row * stride_x
-    g_row = grad_ptr + row * stride_g
-    cols = j * BLOCK_V + tl.arange(0, BLOCK_V)
-    in_row = cols < V
-    t = tl.load(tgt_ptr + row).to(tl.int64)
-    first = j == 0
-    if t == ignore_index:
-        tl.store(loss_ptr + row, 0.0, mask=first)
-        tl.store(zloss_ptr + row, 0.0, mask=first)
-        tl.store(lse_ptr + row, 0.0, mask=first)
-        tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=in_row)
-    else:
-        if CHECK:
-            if first & ((t < 0) | (t >= V)):
-                tl.device_print("cross_entropy: target out of range [0, V) and not ignore_index: row, target", row, t)
-                tl.store(ok_ptr, 0)
-        x_raw = tl.load(x_row + cols, mask=in_row, other=float("-inf"), eviction_policy="evict_first")
-        x, dx = cap_block(x_raw, in_row, cap, SOFTCAP)
-        m_j = tl.max(x, 0)
-        m_safe = tl.where(m_j == float("-inf"), 0.0, m_j)  # a block of -inf adds 0, not NaN
-        s_j = tl.sum(tl.where(cols == t, 0.0, tl.exp(x - m_safe)), 0)
-        pb = part_ptr + (row * P_MAX + j) * 4
-        tl.store(pb, m_j)
-        tl.store(pb + 1, s_j)
-        if SMOOTH:
-            if HAS_CLASS_W:
-                w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-                tl.store(pb + 2, tl.sum(w * tl.where(in_row, x, 0.0), 0))
-                tl.store(pb + 3, tl.sum(w, 0))
-            else:
-                tl.store(pb + 2, tl.sum(tl.where(in_row, x, 0.0), 0))
-        # release: the partials above are visible to whoever sees this increment
-        tl.atomic_add(cnt_ptr + row, 1, sem="release")
-        arrived = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-        while arrived < P:
-            arrived = tl.atomic_add(cnt_ptr + row, 0, sem="acquire")
-        k = tl.arange(0, P_MAX)
-        has = k < P
-        pk = part_ptr + (row * P_MAX + k) * 4
-        m_all = tl.load(pk, mask=has, other=float("-inf"), volatile=True)
-        s_all = tl.load(pk + 1, mask=has, other=0.0, volatile=True)
-        m = tl.max(m_all, 0)
-        m_all_safe = tl.where(m_all == float("-inf"), 0.0, m_all)
-        s_o = tl.sum(tl.where(has, s_all * tl.exp(m_all_safe - m), 0.0), 0)
-        sum_wx = 0.0
-        sum_w = 0.0
-        if SMOOTH:
-            sum_wx = tl.sum(tl.load(pk + 2, mask=has, other=0.0, volatile=True), 0)
-            if HAS_CLASS_W:
-                sum_w = tl.sum(tl.load(pk + 3, mask=has, other=0.0, volatile=True), 0)
-        log_s, a, g_y, scale = _row_scalars(
-            row, t, m, s_o, sum_wx, sum_w, x_row, token_w_ptr, class_w_ptr, denom_ptr, loss_ptr, zloss_ptr,
-            lse_ptr, first, V, smoothing, cap, z_scale, HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN,
-        )  # fmt: skip
-        g = _grad_block(
-            x, dx, cols, in_row, t, m, log_s, a, g_y, scale, class_w_ptr, V, smoothing, HAS_CLASS_W, SMOOTH, SOFTCAP
-        )
-        g = to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND)
-        tl.store(g_row + cols, g, mask=in_row, eviction_policy="evict_first")
-
-
-@triton.jit
 def _scale_rows_kernel(
     grad_ptr,
     stride_g,
@@ -473,18 +305,6 @@ _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 # SM) and rows split across programs were slower.
 _MAX_BLOCK_V = 4096
 _L2_HINTS = True
-# Split rows (GPU only, when the gradient is written): blocks of _SPLIT_BLOCK_V columns, one
-# program each, for rows of at least _SPLIT_MIN_V columns (kernels/NOTES.md has the timings).
-_SPLIT_ROWS = True
-_SPLIT_BLOCK_V = 8192
-_SPLIT_WARPS = 16
-_SPLIT_MIN_V = 16384
-
-
-def _split_rows(n_cols: int, device: torch.device) -> bool:
-    """Whether rows of n_cols columns go to _ce_split_kernel (compiled Triton on a GPU only:
-    under the interpreter its wait would never end once a row has two programs)."""
-    return _SPLIT_ROWS and device.type == "cuda" and not _INTERPRETED and n_cols >= _SPLIT_MIN_V
 
 
 def _launch_config(n_cols: int, device: torch.device) -> tuple[int, int]:
@@ -578,48 +398,8 @@ def cross_entropy_rows(
     lse = torch.empty_like(loss)
     if n_rows == 0:
         return loss, zloss, lse
-    write_grad = grad_out is not None
-    if write_grad and _split_rows(n_cols, dev):
-        block_v = min(_SPLIT_BLOCK_V, triton.next_power_of_2(n_cols))
-        per_row = triton.cdiv(n_cols, block_v)
-        p_max = triton.next_power_of_2(per_row)
-        part = torch.empty(n_rows, p_max, 4, dtype=torch.float32, device=dev)
-        arrived = torch.zeros(n_rows, dtype=torch.int32, device=dev)
-        _ce_split_kernel[(n_rows * per_row,)](
-            logits,
-            logits.stride(0),
-            grad_out,
-            grad_out.stride(0),
-            target,
-            token_weight if token_weight is not None else loss,
-            weight if weight is not None else loss,
-            denom if denom is not None else loss,
-            loss,
-            zloss,
-            lse,
-            ok if ok is not None else loss,
-            part,
-            arrived,
-            n_cols,
-            per_row,
-            ignore_index,
-            float(label_smoothing),
-            float(softcap) if softcap else 1.0,
-            float(z_loss_scale),
-            HAS_CLASS_W=weight is not None,
-            HAS_TOKEN_W=token_weight is not None,
-            SMOOTH=label_smoothing > 0.0,
-            SOFTCAP=bool(softcap),
-            ZLOSS=z_loss_scale != 0.0,
-            MEAN=denom is not None,
-            BLOCK_V=block_v,
-            P_MAX=p_max,
-            ROUND_BY_HAND=False,
-            CHECK=ok is not None,
-            num_warps=_SPLIT_WARPS,
-        )
-        return loss, zloss, lse
     block_v, num_warps = _launch_config(n_cols, dev)
+    write_grad = grad_out is not None
     _ce_fwd_kernel[(n_rows,)](
         logits,
         logits.stride(0),

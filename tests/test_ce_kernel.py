@@ -168,37 +168,3 @@ def test_no_gradient_requested_writes_nothing(device):
 def test_fp16_on_gpu(device):
     logits, target = _inputs(device, torch.float16)
     check_against_truth(cross_entropy, logits, target, reduction="mean")
-
-
-SPLIT_OPTIONS = [
-    {},
-    {"label_smoothing": 0.1, "softcap": 3.0, "z_loss_scale": 0.05, "weight": "class", "token_weight": "token"},
-    {"label_smoothing": 0.2},
-]
-
-
-@pytest.mark.parametrize("v,block", [(97, 32), (4099, 1024), (40000, None)])
-@pytest.mark.parametrize("opts", SPLIT_OPTIONS, ids=["plain", "all", "smoothing"])
-@pytest.mark.parametrize("reduction", ["none", "mean"])
-def test_split_row_kernel_matches_truth(device, monkeypatch, v, block, opts, reduction):
-    """The GPU's split-row kernel (P programs per row, a wait for the merged statistics). On a
-    GPU, P = 4, 5 and 5 programs per row; under the interpreter it can only run with one program
-    per row (its wait would never end otherwise), which still checks its merge and gradient."""
-    from ligerbench.kernels import cross_entropy as cem
-
-    monkeypatch.setattr(cem, "_split_rows", lambda n_cols, dev: True)
-    if device == "cpu":
-        if v > 4099:
-            pytest.skip("interpreter: one program per row of 40000 columns is slow")
-        block = 1 << (v - 1).bit_length()
-    if block is not None:
-        monkeypatch.setattr(cem, "_SPLIT_BLOCK_V", block)
-    n = 12
-    logits, target = _inputs(device, n=n, v=v, seed=3)
-    opts = dict(opts)
-    if opts.get("weight") == "class":
-        opts["weight"] = torch.rand(v, device=device) + 0.2
-    if opts.get("token_weight") == "token":
-        opts["token_weight"] = torch.rand(n, device=device) * 3
-    up = torch.randn(n, device=device) if reduction == "none" else None
-    check_against_truth(cross_entropy, logits * 4, target, up, reduction=reduction, **opts)

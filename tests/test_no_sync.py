@@ -71,7 +71,7 @@ def test_cross_entropy_forward_backward_never_syncs(opts):
         extra = {"weight": weight, "token_weight": token_weight} if "label_smoothing" in opts else {}
         out = cross_entropy(x, target, **opts, **extra)
         loss = out[0] if isinstance(out, tuple) else out
-        up = torch.rand_like(loss) if loss.dim() else torch.full((), 2.0, device="cuda")
+        up = torch.rand_like(loss) if loss.dim() else torch.tensor(2.0, device="cuda")
         loss.backward(up)
         return x.grad
 
