@@ -65,6 +65,7 @@ def test_target_out_of_range(device, bad):
             cross_entropy(x, t)
 
 
+@pytest.mark.interpreter  # CPU tensors: needs the interpreter
 @pytest.mark.parametrize("bad", [V, -3])
 def test_device_check_flags_out_of_range_target(bad):
     # the device check on CPU: the kernel's flag, then torch._assert_async raises at once
@@ -76,8 +77,8 @@ def test_device_check_flags_out_of_range_target(bad):
     assert torch.isfinite(cross_entropy(x, t, check_targets="device"))
 
 
-def test_check_targets_keyword_is_validated():
-    x, t = _xt("cpu")
+def test_check_targets_keyword_is_validated(device):
+    x, t = _xt(device)
     with pytest.raises(ValueError, match="check_targets must be one of"):
         cross_entropy(x, t, check_targets="sometimes")
 
