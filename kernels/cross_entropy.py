@@ -235,6 +235,7 @@ def _ce_fwd_kernel(
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
     CHECK: tl.constexpr,  # flag out-of-range targets in ok_ptr (the caller asserts on it)
+    PRINT: tl.constexpr,  # and name them (row, value) with a device printf
 ):
     """One program per row: pass 1 (statistics), then loss and pass 2 (gradient)."""
     row = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
@@ -253,7 +254,8 @@ def _ce_fwd_kernel(
                 # every writer stores the same 0, so no atomic is needed; the row itself still
                 # gets NaN below. The printf names the value (compiled Triton prints it on the
                 # GPU's stdout; the assertion that follows on the stream cannot carry it).
-                tl.device_print("cross_entropy: target out of range [0, V) and not ignore_index: row, target", row, t)
+                if PRINT:
+                    tl.device_print("cross_entropy: target out of range [0, V), not ignore_index: row, target", row, t)
                 tl.store(ok_ptr, 0)
         m, s_o, sum_wx, sum_w = _row_stats(
             x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP
@@ -305,6 +307,8 @@ _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 # SM) and rows split across programs were slower.
 _MAX_BLOCK_V = 4096
 _L2_HINTS = True
+# The device check's printf naming a bad target (off: the flag and the assertion only)
+_PRINT_BAD_TARGETS = True
 
 
 def _launch_config(n_cols: int, device: torch.device) -> tuple[int, int]:
@@ -430,6 +434,7 @@ def cross_entropy_rows(
         POLICY_KEEP="evict_last" if _L2_HINTS else "",
         POLICY_DROP="evict_first" if _L2_HINTS else "",
         CHECK=ok is not None,
+        PRINT=_PRINT_BAD_TARGETS,
         num_warps=num_warps,
     )
     return loss, zloss, lse
