@@ -215,8 +215,6 @@ def _ce_fwd_kernel(
     loss_ptr,
     zloss_ptr,
     lse_ptr,
-    # int32 flag, set to 0 when a row's target is outside [0, V) and not ignore_index (CHECK)
-    ok_ptr,
     # sizes and options
     V,
     ignore_index,
@@ -234,8 +232,6 @@ def _ce_fwd_kernel(
     ROUND_BY_HAND: tl.constexpr,
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
-    CHECK: tl.constexpr,  # flag out-of-range targets in ok_ptr (the caller asserts on it)
-    PRINT: tl.constexpr,  # and name them (row, value) with a device printf
 ):
     """One program per row: pass 1 (statistics), then loss and pass 2 (gradient)."""
     row = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
@@ -249,14 +245,6 @@ def _ce_fwd_kernel(
         if WRITE_GRAD:
             _zero_row(g_row, V, grad_ptr, BLOCK_V)
     else:
-        if CHECK:
-            if (t < 0) | (t >= V):
-                # every writer stores the same 0, so no atomic is needed; the row itself still
-                # gets NaN below. The printf names the value (compiled Triton prints it on the
-                # GPU's stdout; the assertion that follows on the stream cannot carry it).
-                if PRINT:
-                    tl.device_print("cross_entropy: target out of range [0, V), not ignore_index: row, target", row, t)
-                tl.store(ok_ptr, 0)
         m, s_o, sum_wx, sum_w = _row_stats(
             x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP
         )
@@ -266,6 +254,18 @@ def _ce_fwd_kernel(
             HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
             ROUND_BY_HAND, POLICY_DROP,
         )  # fmt: skip
+
+
+@triton.jit
+def _check_targets_kernel(tgt_ptr, ok_ptr, V, ignore_index):
+    """The device check, one program per target: a target outside [0, V) that is not
+    ignore_index sets the flag to 0 (every writer stores the same 0: no atomic needed) and is
+    named by a device printf. Apart from the loss kernel: a printf inside it cost 13% (NOTES.md)."""
+    row = tl.program_id(0).to(tl.int64)
+    t = tl.load(tgt_ptr + row).to(tl.int64)
+    if (t != ignore_index) & ((t < 0) | (t >= V)):
+        tl.device_print("cross_entropy: target out of range [0, V), not ignore_index: row, target", row, t)
+        tl.store(ok_ptr, 0)
 
 
 @triton.jit
@@ -307,8 +307,6 @@ _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 # SM) and rows split across programs were slower.
 _MAX_BLOCK_V = 4096
 _L2_HINTS = True
-# The device check's printf naming a bad target (off: the flag and the assertion only)
-_PRINT_BAD_TARGETS = True
 
 
 def _launch_config(n_cols: int, device: torch.device) -> tuple[int, int]:
@@ -349,15 +347,14 @@ def check_targets_in_range(target: torch.Tensor, n_classes: int, ignore_index: i
         raise ValueError(f"target holds {first}, outside [0, {n_classes}) and not ignore_index={ignore_index}")
 
 
-def target_flag(device: torch.device) -> torch.Tensor:
-    """The device check's flag: int32 [1], 1 until a kernel meets an out-of-range target."""
-    return torch.ones(1, dtype=torch.int32, device=device)
-
-
-def assert_targets_ok(ok: torch.Tensor, n_classes: int, ignore_index: int) -> None:
-    """Queue a device-side assertion on the flag (torch._assert_async: no host sync). On a GPU
-    a bad target then fails the stream like PyTorch's own index checks (a CUDA error at the next
-    sync; the kernel's printf names the row and the value). On CPU it raises at once."""
+def check_targets_on_device(target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
+    """The device check (check_targets="device", the default on a GPU): no host sync. One small
+    kernel flags (and printf-names) targets outside [0, n_classes) that are not ignore_index;
+    torch._assert_async on the flag then fails the CUDA stream as PyTorch's own index checks do
+    (the error comes back at the next CUDA call). On CPU the assertion raises RuntimeError."""
+    ok = torch.ones(1, dtype=torch.int32, device=target.device)
+    if target.numel():
+        _check_targets_kernel[(target.numel(),)](target, ok, n_classes, ignore_index, num_warps=1)
     torch._assert_async(ok, f"a target is outside [0, {n_classes}) and not ignore_index={ignore_index} (cross_entropy)")
 
 
@@ -385,15 +382,13 @@ def cross_entropy_rows(
     label_smoothing: float = 0.0,
     softcap: float | None = None,
     z_loss_scale: float = 0.0,
-    ok: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Low-level launch over a 2-D `logits` [N, V] (last dim contiguous).
 
     Returns float32 per-row (loss, z_loss, lse); loss includes the z-loss and the token weight.
     If `grad_out` is given ([N, V], last dim contiguous, may be `logits` itself) the gradient of
     sum(loss) -- or of sum(loss) / denom when `denom` is given -- is written into it.
-    If `ok` is given (see target_flag) the kernel sets it to 0 on a target outside [0, V) that
-    is not ignore_index; such rows get NaN either way.
+    A target outside [0, V) that is not ignore_index gives its row NaN (loss and gradient).
     Used by the fused linear kernel on chunks of logits. No validation, no host sync."""
     n_rows, n_cols = logits.shape
     dev = logits.device
@@ -416,7 +411,6 @@ def cross_entropy_rows(
         loss,
         zloss,
         lse,
-        ok if ok is not None else loss,
         n_cols,
         ignore_index,
         float(label_smoothing),
@@ -433,8 +427,6 @@ def cross_entropy_rows(
         ROUND_BY_HAND=_INTERPRETED,
         POLICY_KEEP="evict_last" if _L2_HINTS else "",
         POLICY_DROP="evict_first" if _L2_HINTS else "",
-        CHECK=ok is not None,
-        PRINT=_PRINT_BAD_TARGETS,
         num_warps=num_warps,
     )
     return loss, zloss, lse
@@ -537,7 +529,8 @@ class CrossEntropyFunction(torch.autograd.Function):
         check = resolve_check(check_targets, x.device)
         if check == "host":
             check_targets_in_range(t, n_cols, ignore_index)
-        ok = target_flag(x.device) if check == "device" else None
+        elif check == "device":
+            check_targets_on_device(t, n_cols, ignore_index)
         denom = mean_denominator(t, w, ignore_index, n_cols) if reduction == "mean" else None
 
         needs_grad = ctx.needs_input_grad[0]
@@ -555,10 +548,7 @@ class CrossEntropyFunction(torch.autograd.Function):
             label_smoothing=label_smoothing,
             softcap=softcap,
             z_loss_scale=z_loss_scale,
-            ok=ok,
         )
-        if ok is not None:
-            assert_targets_ok(ok, n_cols, ignore_index)
         if reduction == "none":
             loss, zloss = loss_rows.view(shape[:-1]), zloss_rows.view(shape[:-1])
         elif reduction == "sum":
@@ -614,10 +604,10 @@ def cross_entropy(
     inplace_backward=True writes the gradient into `logits` during forward (saves N*V memory;
     the logits are then destroyed). Otherwise `logits` is never modified.
     check_targets: targets outside [0, V) that are not ignore_index are errors, never silent
-    numbers. True (default): checked on the device on a GPU -- the kernel flags them and a
-    device-side assertion (torch._assert_async, no host sync) fails the CUDA stream as PyTorch's
-    own index checks do, the kernel's printf naming the row and value -- and on the host
-    elsewhere (ValueError naming the value). "host": the host check on any device (ValueError;
+    numbers. True (default): checked on the device on a GPU -- a small kernel flags them, its
+    printf naming row and value, and a device-side assertion (torch._assert_async, no host
+    sync) fails the CUDA stream as PyTorch's own index checks do -- and on the host elsewhere
+    (ValueError naming the value). "host": the host check on any device (ValueError;
     one host sync on a GPU). "device": the device check on any device (on CPU a RuntimeError).
     False: no check; such rows give NaN loss and gradient.
     The gradient is formed in forward, so one backward per forward.

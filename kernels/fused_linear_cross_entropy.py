@@ -58,13 +58,12 @@ import torch
 from .cross_entropy import (
     CheckTargets,
     Reduction,
-    assert_targets_ok,
     check_targets_in_range,
+    check_targets_on_device,
     cross_entropy_rows,
     mean_denominator,
     resolve_check,
     scale_rows_,
-    target_flag,
     validate_loss_options,
 )
 
@@ -181,11 +180,10 @@ def _add_product_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> No
     acc.addmm_(a.float(), b.float())
 
 
-def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows, ok=None):
+def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows):
     """Run every chunk: logits, loss and gradient rows (in place), then the three gradient
-    products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed. `ok`: the
-    device target check's flag (cross_entropy.target_flag), or None. No host sync: the chunk
-    bounds are host integers from the shapes."""
+    products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed. No host
+    sync: the chunk bounds are host integers from the shapes."""
     n, v = h.shape[0], w.shape[0]
     need_grad = need_h or need_w or need_b
     grad_h = torch.empty_like(h) if need_h else None
@@ -211,7 +209,6 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
             grad_out=logits if need_grad else None,
             denom=denom,
             token_weight=None if tw is None else tw[start:stop],
-            ok=ok,
             **ce,
         )
         loss_rows[start:stop] = loss_c
@@ -285,7 +282,8 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         check = resolve_check(check_targets, h.device)
         if check == "host":
             check_targets_in_range(t, n_classes, ignore_index)
-        ok = target_flag(h.device) if check == "device" else None
+        elif check == "device":
+            check_targets_on_device(t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
         chunk, grad_weight_accum = plan(
             h.shape[0], n_classes, h.shape[1], h.element_size(), chunk_bytes, chunk_tokens, grad_weight_accum
@@ -317,10 +315,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             accum=grad_weight_accum,
             loss_rows=loss_rows,
             zloss_rows=zloss_rows,
-            ok=ok,
         )
-        if ok is not None:
-            assert_targets_ok(ok, n_classes, ignore_index)
         if reduction == "none":
             loss, zloss = loss_rows.view(shape), zloss_rows.view(shape)
             ctx.recompute = (h, w, b, t, tw, ce, chunk, grad_weight_accum)
