@@ -19,8 +19,7 @@ recomputes the logits in backward pays 8*N*H*V):
   over rows, so it cannot be rescaled afterwards. Forward then computes the loss only and
   backward recomputes each chunk with token weights multiplied by the upstream gradient: the
   per-row scaling is exact (one rounding, inside the kernel), at the price of 8*N*H*V FLOPs.
-- memory budget, `chunk_bytes` (default: default_chunk_bytes, 18% of the gradients' bytes
-  within [32 MiB, 192 MiB]): the working memory allowed
+- memory budget, `chunk_bytes` (default DEFAULT_CHUNK_BYTES): the working memory allowed
   beyond the gradients themselves. The logits chunk gets the most tokens whose logits fit it,
   rounded down to a multiple of 128 when above 128 (cuBLAS tile friendly): a budget, not a
   formula in V/H, so large vocabularies do not get tiny chunks. `chunk_tokens` overrides it
@@ -72,12 +71,6 @@ from .cross_entropy import (
 # 768 tokens and the Gemma-2 head (V=256000) 384; with the gradients themselves (1066 and
 # 1161 MiB) that stays under the 1.25 / 1.35 GiB targets of issue 3 in "dtype" accumulation.
 DEFAULT_CHUNK_BYTES = 192 * 2**20
-# The default budget (chunk_bytes=None): GRAD_SHARE of the two gradients' bytes, within
-# [MIN_CHUNK_BYTES, DEFAULT_CHUNK_BYTES]. At N=8192 in bf16 the Llama-3, Gemma-2 and Qwen-2.5
-# heads get the 192 MiB cap; the Mistral head (V=32768, gradients 320 MiB) gets 57.6 MiB, so its
-# extra memory stays within the gradients + 20% (192 MiB chunks: 512 MiB, 1.6x the gradients).
-GRAD_SHARE = 0.18
-MIN_CHUNK_BYTES = 32 * 2**20
 _TILE = 128
 GradWeightAccum = Literal["auto", "fp32", "dtype"]
 AUTO_DTYPE_MAX_CHUNKS = 32
@@ -103,12 +96,6 @@ def chunk_size(n_tokens: int, n_classes: int, element_size: int, chunk_bytes: in
     if rows > _TILE:
         rows -= rows % _TILE
     return min(rows, max(n_tokens, 1))
-
-
-def default_chunk_bytes(n_tokens: int, n_classes: int, n_hidden: int, element_size: int) -> int:
-    """The budget chunk_bytes=None stands for (see GRAD_SHARE)."""
-    grads = (n_classes + n_tokens) * n_hidden * element_size
-    return int(min(DEFAULT_CHUNK_BYTES, max(MIN_CHUNK_BYTES, GRAD_SHARE * grads)))
 
 
 def plan(
@@ -298,8 +285,6 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         elif check == "device":
             check_targets_on_device(t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
-        if chunk_bytes is None:
-            chunk_bytes = default_chunk_bytes(h.shape[0], n_classes, h.shape[1], h.element_size())
         chunk, grad_weight_accum = plan(
             h.shape[0], n_classes, h.shape[1], h.element_size(), chunk_bytes, chunk_tokens, grad_weight_accum
         )
@@ -405,7 +390,7 @@ def fused_linear_cross_entropy(
     z_loss_scale: float = 0.0,
     token_weight: torch.Tensor | None = None,
     return_z_loss: bool = False,
-    chunk_bytes: int | None = None,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     chunk_tokens: int | None = None,
     grad_weight_accum: GradWeightAccum = "auto",
     check_targets: CheckTargets = True,
@@ -422,9 +407,8 @@ def fused_linear_cross_entropy(
     chunk_bytes: the memory budget, in bytes, for the working memory beyond the gradients
     (the logits chunk; in "auto" accumulation also the fp32 weight-gradient accumulator, which
     it only takes when that fits half the budget). Extra memory is then about the gradients +
-    chunk_bytes (at least one row of logits). None (default): GRAD_SHARE (18%) of the two
-    gradients' bytes, clamped to [32 MiB, 192 MiB] (default_chunk_bytes). Smaller budgets mean
-    more, smaller chunks (slower at large heads), never more memory.
+    chunk_bytes (at least one row of logits). Default DEFAULT_CHUNK_BYTES (192 MiB). Smaller
+    budgets mean more, smaller chunks (slower at large heads), never more memory.
     chunk_tokens: force the tokens per chunk instead (the budget then sizes nothing).
     grad_weight_accum: "auto", "dtype" or "fp32": see the module docstring.
     check_targets: as in kernels.cross_entropy.cross_entropy: True (default) checks the targets

@@ -18,7 +18,6 @@ from ligerbench.kernels.fused_linear_cross_entropy import (
     AUTO_DTYPE_MAX_CHUNKS,
     DEFAULT_CHUNK_BYTES,
     chunk_size,
-    default_chunk_bytes,
     fused_linear_cross_entropy,
     plan,
 )
@@ -247,18 +246,3 @@ def test_device_target_check_on_cpu():
         fused_linear_cross_entropy(h, w, bad, check_targets="host")
     loss = fused_linear_cross_entropy(h, w, bad, reduction="none", check_targets=False)
     assert torch.isnan(loss[2]) and torch.isfinite(loss[[0, 1, 3]]).all()
-
-
-def test_default_budget_keeps_extra_memory_within_the_gradients_plus_20_percent():
-    """chunk_bytes=None: 18% of the gradients' bytes, within [32 MiB, 192 MiB]."""
-    heads = {"llama3-8b": (4096, 128256), "gemma2-2b": (2304, 256000), "qwen2.5-7b": (3584, 152064)}
-    for hd, v in heads.values():  # the chunks the 192 MiB budget gave: 768, 384 and 640 tokens
-        budget = default_chunk_bytes(8192, v, hd, 2)
-        assert plan(8192, v, hd, 2, budget, None, "auto") == plan(8192, v, hd, 2, DEFAULT_CHUNK_BYTES, None, "auto")
-    mistral = default_chunk_bytes(8192, 32768, 4096, 2)
-    grads = (32768 + 8192) * 4096 * 2
-    assert mistral == int(0.18 * grads) and mistral <= 0.2 * grads
-    assert default_chunk_bytes(12, 257, 17, 2) == 32 * MiB  # small heads: one chunk
-    for hd, v in (*heads.values(), (4096, 32768)):
-        chunk, _ = plan(8192, v, hd, 2, default_chunk_bytes(8192, v, hd, 2), None, "auto")
-        assert chunk * v * 2 <= 0.2 * (v + 8192) * hd * 2
