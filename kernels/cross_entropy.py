@@ -12,6 +12,9 @@ Design (the cost model is in ANCHORS.md: read the logits once, write the gradien
   and writes the gradient for an upstream gradient of 1;
 - backward only rescales rows whose upstream gradient is not 1, deciding on the device, so
   `loss.backward()` costs one tiny launch and no host sync;
+- targets out of [0, V) (not ignore_index) are checked on the device on a GPU (a one-program-
+  per-target kernel sets a flag and printf-names the value, then torch._assert_async): no host
+  sync anywhere on the default path; on CPU the check is on the host (ValueError);
 - accumulation is in float32 whatever the logits dtype; the sum of the non-target
   probabilities is kept apart so that the target's gradient, p_y - 1 = -sum_others / sum,
   stays exact when p_y is close to 1 (confident logits; ANCHORS.md bug 6).
