@@ -23,7 +23,9 @@ transformers 5.x: run the base model, slice the hidden states by `logits_to_keep
 
 The loss follows transformers' ForCausalLMLoss: labels shifted by one (or `shift_labels`
 given), mean over counted targets, or sum / `num_items_in_batch` when that is passed (gradient
-accumulation). With `per_sequence_mean=True` the loss is instead the mean over sequences of each
+accumulation). No host sync on the way (the kernels check the targets on the device; a
+2-D bool `logits_to_keep` mask, a data-dependent shape, is the one exception, as in
+transformers). With `per_sequence_mean=True` the loss is instead the mean over sequences of each
 sequence's mean, sequences found from `position_ids` restarts (packed rows): kernels/packing.py.
 """
 
@@ -191,7 +193,7 @@ class CausalLMPatch:
             token_weight=None if weights is None else weights.to(flat.device),
             inplace_backward=self.inplace_backward,
         )
-        return loss if n_items is None else loss / torch.as_tensor(n_items, device=loss.device)
+        return _divide(loss, n_items)
 
     def _fused_loss(self, model, hidden, labels, position_ids, cap, kwargs):
         fused = _fused_kernel()
@@ -209,7 +211,17 @@ class CausalLMPatch:
             softcap=cap,
             **extra,
         )
-        return loss if n_items is None else loss / torch.as_tensor(n_items, device=loss.device)
+        return _divide(loss, n_items)
+
+
+def _divide(loss: torch.Tensor, n_items) -> torch.Tensor:
+    """loss / num_items_in_batch without a host sync: a number divides as a number, a tensor is
+    moved to the loss's device (a no-op when it is there already; never a copy to the host)."""
+    if n_items is None:
+        return loss
+    if isinstance(n_items, torch.Tensor) and not (n_items.dim() == 0 and n_items.device.type == "cpu"):
+        return loss / n_items.to(loss.device, non_blocking=True)
+    return loss / n_items  # a number, or a CPU scalar tensor (PyTorch reads it on the host)
 
 
 def patch_causal_lm(model, kind: PatchKind = "ce", **options) -> CausalLMPatch:
