@@ -13,6 +13,8 @@ Providers are those registered for kernel "flce" (ligerbench/providers/flce.py);
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, device_generator, ignored_rows
@@ -71,7 +73,31 @@ def _load_cce_filtered():
     return call
 
 
+def _load_ours_at(budget_mib: int):
+    from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+
+    return functools.partial(fused_linear_cross_entropy, chunk_bytes=budget_mib * 2**20)
+
+
+# `--sweep budget`: ours over memory budgets (the working memory beyond the gradients the fused
+# kernel may use: the logits chunk, and the fp32 accumulator when "auto" picks it), timed beside
+# every peer at the heads of BUDGET_HEADS, so time against extra memory can be read as a Pareto
+# picture (bench/pareto.py) and a user picks the point that fits their GPU.
+BUDGETS_MIB = (64, 128, 256, 512, 1024, 2048)
+BUDGET_HEADS = ("llama3-8b", "gemma2-2b")
+BUDGET_PROVIDERS = tuple(f"ours_budget_{b}" for b in BUDGETS_MIB)
+
 VARIANTS = (
+    *(
+        Provider(
+            name=f"ours_budget_{b}",
+            kernel="flce",
+            description=f"ours with chunk_bytes = {b} MiB (the budget sweep)",
+            bench_only=True,
+            load=functools.partial(_load_ours_at, b),
+        )
+        for b in BUDGETS_MIB
+    ),
     Provider(
         name="cce_filtered",
         kernel="flce",
@@ -94,7 +120,11 @@ SPEC = BenchSpec(
     rate_unit="TFLOP/s",
     rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
     ceiling="matmul_tflops",
-    sweeps=bench_shapes.sweeps("flce", fused=True, first="heads"),
+    sweeps={
+        **bench_shapes.sweeps("flce", fused=True, first="heads"),
+        "budget": functools.partial(bench_shapes.heads_points, "flce", BUDGET_HEADS),
+    },
+    sweep_only={"budget": BUDGET_PROVIDERS},
     excluded=EXCLUDED,
     targets=(
         Target(

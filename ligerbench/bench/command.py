@@ -21,7 +21,7 @@ import torch
 import typer
 
 from ligerbench import runs
-from ligerbench.bench import ceilings, metrics, plots
+from ligerbench.bench import ceilings, metrics, pareto, plots
 from ligerbench.bench import report as bench_report
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
 from ligerbench.bench.spec import BenchSpec
@@ -111,10 +111,10 @@ def bench(
     runs.report_plugin_errors(registry)
     kernel = runs.check_kernel(registry, kernel)
     spec = _spec(registry, kernel)
-    chosen = _providers(registry, spec, kernel, provider)
     sweep_name = sweep or next(iter(spec.sweeps))
     if sweep_name not in spec.sweeps:
         raise runs.usage_error(f"unknown sweep {sweep_name!r}; choose from {', '.join(spec.sweeps)}", "--sweep")
+    chosen = _providers(registry, spec, kernel, provider, sweep_name)
     points = spec.sweeps[sweep_name](dtype.value, tokens, smoke)
     budget = SMOKE_BUDGET if smoke else TimingBudget(rep_ms=rep_ms)
     plan = Plan(
@@ -200,6 +200,7 @@ def bench(
         title=title + (" NOT A MEASUREMENT" if smoke else ""),
         folder=run.path,
     )
+    pareto.draw(df, points, title=title, folder=run.path)
     print((run.path / "summary.md").read_text())
     if baseline:
         dest = baseline_root / f"bench-{kernel}-{sweep_name}-{mode.value}"
@@ -222,7 +223,7 @@ def _spec(registry: Registry, kernel: str) -> BenchSpec:
     return spec
 
 
-def _providers(registry: Registry, spec: BenchSpec, kernel: str, names: list[str] | None) -> list[Provider]:
+def _providers(registry: Registry, spec: BenchSpec, kernel: str, names: list[str] | None, sweep: str) -> list[Provider]:
     known = registry.providers_for(kernel, bench_only=True)
     by_name = {p.name: p for p in known}
     for n in names or []:
@@ -233,4 +234,5 @@ def _providers(registry: Registry, spec: BenchSpec, kernel: str, names: list[str
     for name, reason in spec.excluded.items():
         if name in by_name:
             console.print(f"[yellow]left out:[/] {name}: {reason}")
-    return [p for p in known if p.name not in spec.excluded]
+    elsewhere = {n for s, only in spec.sweep_only.items() if s != sweep for n in only}
+    return [p for p in known if p.name not in spec.excluded and p.name not in elsewhere]

@@ -77,6 +77,9 @@ class BenchSpec:
     sweeps: dict[str, Sweep] = field(default_factory=dict)  # name -> points; the first is the default
     # registered providers left out unless named with --provider, with the reason
     excluded: dict[str, str] = field(default_factory=dict)
+    # providers that run only in one sweep (e.g. ours over memory budgets in `budget`): sweep ->
+    # their names; left out of every other sweep unless named with --provider
+    sweep_only: dict[str, tuple[str, ...]] = field(default_factory=dict)
     targets: tuple[Target, ...] = ()
 
 
