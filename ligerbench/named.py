@@ -57,7 +57,7 @@ def require_loadable(registry: Registry, kernel: str, names: list[str], device_t
     if reasons:
         runs.console.print("[bold red]cannot run the provider(s) you named:[/]")
         for reason in reasons.values():
-            runs.console.print(Text(f"  {reason}"))
+            runs.console.print(Text(f"  {reason}"), soft_wrap=True)
         runs.console.print("nothing was checked for them, so this is not a pass (exit 1)")
         raise typer.Exit(1)
 
@@ -82,7 +82,9 @@ def missing_evidence(df: pd.DataFrame, names: list[str], evidence: tuple[str, ..
 def print_missing(missing: dict[str, str]) -> None:
     """Name, on the terminal, each named provider that was compared on no case."""
     for name, reason in missing.items():
-        runs.console.print(Text.assemble((f"{name} was named but checked on no case: ", "bold red"), reason))
+        runs.console.print(
+            Text.assemble((f"{name} was named but checked on no case: ", "bold red"), reason), soft_wrap=True
+        )
     if missing:
         runs.console.print("nothing was compared for it, so this is not a pass (exit 1)")
 
