@@ -66,7 +66,7 @@ class Result:
         """Why this is not a pass ('' when it is)."""
         if self.passed:
             return ""
-        if self.compared == 0:
+        if self.compared == 0 and len(self.failures) == 0:
             skips = self.records.drop_duplicates("message")["message"].tolist()
             reasons = "; ".join(m for m in skips[:5] if m) or "no case was selected"
             return f"{self.provider}: nothing was compared on kernel {self.kernel} ({self.where}): {reasons}"

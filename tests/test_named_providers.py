@@ -216,10 +216,16 @@ def _provider_for_a_misspelt_kernel(reg):
     reg.add(Provider(name="my_ce", kernel="cee", description="", load=lambda: None))
 
 
+def _registers_a_name_twice(reg):
+    reg.add(Provider(name="my_ce", kernel="ce", description="", load=lambda: None))
+    reg.add(Provider(name="ours", kernel="ce", description="", load=lambda: None))
+
+
 @pytest.mark.parametrize(
     "register, error",
     [
         (_raises_on_register, "ImportError: No module named 'their_dependency'"),
+        (_registers_a_name_twice, "Provider ('ce', 'ours') is registered twice"),
         (_provider_for_a_misspelt_kernel, "names kernel 'cee', which is not registered (known kernels: ce, flce"),
     ],
 )

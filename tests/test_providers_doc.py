@@ -171,3 +171,24 @@ def test_through_the_pytest_entry(toyce):
     text = str(caught.value)
     assert "ce/n16/v1000/fp32/mean/up-ones/all/plain/normal" in text
     assert "NaN where the float64 reference is 0" in text and "limit" in text
+
+
+def test_the_readme_first_screen_shows_the_one_command(toyce, tmp_path):
+    """The command the README opens with, run as written on the example's callable (a slice of
+    the grid, to keep the test short), passes; on a planted bug it fails."""
+    first_screen = "\n".join((DOC.parent.parent / "README.md").read_text().splitlines()[:25])
+    (line,) = [ln for ln in first_screen.splitlines() if ln.startswith("ligerbench verify") and "--provider" in ln]
+    argv = line.split("#")[0].split()[1:]
+    assert argv == ["verify", "--kernel", "ce", "--provider", "mypkg.losses:my_ce"]
+    assert "docs/providers.md" in first_screen and "verify_provider" in first_screen
+
+    def run(spec: str, *extra: str):
+        args = [a.replace("mypkg.losses:my_ce", spec) for a in argv]
+        return runner.invoke(app, [*args, "--device", "cpu", "--out", str(tmp_path), *extra])
+
+    ok = run("toyce.ligerbench_plugin:toy_ce", *CORRECT_SLICE)
+    assert ok.exit_code == 0, ok.output
+    where, *_ = BUGS["mean_outside_the_kernel"]
+    bad = run("toyce.bugs:mean_outside_the_kernel", *where)
+    assert bad.exit_code == 1, bad.output
+    assert "NaN where the float64 reference is 0" in bad.stdout
