@@ -236,6 +236,7 @@ def test_list_survives_a_broken_plugin_and_names_it_once(monkeypatch, register, 
     assert result.stderr.count("plugin 'broken_plugin' failed to load") == 1, result.stderr
     assert error in result.stderr
     assert "ours" in result.stdout  # the rest is listed
+    assert "ce providers: fn(logits, target, *, weight, ignore_index" in result.stdout  # the contract's signature
     assert "my_ce" not in result.stdout  # what the broken plugin registered is left out
 
 
