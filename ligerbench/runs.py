@@ -62,9 +62,13 @@ def usage_error(message: str, option: str) -> typer.BadParameter:
     return typer.BadParameter(message, param_hint=option)
 
 
-def check_kernel(registry: Registry, kernel: str) -> None:
+def check_kernel(registry: Registry, kernel: str | None) -> str:
+    """--kernel: a registered kernel's name (default: the first registered); returns it."""
+    if kernel is None:
+        return next(iter(registry.kernels))
     if kernel not in registry.kernels:
         raise usage_error(f"unknown kernel {kernel!r}; choose from {', '.join(registry.kernels)}", "--kernel")
+    return kernel
 
 
 def report_plugin_errors(registry: Registry) -> None:

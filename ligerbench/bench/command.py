@@ -37,7 +37,10 @@ console = runs.console
 
 
 def bench(
-    kernel: Annotated[str, typer.Option(help="Kernel whose registered providers are compared.")] = "ce",
+    kernel: Annotated[
+        Optional[str],
+        typer.Option(help="Kernel whose registered providers are compared; default: the first registered."),
+    ] = None,
     provider: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -115,6 +118,7 @@ def bench(
     dev, triton_mode = runs.resolve_device("cpu" if smoke else "cuda")  # before any kernel import
     registry = default_registry()
     runs.report_plugin_errors(registry)
+    kernel = runs.check_kernel(registry, kernel)
     spec = _spec(registry, kernel)
     provider = named.add_adhoc(registry, kernel, provider, mutates_input=mutates_input)
     chosen = _providers(registry, spec, kernel, provider)
@@ -224,7 +228,6 @@ def bench(
 
 
 def _spec(registry: Registry, kernel: str) -> BenchSpec:
-    runs.check_kernel(registry, kernel)
     spec = registry.kernels[kernel].bench
     if spec is None:
         with_bench = [k.name for k in registry.kernels.values() if k.bench is not None]

@@ -29,7 +29,7 @@ from ligerbench.suites.converge import PATCHES, ConvergeCase, run_case
 from ligerbench.verify import summary
 
 ModelName = Enum("ModelName", {m: m for m in MODELS}, type=str)
-PatchName = Enum("PatchName", {p: p for p in ("ce", "flce", "both")}, type=str)
+PatchName = Enum("PatchName", {p: p for p in PATCHES}, type=str)
 ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESETS)}, type=str)
 ConvergeDtype = Enum("ConvergeDtype", {d: d for d in ("fp32", "bf16")}, type=str)
 

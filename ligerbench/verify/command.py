@@ -33,7 +33,10 @@ FILTERS = ("reduction", "ignore_pattern", "dtype", "option", "logits")
 
 
 def verify(
-    kernel: Annotated[str, typer.Option(help="Kernel to verify (`ligerbench list` names them).")] = "ce",
+    kernel: Annotated[
+        Optional[str],
+        typer.Option(help="Kernel to verify (`ligerbench list` names them); default: the first registered."),
+    ] = None,
     reduction: Annotated[Optional[list[str]], typer.Option(help="Only these reductions (repeatable).")] = None,
     ignore_pattern: Annotated[
         Optional[list[str]], typer.Option(help="Only these ignore-index patterns (repeatable), e.g. leading_run.")
@@ -80,7 +83,7 @@ def verify(
     registry = default_registry()
     runs.report_plugin_errors(registry)
     preset_name = runs.resolve_preset(preset, dev, list(registry.presets))
-    runs.check_kernel(registry, kernel)
+    kernel = runs.check_kernel(registry, kernel)
     provider = named.add_adhoc(registry, kernel, provider, mutates_input=mutates_input)
     _check_names(registry, kernel, provider, suite)
     named.require_loadable(registry, kernel, provider, dev.type)
@@ -140,7 +143,6 @@ def verify(
 
 
 def _check_names(registry: Registry, kernel: str, providers, suites) -> None:
-    runs.check_kernel(registry, kernel)
     known_p = [p.name for p in registry.providers_for(kernel, mutants=True)]
     for p in providers or []:
         if p not in known_p:
