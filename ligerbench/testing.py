@@ -105,6 +105,9 @@ def cases(
 
 
 def _select(registry: Registry, kernel: str, preset: str, device_type: str, filters: dict) -> list[Case]:
+    if kernel not in registry.kernels:
+        broken = "".join(f"; plugin {n!r} failed to load: {e}" for n, e in registry.plugin_errors)
+        raise ValueError(f"unknown kernel {kernel!r}; choose from {', '.join(registry.kernels)}{broken}")
     grid = registry.kernel(kernel).grid(preset, device_type)
     fields = set(Case.__dataclass_fields__)
     for name, value in filters.items():
@@ -156,10 +159,9 @@ def run_provider(
     exactly `cases`) and return the records; asserts nothing (verify_provider does)."""
     registry = registry or default_registry()
     dev = devices.resolve(device)
-    provider = _as_provider(kernel, fn, mutates_input=mutates_input, supports=supports, name=name)
-    if (kernel, provider.name) not in registry.providers:
-        registry.add(provider)
     grid = {c.id for c in _select(registry, kernel, preset, dev.type, filters)}
+    provider = _as_provider(kernel, fn, mutates_input=mutates_input, supports=supports, name=name)
+    registry.providers[(kernel, provider.name)] = provider  # the one under test, even over a namesake
     keep = grid
     if cases is not None:
         keep = {c.id for c in cases}

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from helpers import register_plugin
 from ligerbench.builtin import default_registry
+from ligerbench.registry import Provider
 from ligerbench.specs.ce import ce_torch
 from ligerbench.specs.flce import flce_torch
 from ligerbench.testing import cases, run_provider, verify_provider
@@ -38,6 +40,10 @@ def test_flce_callables_are_checked_too():
 def test_a_registered_provider_object_is_accepted():
     eager = default_registry(plugins=False).provider("ce", "eager")
     assert verify_provider("ce", eager, **ONE).provider == "eager"
+    # a Provider object named like a registered one is the one checked, not its namesake
+    wrong = Provider(name="eager", kernel="ce", description="", load=lambda: loss_one_percent_high)
+    with pytest.raises(AssertionError, match="eager failed"):
+        verify_provider("ce", wrong, **ONE)
 
 
 def test_a_wrong_loss_fails_naming_case_error_limit_and_reference():
@@ -93,3 +99,12 @@ def test_a_case_outside_the_grid_is_refused():
     (case,) = cases("ce", **ONE, option="plain", logits="normal")[:1]
     with pytest.raises(ValueError, match="not cases of kernel ce"):
         verify_provider("ce", ce_torch, cases=[case.replace(n=17)])
+
+
+def test_an_unknown_kernel_names_the_plugin_that_failed_to_bring_it(monkeypatch):
+    def broken(reg):
+        raise ImportError("No module named 'kl_dependency'")
+
+    register_plugin(monkeypatch, broken, name="kl_plugin")
+    with pytest.raises(ValueError, match="unknown kernel 'kl'.*plugin 'kl_plugin' failed to load: ImportError"):
+        verify_provider("kl", ce_torch)
