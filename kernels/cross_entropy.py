@@ -12,6 +12,9 @@ Design (the cost model is in docs/performance.md: read the logits once, write th
   and writes the gradient for an upstream gradient of 1;
 - backward only rescales rows whose upstream gradient is not 1, deciding on the device, so
   `loss.backward()` costs one tiny launch and no host sync;
+- targets out of [0, V) (not ignore_index) are checked on the device on a GPU (a one-program-
+  per-target kernel sets a flag and printf-names the value, then torch._assert_async): no host
+  sync anywhere on the default path; on CPU the check is on the host (ValueError);
 - accumulation is in float32 whatever the logits dtype; the sum of the non-target
   probabilities is kept apart so that the target's gradient, p_y - 1 = -sum_others / sum,
   stays exact when p_y is close to 1 (confident logits; docs/bugs.md, bug 6).
@@ -39,8 +42,7 @@ def _row_stats(
     x_row,
     class_w_ptr,
     t,
-    lo,
-    hi,
+    V,
     cap,
     BLOCK_V: tl.constexpr,
     SOFTCAP: tl.constexpr,
@@ -48,7 +50,7 @@ def _row_stats(
     HAS_CLASS_W: tl.constexpr,
     POLICY: tl.constexpr,
 ):
-    """Pass 1 over columns [lo, hi) of one row: running max m, sum of exp(x - m) over the
+    """Pass 1 over one row of V columns: running max m, sum of exp(x - m) over the
     non-target classes s_o, and for label smoothing sum_j w_j x_j and sum_j w_j."""
     offs = tl.arange(0, BLOCK_V)
     m = float("-inf")
@@ -57,12 +59,12 @@ def _row_stats(
     sum_w = 0.0
     # Each iteration issues the next block's load before working on this one, so two blocks of
     # reads are in flight. Pass-1 reads ask L2 to keep the row: pass 2 reads it again.
-    x_next = load_block(x_row, lo + offs, hi, POLICY)
-    for b in range(0, tl.cdiv(hi - lo, BLOCK_V)):
-        cols = lo + b * BLOCK_V + offs
-        in_row = cols < hi
+    x_next = load_block(x_row, offs, V, POLICY)
+    for b in range(0, tl.cdiv(V, BLOCK_V)):
+        cols = b * BLOCK_V + offs
+        in_row = cols < V
         x_raw = x_next
-        x_next = load_block(x_row, cols + BLOCK_V, hi, POLICY)
+        x_next = load_block(x_row, cols + BLOCK_V, V, POLICY)
         x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
         m_new = tl.maximum(m, tl.max(x, 0))
         e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
@@ -192,11 +194,11 @@ def _row_finish(
 
 
 @triton.jit
-def _zero_cols(g_row, lo, hi, grad_ptr, BLOCK_V: tl.constexpr):
+def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
     offs = tl.arange(0, BLOCK_V)
-    for b in range(0, tl.cdiv(hi - lo, BLOCK_V)):
-        cols = lo + b * BLOCK_V + offs
-        tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=cols < hi)
+    for b in range(0, tl.cdiv(V, BLOCK_V)):
+        cols = b * BLOCK_V + offs
+        tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=cols < V)
 
 
 @triton.jit
@@ -217,7 +219,6 @@ def _ce_fwd_kernel(
     zloss_ptr,
     lse_ptr,
     # sizes and options
-    N,
     V,
     ignore_index,
     smoothing,
@@ -245,10 +246,10 @@ def _ce_fwd_kernel(
         tl.store(zloss_ptr + row, 0.0)
         tl.store(lse_ptr + row, 0.0)
         if WRITE_GRAD:
-            _zero_cols(g_row, 0, V, grad_ptr, BLOCK_V)
+            _zero_row(g_row, V, grad_ptr, BLOCK_V)
     else:
         m, s_o, sum_wx, sum_w = _row_stats(
-            x_row, class_w_ptr, t, 0, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP
+            x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP
         )
         _row_finish(
             row, t, m, s_o, sum_wx, sum_w, x_row, g_row, grad_ptr, token_w_ptr, class_w_ptr,
@@ -256,6 +257,18 @@ def _ce_fwd_kernel(
             HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
             ROUND_BY_HAND, POLICY_DROP,
         )  # fmt: skip
+
+
+@triton.jit
+def _check_targets_kernel(tgt_ptr, ok_ptr, V, ignore_index):
+    """The device check, one program per target: a target outside [0, V) that is not
+    ignore_index sets the flag to 0 (every writer stores the same 0: no atomic needed) and is
+    named by a device printf. Apart from the loss kernel: a printf inside it cost 13% (NOTES.md)."""
+    row = tl.program_id(0).to(tl.int64)
+    t = tl.load(tgt_ptr + row).to(tl.int64)
+    if (t != ignore_index) & ((t < 0) | (t >= V)):
+        tl.device_print("cross_entropy: target out of range [0, V), not ignore_index: row, target", row, t)
+        tl.store(ok_ptr, 0)
 
 
 @triton.jit
@@ -288,14 +301,14 @@ def _scale_rows_kernel(
 
 # ----------------------------------------------------------------------------- launchers
 
-# True when triton.jit gave us the interpreter (TRITON_INTERPRET=1 at import): see _to_store.
+# True when triton.jit gave us the interpreter (TRITON_INTERPRET=1 at import): see
+# triton_math.to_store.
 _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 
 # Launch shape, measured on an H100 (N=8192, V=128256, bf16, forward+backward; kernels/NOTES.md):
 # one program per row, 4096-wide blocks, 16 warps: 1.94 ms. Persistent grids (1-4 programs per
 # SM) and rows split across programs were slower.
 _MAX_BLOCK_V = 4096
-_NUM_WARPS: int | None = None  # None: chosen from BLOCK_V below
 _L2_HINTS = True
 
 
@@ -303,21 +316,49 @@ def _launch_config(n_cols: int, device: torch.device) -> tuple[int, int]:
     """(BLOCK_V, num_warps) for rows of n_cols columns."""
     block_v = min(triton.next_power_of_2(max(n_cols, 1)), _MAX_BLOCK_V)
     if device.type == "cuda":
-        num_warps = _NUM_WARPS or (16 if block_v >= 4096 else (8 if block_v >= 1024 else 4))
+        num_warps = 16 if block_v >= 4096 else (8 if block_v >= 1024 else 4)
     else:  # Triton's interpreter ignores warps
         num_warps = 4
     return block_v, num_warps
 
 
+CheckTargets = Literal[True, False, "host", "device"]
+CHECK_TARGETS: tuple = (True, False, "host", "device")
+
+
+def resolve_check(check_targets, device: torch.device) -> str | None:
+    """Where the range check on the targets runs: "host", "device" or None (no check).
+
+    True (the default) is "device" on a GPU (no host sync) and "host" elsewhere (on CPU the
+    host check costs no sync and raises a ValueError naming the value)."""
+    if check_targets is True:
+        return "device" if device.type == "cuda" else "host"
+    if check_targets is False:
+        return None
+    if check_targets in ("host", "device"):
+        return check_targets
+    raise ValueError(f"check_targets must be one of {CHECK_TARGETS}, got {check_targets!r}")
+
+
 def check_targets_in_range(target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
     """Raise ValueError if a target is outside [0, n_classes) and not ignore_index.
 
-    Costs one device-to-host sync on a GPU; callers on a hot path may skip it (the kernel then
-    writes NaN for such rows rather than a wrong number)."""
+    The host check: costs one device-to-host sync on a GPU (check_targets="host")."""
     bad = ((target < 0) | (target >= n_classes)) & (target != ignore_index)
     if bool(bad.any()):
         first = int(target[bad][0])
         raise ValueError(f"target holds {first}, outside [0, {n_classes}) and not ignore_index={ignore_index}")
+
+
+def check_targets_on_device(target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
+    """The device check (check_targets="device", the default on a GPU): no host sync. One small
+    kernel flags (and printf-names) targets outside [0, n_classes) that are not ignore_index;
+    torch._assert_async on the flag then fails the CUDA stream as PyTorch's own index checks do
+    (the error comes back at the next CUDA call). On CPU the assertion raises RuntimeError."""
+    ok = torch.ones(1, dtype=torch.int32, device=target.device)
+    if target.numel():
+        _check_targets_kernel[(target.numel(),)](target, ok, n_classes, ignore_index, num_warps=1)
+    torch._assert_async(ok, f"a target is outside [0, {n_classes}) and not ignore_index={ignore_index} (cross_entropy)")
 
 
 def mean_denominator(
@@ -350,6 +391,7 @@ def cross_entropy_rows(
     Returns float32 per-row (loss, z_loss, lse); loss includes the z-loss and the token weight.
     If `grad_out` is given ([N, V], last dim contiguous, may be `logits` itself) the gradient of
     sum(loss) -- or of sum(loss) / denom when `denom` is given -- is written into it.
+    A target outside [0, V) that is not ignore_index gives its row NaN (loss and gradient).
     Used by the fused linear kernel on chunks of logits. No validation, no host sync."""
     n_rows, n_cols = logits.shape
     dev = logits.device
@@ -372,7 +414,6 @@ def cross_entropy_rows(
         loss,
         zloss,
         lse,
-        n_rows,
         n_cols,
         ignore_index,
         float(label_smoothing),
@@ -488,8 +529,11 @@ class CrossEntropyFunction(torch.autograd.Function):
         t = target.reshape(-1)
         tw = token_weight.reshape(-1).float() if token_weight is not None else None
         w = weight.float().contiguous() if weight is not None else None
-        if check_targets:
+        check = resolve_check(check_targets, x.device)
+        if check == "host":
             check_targets_in_range(t, n_cols, ignore_index)
+        elif check == "device":
+            check_targets_on_device(t, n_cols, ignore_index)
         denom = mean_denominator(t, w, ignore_index, n_cols) if reduction == "mean" else None
 
         needs_grad = ctx.needs_input_grad[0]
@@ -545,7 +589,7 @@ def cross_entropy(
     token_weight: torch.Tensor | None = None,
     return_z_loss: bool = False,
     inplace_backward: bool = False,
-    check_targets: bool = True,
+    check_targets: CheckTargets = True,
 ):
     """Cross entropy of `logits` [N, V] or [B, T, V] against class ids `target` [N] or [B, T].
 
@@ -562,8 +606,14 @@ def cross_entropy(
     logging only (no gradient flows through it; the loss already includes it).
     inplace_backward=True writes the gradient into `logits` during forward (saves N*V memory;
     the logits are then destroyed). Otherwise `logits` is never modified.
-    check_targets=False skips the range check on `target` (a host sync on GPU): out-of-range
-    targets then give NaN. The gradient is formed in forward, so one backward per forward.
+    check_targets: targets outside [0, V) that are not ignore_index are errors, never silent
+    numbers. True (default): checked on the device on a GPU -- a small kernel flags them, its
+    printf naming row and value, and a device-side assertion (torch._assert_async, no host
+    sync) fails the CUDA stream as PyTorch's own index checks do -- and on the host elsewhere
+    (ValueError naming the value). "host": the host check on any device (ValueError;
+    one host sync on a GPU). "device": the device check on any device (on CPU a RuntimeError).
+    False: no check; such rows give NaN loss and gradient.
+    The gradient is formed in forward, so one backward per forward.
     """
     loss, zloss = CrossEntropyFunction.apply(
         logits,
@@ -594,7 +644,7 @@ class CrossEntropyLoss(torch.nn.Module):
         z_loss_scale: float = 0.0,
         return_z_loss: bool = False,
         inplace_backward: bool = False,
-        check_targets: bool = True,
+        check_targets: CheckTargets = True,
     ):
         super().__init__()
         self.register_buffer("weight", weight)

@@ -19,15 +19,20 @@ recomputes the logits in backward pays 8*N*H*V):
   over rows, so it cannot be rescaled afterwards. Forward then computes the loss only and
   backward recomputes each chunk with token weights multiplied by the upstream gradient: the
   per-row scaling is exact (one rounding, inside the kernel), at the price of 8*N*H*V FLOPs.
-- chunk size: the largest number of tokens whose logits fit `chunk_bytes` (default
-  DEFAULT_CHUNK_BYTES), rounded down to a multiple of 128 when above 128 (cuBLAS tile
-  friendly). A budget, not a formula in V/H, so large vocabularies do not get tiny chunks.
-  `chunk_tokens` overrides it (tests use it to force many and partial chunks).
+- memory budget, `chunk_bytes` (default DEFAULT_CHUNK_BYTES): the working memory allowed
+  beyond the gradients themselves. The logits chunk gets the most tokens whose logits fit it,
+  rounded down to a multiple of 128 when above 128 (cuBLAS tile friendly): a budget, not a
+  formula in V/H, so large vocabularies do not get tiny chunks. `chunk_tokens` overrides it
+  (tests use it to force many and partial chunks).
 - gradient of the weight, `grad_weight_accum`:
-    "auto"  (default) "dtype" for up to AUTO_DTYPE_MAX_CHUNKS chunks, else "fp32": the
-            running sum's error grows as sqrt(chunks), and on an H100 at N=4096, H=1024,
-            V=32000, bf16, 820 chunks of 5 tokens put "dtype" at 1.08-1.14x the verify limit
-            while the benchmarked shapes (11 and 22 chunks) stay within it.
+    "auto"  (default) "dtype", except "fp32" when there are more than AUTO_DTYPE_MAX_CHUNKS
+            chunks AND the fp32 accumulator (4*V*H bytes) takes at most half the budget (the
+            logits chunk then gets the rest); with `chunk_tokens` given, the chunk count alone
+            decides. The running sum's error grows as sqrt(chunks): on an H100 at N=4096,
+            H=1024, V=32000, bf16, 820 chunks of 5 tokens put "dtype" at 1.08-1.14x the verify
+            limit while 11 and 22 chunks stay within it. A smaller budget never selects the
+            accumulator at a large head (before: a 64 MiB budget at the Gemma-2 head gave 64
+            chunks, an fp32 accumulator, 2314 MiB extra and 217.7 ms).
     "dtype" accumulate into the weight-dtype gradient itself (addmm with beta=1:
             each chunk's product is accumulated in fp32 inside cuBLAS and added to the running
             sum in fp32, which is then rounded once per chunk: about sqrt(chunks/2) roundings
@@ -35,6 +40,7 @@ recomputes the logits in backward pays 8*N*H*V):
             to the tolerance rule (2x eager's error) at every shape they run.
     "fp32"  an fp32 [V, H] accumulator, rounded to the weight dtype once at the end. Exact, but
             it costs 4*V*H bytes (2 GiB at the Llama-3-8B head) and the fp32 adds are slower.
+            Asked for explicitly, the accumulator comes on top of the budget.
   Measured on an H100 at N=8192, H=4096, V=128256, bf16, 192 MiB chunks (kernels/NOTES.md):
   "dtype" 42.5 ms and 1254 MiB extra, "fp32" 50.4 ms and 3258 MiB.
   The bias gradient always accumulates in fp32 with Kahan compensation (it is only V floats).
@@ -50,10 +56,13 @@ from typing import Literal
 import torch
 
 from .cross_entropy import (
+    CheckTargets,
     Reduction,
     check_targets_in_range,
+    check_targets_on_device,
     cross_entropy_rows,
     mean_denominator,
+    resolve_check,
     scale_rows_,
     validate_loss_options,
 )
@@ -68,7 +77,8 @@ AUTO_DTYPE_MAX_CHUNKS = 32
 
 
 def resolve_accum(accum: str, n_tokens: int, chunk: int) -> str:
-    """The accumulation "auto" stands for, given the number of chunks."""
+    """The accumulation "auto" stands for, given the number of chunks alone (the rule when the
+    chunk size is forced by `chunk_tokens`; `plan` adds the memory budget otherwise)."""
     if accum != "auto":
         return accum
     return "dtype" if -(-n_tokens // max(chunk, 1)) <= AUTO_DTYPE_MAX_CHUNKS else "fp32"
@@ -86,6 +96,37 @@ def chunk_size(n_tokens: int, n_classes: int, element_size: int, chunk_bytes: in
     if rows > _TILE:
         rows -= rows % _TILE
     return min(rows, max(n_tokens, 1))
+
+
+def plan(
+    n_tokens: int,
+    n_classes: int,
+    n_hidden: int,
+    element_size: int,
+    chunk_bytes: int,
+    chunk_tokens: int | None,
+    accum: str,
+) -> tuple[int, str]:
+    """(tokens per chunk, weight-gradient accumulation) for a memory budget of `chunk_bytes`.
+
+    The budget bounds the working memory beyond the gradients themselves: the logits chunk and,
+    in "fp32" accumulation, the fp32 [V, H] accumulator (4*V*H bytes). "auto" takes "fp32" only
+    when the chunks would be more than AUTO_DTYPE_MAX_CHUNKS AND the accumulator takes at most
+    half the budget (the logits chunk gets the rest); otherwise "dtype". So a smaller budget
+    never buys a larger accumulator: the extra memory stays within max(budget, one row of
+    logits) whatever the budget. With `chunk_tokens` given the budget does not size anything
+    and "auto" follows the chunk count alone (resolve_accum); an explicit "fp32" gets the whole
+    budget for its logits chunk, its accumulator on top."""
+    if chunk_tokens is not None or accum != "auto":
+        chunk = chunk_size(n_tokens, n_classes, element_size, chunk_bytes, chunk_tokens)
+        return chunk, resolve_accum(accum, n_tokens, chunk)
+    chunk = chunk_size(n_tokens, n_classes, element_size, chunk_bytes, None)
+    if resolve_accum("auto", n_tokens, chunk) == "dtype":
+        return chunk, "dtype"
+    acc_bytes = 4 * n_classes * n_hidden
+    if 2 * acc_bytes > chunk_bytes:
+        return chunk, "dtype"
+    return chunk_size(n_tokens, n_classes, element_size, chunk_bytes - acc_bytes, None), "fp32"
 
 
 def _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap):
@@ -141,7 +182,8 @@ def _add_product_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> No
 
 def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows):
     """Run every chunk: logits, loss and gradient rows (in place), then the three gradient
-    products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed."""
+    products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed. No host
+    sync: the chunk bounds are host integers from the shapes."""
     n, v = h.shape[0], w.shape[0]
     need_grad = need_h or need_w or need_b
     grad_h = torch.empty_like(h) if need_h else None
@@ -183,6 +225,7 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
             total = grad_b + term
             grad_b_carry = (total - grad_b) - term
             grad_b = total
+    del buf  # before the fp32 accumulator's conversion: the two never coexist with it
     if grad_w is not None and grad_w.dtype != w.dtype:
         grad_w = grad_w.to(w.dtype)
     if grad_b is not None:
@@ -236,11 +279,15 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         t = target.reshape(-1).contiguous()
         tw = token_weight.reshape(-1).float().contiguous() if token_weight is not None else None
         cw = class_weight.float().contiguous() if class_weight is not None else None
-        if check_targets:
+        check = resolve_check(check_targets, h.device)
+        if check == "host":
             check_targets_in_range(t, n_classes, ignore_index)
+        elif check == "device":
+            check_targets_on_device(t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
-        chunk = chunk_size(h.shape[0], n_classes, h.element_size(), chunk_bytes, chunk_tokens)
-        grad_weight_accum = resolve_accum(grad_weight_accum, h.shape[0], chunk)
+        chunk, grad_weight_accum = plan(
+            h.shape[0], n_classes, h.shape[1], h.element_size(), chunk_bytes, chunk_tokens, grad_weight_accum
+        )
         ce = dict(
             weight=cw,
             ignore_index=ignore_index,
@@ -346,7 +393,7 @@ def fused_linear_cross_entropy(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     chunk_tokens: int | None = None,
     grad_weight_accum: GradWeightAccum = "auto",
-    check_targets: bool = True,
+    check_targets: CheckTargets = True,
 ):
     """Cross entropy of `hidden @ weight.T + bias` against class ids `target`, chunk by chunk.
 
@@ -357,8 +404,17 @@ def fused_linear_cross_entropy(
     z_loss_scale * lse**2 per counted token, times the per-token weight; mean divides by
     PyTorch's denominator. Returns the float32 loss, or (loss, z_loss) with return_z_loss=True
     (z_loss for logging: no gradient flows through it; the loss already includes it).
-    chunk_bytes / chunk_tokens / grad_weight_accum: see the module docstring. One backward per
-    forward (the gradients are formed in forward, except for reduction="none").
+    chunk_bytes: the memory budget, in bytes, for the working memory beyond the gradients
+    (the logits chunk; in "auto" accumulation also the fp32 weight-gradient accumulator, which
+    it only takes when that fits half the budget). Extra memory is then about the gradients +
+    chunk_bytes (at least one row of logits). Default DEFAULT_CHUNK_BYTES (192 MiB). Smaller
+    budgets mean more, smaller chunks (slower at large heads), never more memory.
+    chunk_tokens: force the tokens per chunk instead (the budget then sizes nothing).
+    grad_weight_accum: "auto", "dtype" or "fp32": see the module docstring.
+    check_targets: as in kernels.cross_entropy.cross_entropy: True (default) checks the targets
+    on the device on a GPU (no host sync; a device-side assertion) and on the host elsewhere
+    (ValueError); "host" / "device" pick one; False skips it (bad rows give NaN).
+    One backward per forward (the gradients are formed in forward, except for reduction="none").
     """
     loss, zloss = FusedLinearCrossEntropyFunction.apply(
         hidden,

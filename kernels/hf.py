@@ -23,7 +23,9 @@ transformers 5.x: run the base model, slice the hidden states by `logits_to_keep
 
 The loss follows transformers' ForCausalLMLoss: labels shifted by one (or `shift_labels`
 given), mean over counted targets, or sum / `num_items_in_batch` when that is passed (gradient
-accumulation). With `per_sequence_mean=True` the loss is instead the mean over sequences of each
+accumulation). No host sync on the way (the kernels check the targets on the device; a
+2-D bool `logits_to_keep` mask, a data-dependent shape, is the one exception, as in
+transformers). With `per_sequence_mean=True` the loss is instead the mean over sequences of each
 sequence's mean, sequences found from `position_ids` restarts (packed rows): kernels/packing.py.
 
 Loss options (those of the kernels, docs/providers.md has their semantics), all off by default:
@@ -36,7 +38,8 @@ Loss options (those of the kernels, docs/providers.md has their semantics), all 
                                   is an error;
   token_weight                    per call: `model(..., labels=labels, token_weight=w)`, w shaped
                                   like labels, w[b, t] weighing the loss on labels[b, t] (shifted
-                                  with them; aligned with `shift_labels` when those are given).
+                                  with them; aligned with `shift_labels` when those are given),
+                                  on the model's device.
 With any option set, every loss the patch takes is ours (kind "flce" in eval too), since
 transformers' own loss has none of them.
 
@@ -219,8 +222,11 @@ class CausalLMPatch:
     def _kernel_options(self, device, class_weight_name: str) -> dict:
         """The loss options as the kernel takes them (class weights on the logits' device)."""
         o = {k: v for k, v in self.options.items() if k != "class_weight"}
-        if self.options["class_weight"] is not None:
-            o[class_weight_name] = self.options["class_weight"].to(device)
+        weight = self.options["class_weight"]
+        if weight is not None:
+            if weight.device != device:  # moved once, not copied from the host every step
+                weight = self.options["class_weight"] = weight.to(device)
+            o[class_weight_name] = weight
         return o
 
     def _token_weight(self, kwargs, weights):
@@ -265,7 +271,7 @@ class CausalLMPatch:
             inplace_backward=self.inplace_backward,
             **self._kernel_options(flat.device, "weight"),
         )
-        return loss if n_items is None else loss / torch.as_tensor(n_items, device=loss.device)
+        return _divide(loss, n_items)
 
     def _fused_loss(self, model, hidden, labels, position_ids, cap, kwargs):
         fused = _fused_kernel()
@@ -284,7 +290,17 @@ class CausalLMPatch:
             **extra,
             **self._kernel_options(flat.device, "class_weight"),
         )
-        return loss if n_items is None else loss / torch.as_tensor(n_items, device=loss.device)
+        return _divide(loss, n_items)
+
+
+def _divide(loss: torch.Tensor, n_items) -> torch.Tensor:
+    """loss / num_items_in_batch without a host sync: a number divides as a number, a tensor is
+    moved to the loss's device (a no-op when it is there already; never a copy to the host)."""
+    if n_items is None:
+        return loss
+    if isinstance(n_items, torch.Tensor) and not (n_items.dim() == 0 and n_items.device.type == "cpu"):
+        return loss / n_items.to(loss.device, non_blocking=True)
+    return loss / n_items  # a number, or a CPU scalar tensor (PyTorch reads it on the host)
 
 
 def patch_causal_lm(model, kind: PatchKind = "ce", **options) -> CausalLMPatch:

@@ -68,6 +68,12 @@ def sweep_points(
     return [SweepPoint(name, float(i), shape(n, h, v)) for i, (name, (h, v)) in enumerate(heads.items())]
 
 
+def heads_points(kernel: str, names: tuple[str, ...], dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    """The heads sweep restricted to `names` (the smoke heads stand in for them under --smoke)."""
+    points = sweep_points(kernel, "heads", fused=True, dtype=dtype, tokens=tokens, smoke=smoke)
+    return points if smoke else [p for p in points if p.label in names]
+
+
 def sweeps(kernel: str, *, fused: bool, first: str) -> dict[str, Sweep]:
     """The shared sweeps for one kernel, `first` (its default) first."""
     order = (first, *(s for s in SWEEPS if s != first))

@@ -68,9 +68,11 @@ def test_ratio_to_best_is_nan_when_undefined(values):
     assert all(math.isnan(v) for v in got.values())
 
 
-def _row(provider: str, metric: str, value: float, verdict: str = "measured", quantity: str = "full") -> Record:
+def _row(
+    provider: str, metric: str, value: float, verdict: str = "measured", quantity: str = "full", case: Case = LLAMA_CE
+) -> Record:
     return Record.for_case(
-        LLAMA_CE,
+        case,
         run_id="r",
         suite="bench",
         provider=provider,
@@ -217,15 +219,37 @@ def test_targets_pass_fail_only_on_measured_full_rows_at_their_shape():
         _row("ours_nocheck", "time_ms", 1.5),
         _row("ours_inplace", "time_ms", 1.0, quantity="forward"),  # forward alone is not the target
         _row("ours_inplace_nocheck", "time_ms", 1.0, verdict="not_a_measurement"),  # smoke
-        _row("liger", "time_ms", 1.0),  # not ours
+        _row("liger", "time_ms", 2.5),  # not ours, but a peer of the second target
     ]
-    got = {r.provider: r for r in target_records(rows, bench_ce.SPEC, cases)}
-    assert set(got) == {"ours", "ours_nocheck"}
-    assert (got["ours"].verdict, got["ours"].limit, got["ours"].metric) == ("fail", 1.6, "target_time_ms")
-    assert "1.22x the limit" in got["ours"].message
-    assert got["ours_nocheck"].verdict == "pass"
+    got = target_records(rows, bench_ce.SPEC, cases)
+    absolute = {r.provider: r for r in got if r.limit == 1.6}
+    assert set(absolute) == {"ours", "ours_nocheck"}
+    assert (absolute["ours"].verdict, absolute["ours"].metric) == ("fail", "target_time_ms")
+    assert "1.22x the limit" in absolute["ours"].message
+    assert absolute["ours_nocheck"].verdict == "pass"
+    # no slower than the best peer measured at the same point: 1.95 <= 2.5 (Liger) passes
+    (relative,) = [r for r in got if r.limit != 1.6]
+    assert (relative.provider, relative.verdict, relative.limit) == ("ours", "pass", 2.5)
     other_shape = LLAMA_CE.replace(v=32000)
-    assert target_records([_row("ours", "time_ms", 9.0)], bench_ce.SPEC, {LLAMA_CE.id: other_shape}) == []
+    only_relative = target_records([_row("ours", "time_ms", 9.0)], bench_ce.SPEC, {LLAMA_CE.id: other_shape})
+    assert [r.limit == 1.6 for r in only_relative] == [False]
+
+
+def test_a_target_against_a_peer_fails_when_slower_and_is_not_judged_without_the_peer():
+    cases = {LLAMA_CE.id: LLAMA_CE.replace(v=32000)}
+    slower = target_records([_row("ours", "time_ms", 1.2), _row("torch_compile", "time_ms", 1.0)], bench_ce.SPEC, cases)
+    assert [(r.verdict, r.limit) for r in slower] == [("fail", 1.0)]
+    alone = target_records([_row("ours", "time_ms", 1.2)], bench_ce.SPEC, cases)
+    assert [r.verdict for r in alone] == ["skip"] and "not judged" in alone[0].message
+
+
+def test_flce_memory_target_is_the_gradients_plus_20_percent():
+    rows = [_row("ours", "extra_mib", 1254.0, case=LLAMA_FLCE)]
+    (got,) = [
+        r for r in target_records(rows, bench_flce.SPEC, {LLAMA_FLCE.id: LLAMA_FLCE}) if r.metric == "target_extra_mib"
+    ]
+    grads = (128256 + 8192) * 4096 * 2 / 2**20  # 1066 MiB (docs/performance.md)
+    assert got.limit == pytest.approx(1.2 * grads) and got.verdict == "pass"
 
 
 @pytest.mark.gpu

@@ -56,8 +56,31 @@ def test_bad_options_are_named(device, kwargs, match):
 def test_target_out_of_range(device, bad):
     x, t = _xt(device)
     t[1] = bad
+    # the default checks on the host on CPU; on a GPU it checks on the device, where a failure
+    # ends the CUDA context (tests/test_no_sync.py runs that in a child process)
     with pytest.raises(ValueError, match=f"target holds {bad}"):
-        cross_entropy(x, t)
+        cross_entropy(x, t, check_targets="host")
+    if device == "cpu":
+        with pytest.raises(ValueError, match=f"target holds {bad}"):
+            cross_entropy(x, t)
+
+
+@pytest.mark.interpreter  # CPU tensors: needs the interpreter
+@pytest.mark.parametrize("bad", [V, -3])
+def test_device_check_flags_out_of_range_target(bad):
+    # the device check on CPU: the kernel's flag, then torch._assert_async raises at once
+    x, t = _xt("cpu")
+    t[2] = bad
+    with pytest.raises(RuntimeError, match=rf"outside \[0, {V}\)"):
+        cross_entropy(x, t, check_targets="device")
+    t[2] = -100  # ignore_index is no error
+    assert torch.isfinite(cross_entropy(x, t, check_targets="device"))
+
+
+def test_check_targets_keyword_is_validated(device):
+    x, t = _xt(device)
+    with pytest.raises(ValueError, match="check_targets must be one of"):
+        cross_entropy(x, t, check_targets="sometimes")
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])

@@ -14,9 +14,11 @@ import torch
 from ligerbench import tolerance
 from ligerbench.cases import DTYPES, Case
 from ligerbench.kernels.fused_linear_cross_entropy import (
+    AUTO_DTYPE_MAX_CHUNKS,
     DEFAULT_CHUNK_BYTES,
     chunk_size,
     fused_linear_cross_entropy,
+    plan,
 )
 from ligerbench.specs.flce import eager_in_dtype, make_problem, reference, run_flce
 
@@ -178,3 +180,69 @@ def test_auto_accumulation_switches_to_fp32_for_many_chunks():
     assert resolve_accum("auto", AUTO_DTYPE_MAX_CHUNKS, 1) == "dtype"
     assert resolve_accum("auto", AUTO_DTYPE_MAX_CHUNKS + 1, 1) == "fp32"
     assert resolve_accum("dtype", 4096, 1) == "dtype"  # an explicit choice is kept
+
+
+MiB = 2**20
+
+
+def _extra_bytes(n, v, h, elt, budget):
+    """Working memory beyond the gradients that plan() commits to: the logits chunk, and the
+    fp32 accumulator when it picks one."""
+    chunk, accum = plan(n, v, h, elt, budget, None, "auto")
+    return chunk * v * elt + (4 * v * h if accum == "fp32" else 0), chunk, accum
+
+
+@pytest.mark.parametrize("head", [(128256, 4096), (256000, 2304), (152064, 3584), (32768, 4096), (1000, 16)])
+def test_smaller_budget_never_costs_more_memory(head):
+    """Issue 16: a 64 MiB budget at the Gemma-2 head took 64 chunks and an fp32 accumulator
+    (2314 MiB extra). Over budgets from 1 KiB to 2 GiB, the memory plan() commits to never
+    grows when the budget shrinks, and never exceeds the budget (or one row of logits)."""
+    v, h = head
+    budgets = [2**k for k in range(10, 32)] + [64 * MiB, 192 * MiB, 100 * MiB + 12345]
+    plans = sorted((b, *_extra_bytes(8192, v, h, 2, b)) for b in budgets)
+    for (b0, e0, c0, a0), (b1, e1, _, _) in zip(plans, plans[1:], strict=False):
+        assert e0 <= max(b0, v * 2), f"budget {b0}: {e0} bytes ({c0} tokens, {a0})"
+        assert e0 <= e1, f"budget {b0} costs {e0} > {e1} at budget {b1}"
+    if v * h > 2**24:  # a real head: the accumulator never fits a budget of up to 2 GiB
+        assert all(p[3] == "dtype" for p in plans)
+
+
+def test_plan_keeps_the_fp32_accumulator_where_it_fits():
+    # many chunks and an accumulator within half the budget: fp32, the logits get the rest
+    chunk, accum = plan(8192, 1000, 16, 2, 400 * 1024, None, "auto")
+    assert accum == "fp32" and chunk * 1000 * 2 <= 400 * 1024 - 4 * 1000 * 16
+    assert -(-8192 // chunk) > AUTO_DTYPE_MAX_CHUNKS
+    # the Gemma-2 head at 64 MiB: 64 chunks, but 2.2 GiB of accumulator does not fit
+    assert plan(8192, 256000, 2304, 2, 64 * MiB, None, "auto") == (128, "dtype")
+    assert plan(8192, 128256, 4096, 2, DEFAULT_CHUNK_BYTES, None, "auto") == (768, "dtype")
+    # forced chunks: the chunk count alone decides (the verify suites' 5-token chunks: fp32)
+    assert plan(4096, 32000, 1024, 2, DEFAULT_CHUNK_BYTES, 5, "auto") == (5, "fp32")
+    assert plan(1001, 128256, 576, 2, DEFAULT_CHUNK_BYTES, 5, "auto") == (5, "fp32")
+    # an explicit choice is kept, its logits chunk from the whole budget
+    assert plan(8192, 128256, 4096, 2, DEFAULT_CHUNK_BYTES, None, "fp32") == (768, "fp32")
+
+
+@pytest.mark.interpreter  # CPU tensors: needs the interpreter
+@pytest.mark.xfail(strict=True, reason="known gap (kernels/NOTES.md): 64 bf16 running-sum roundings")
+def test_64_budget_chunks_in_bf16_stay_within_rule():
+    """The small-budget path: 64 chunks from the budget alone, "auto" -> "dtype" (the fp32
+    accumulator would exceed half the budget). Measured on CPU: grad_weight at 1.18x the rule
+    (0.00879 > 0.00745): a budget this small trades accuracy for memory. Strict: when a lean
+    exact path lands (NOTES.md: vocabulary-split weight gradient), this starts passing and the
+    mark must go."""
+    case = Case(kernel="flce", n=256, v=257, h=17, dtype="bf16", reduction="sum", upstream="random", bias=True)
+    budget = 4 * 257 * 2  # 4 tokens of bf16 logits: 64 chunks
+    assert plan(256, 257, 17, 2, budget, None, "auto") == (4, "dtype")
+    check(case, "cpu", chunk_bytes=budget)
+
+
+@pytest.mark.interpreter  # CPU tensors: needs the interpreter
+def test_device_target_check_on_cpu():
+    h, w = torch.randn(4, 8), torch.randn(10, 8)
+    bad = torch.tensor([0, 1, 10, 3])
+    with pytest.raises(RuntimeError, match=r"outside \[0, 10\)"):
+        fused_linear_cross_entropy(h, w, bad, check_targets="device")
+    with pytest.raises(ValueError, match="target holds 10"):
+        fused_linear_cross_entropy(h, w, bad, check_targets="host")
+    loss = fused_linear_cross_entropy(h, w, bad, reduction="none", check_targets=False)
+    assert torch.isnan(loss[2]) and torch.isfinite(loss[[0, 1, 3]]).all()

@@ -22,7 +22,7 @@ import torch
 import typer
 
 from ligerbench import named, runs
-from ligerbench.bench import ceilings, metrics, plots
+from ligerbench.bench import ceilings, metrics, pareto, plots
 from ligerbench.bench import report as bench_report
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
 from ligerbench.bench.spec import BenchSpec
@@ -121,11 +121,11 @@ def bench(
     kernel = runs.check_kernel(registry, kernel)
     spec = _spec(registry, kernel)
     provider = named.add_adhoc(registry, kernel, provider, mutates_input=mutates_input)
-    chosen = _providers(registry, spec, kernel, provider)
-    named.require_loadable(registry, kernel, provider, dev.type)
     sweep_name = sweep or next(iter(spec.sweeps))
     if sweep_name not in spec.sweeps:
         raise runs.usage_error(f"unknown sweep {sweep_name!r}; choose from {', '.join(spec.sweeps)}", "--sweep")
+    chosen = _providers(registry, spec, kernel, provider, sweep_name)
+    named.require_loadable(registry, kernel, provider, dev.type)
     points = spec.sweeps[sweep_name](dtype.value, tokens, smoke)
     budget = SMOKE_BUDGET if smoke else TimingBudget(rep_ms=rep_ms)
     plan = Plan(
@@ -211,6 +211,7 @@ def bench(
         title=title + (" NOT A MEASUREMENT" if smoke else ""),
         folder=run.path,
     )
+    pareto.draw(df, points, title=title, folder=run.path)
     print((run.path / "summary.md").read_text())
     if baseline:
         dest = baseline_root / f"bench-{kernel}-{sweep_name}-{mode.value}"
@@ -235,7 +236,7 @@ def _spec(registry: Registry, kernel: str) -> BenchSpec:
     return spec
 
 
-def _providers(registry: Registry, spec: BenchSpec, kernel: str, names: list[str] | None) -> list[Provider]:
+def _providers(registry: Registry, spec: BenchSpec, kernel: str, names: list[str] | None, sweep: str) -> list[Provider]:
     known = registry.providers_for(kernel, bench_only=True)
     by_name = {p.name: p for p in known}
     for n in names or []:
@@ -246,4 +247,5 @@ def _providers(registry: Registry, spec: BenchSpec, kernel: str, names: list[str
     for name, reason in spec.excluded.items():
         if name in by_name:
             console.print(f"[yellow]left out:[/] {name}: {reason}")
-    return [p for p in known if p.name not in spec.excluded]
+    elsewhere = {n for s, only in spec.sweep_only.items() if s != sweep for n in only}
+    return [p for p in known if p.name not in spec.excluded and p.name not in elsewhere]

@@ -88,8 +88,9 @@ def derive(rows: list[Record], spec: BenchSpec, cases: dict[str, Case], ceilings
 
 
 def target_records(rows: list[Record], spec: BenchSpec, cases: dict[str, Case]) -> list[Record]:
-    """One row per target whose shape this run measured: the figure, the limit, pass or fail
-    (not_a_measurement in a smoke run). Times count in mode full only."""
+    """One row per (target, provider, point) this run measured: the figure, the limit, pass or
+    fail (skip when a peer the limit needs was not measured there). Measured rows only (a smoke
+    run has none); times count in mode full only."""
     out = []
     for t in spec.targets:
         for r in rows:
@@ -99,18 +100,45 @@ def target_records(rows: list[Record], spec: BenchSpec, cases: dict[str, Case]) 
                 or r.provider not in t.providers
                 or r.metric != t.metric
                 or r.verdict != "measured"
-                or (c.n, c.v, c.h) != (t.n, t.v, t.h)
+                or not t.applies(c)
                 or (t.metric == "time_ms" and r.quantity != "full")
             ):
                 continue
-            verdict = "pass" if r.value <= t.limit else "fail"
-            gap = f"{r.value / t.limit:.2f}x the limit" if t.limit > 0 else ""
+            limit, why = _target_limit(t, c, r, rows)
+            if not math.isfinite(limit):
+                verdict, message = "skip", f"{t.source}; not judged: {why}"
+            else:
+                verdict = "pass" if r.value <= limit else "fail"
+                message = f"{t.source}; limit {why}; {r.value / limit:.2f}x the limit" if limit > 0 else t.source
             out.append(
                 dataclasses.replace(
-                    r, metric=f"{TARGET_PREFIX}{t.metric}", limit=t.limit, verdict=verdict, message=f"{t.source}; {gap}"
+                    r, metric=f"{TARGET_PREFIX}{t.metric}", limit=limit, verdict=verdict, message=message
                 )
             )
     return out
+
+
+def _target_limit(t, case: Case, row: Record, rows: list[Record]) -> tuple[float, str]:
+    """(limit, how it was formed) at the row's point."""
+    fixed = t.limit(case) if callable(t.limit) else t.limit
+    parts = [f"{fixed:.4g}"] if math.isfinite(fixed) else []
+    if not t.peers:
+        return fixed, " ".join(parts) or "none"
+    peer_values = [
+        p.value
+        for p in rows
+        if p.provider in t.peers
+        and p.case == row.case
+        and p.quantity == row.quantity
+        and p.metric == row.metric
+        and p.verdict == "measured"
+        and math.isfinite(p.value)
+    ]
+    if not peer_values:
+        return math.nan, f"none of {', '.join(t.peers)} measured here"
+    best = t.factor * min(peer_values)
+    parts.append(f"{t.factor:g} x best of {', '.join(t.peers)} = {best:.4g}")
+    return min(fixed, best), " and ".join(parts)
 
 
 def ceiling_records(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,18 +22,32 @@ class BenchInputs:
     options: dict = field(default_factory=dict)  # keyword arguments, filtered per provider
 
 
+def everywhere(case: Case) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Target:
-    """A figure our kernel must reach at one shape (docs/performance.md, design targets), checked in every run that
-    measures that shape: a record with the limit and a pass/fail verdict."""
+    """A figure our kernel must reach (docs/performance.md, design targets), checked in every run
+    that measures a point it applies to: a record with the limit and a pass/fail verdict.
+
+    The limit at a point is the smaller of `limit` (a number, or a function of the case, e.g.
+    the bytes of the gradients) and `factor` x the best of `peers` measured at the same point of
+    the same run ("no slower than torch.compile"). A target that needs a peer the run did not
+    measure at that point is not judged: its row says so (verdict skip), never pass."""
 
     providers: tuple[str, ...]  # our providers the target applies to
-    n: int
-    v: int
-    h: int  # 0 for ce
     metric: str  # "time_ms" (mode full) or "extra_mib"
-    limit: float
     source: str
+    applies: Callable[[Case], bool] = everywhere  # the points it is checked at
+    limit: float | Callable[[Case], float] = math.inf
+    peers: tuple[str, ...] = ()
+    factor: float = 1.0
+
+
+def at_shape(n: int, v: int, h: int = 0) -> Callable[[Case], bool]:
+    """A target's `applies` for one shape."""
+    return lambda case: (case.n, case.v, case.h) == (n, v, h)
 
 
 @dataclass(frozen=True)
@@ -62,6 +77,9 @@ class BenchSpec:
     sweeps: dict[str, Sweep] = field(default_factory=dict)  # name -> points; the first is the default
     # registered providers left out unless named with --provider, with the reason
     excluded: dict[str, str] = field(default_factory=dict)
+    # providers that run only in one sweep (e.g. ours over memory budgets in `budget`): sweep ->
+    # their names; left out of every other sweep unless named with --provider
+    sweep_only: dict[str, tuple[str, ...]] = field(default_factory=dict)
     targets: tuple[Target, ...] = ()
 
 
