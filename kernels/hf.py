@@ -27,6 +27,26 @@ accumulation). No host sync on the way (the kernels check the targets on the dev
 2-D bool `logits_to_keep` mask, a data-dependent shape, is the one exception, as in
 transformers). With `per_sequence_mean=True` the loss is instead the mean over sequences of each
 sequence's mean, sequences found from `position_ids` restarts (packed rows): kernels/packing.py.
+
+Loss options (those of the kernels, docs/providers.md has their semantics), all off by default:
+  z_loss_scale, label_smoothing   floats, passed to the kernel (the loss returned includes z-loss);
+  class_weight                    a [vocab] tensor of class weights (a mean is then divided by the
+                                  summed weights of the counted targets, as PyTorch does);
+  softcap                         a final-logit softcap for a model whose config has none (the
+                                  returned logits are capped too); a model whose config sets
+                                  `final_logit_softcapping` uses that, and a different value here
+                                  is an error;
+  token_weight                    per call: `model(..., labels=labels, token_weight=w)`, w shaped
+                                  like labels, w[b, t] weighing the loss on labels[b, t] (shifted
+                                  with them; aligned with `shift_labels` when those are given),
+                                  on the model's device.
+With any option set, every loss the patch takes is ours (kind "flce" in eval too), since
+transformers' own loss has none of them.
+
+Supported models: the classes in SUPPORTED_MODELS and their subclasses, whose forward is the one
+re-implemented here (base model, lm_head, optional final-logit softcap, ForCausalLMLoss); tests
+compare each with transformers' own loss. Others are refused with a TypeError: a model that scales
+its logits (Cohere, Granite) or adds a loss (Mixtral's router loss) would come out silently wrong.
 """
 
 from __future__ import annotations
@@ -40,6 +60,25 @@ from .packing import per_sequence_token_weights, shift_labels_packed
 
 PatchKind = Literal["ce", "flce", "both"]
 PATCH_KINDS: tuple[str, ...] = ("ce", "flce", "both")
+SUPPORTED_MODELS: tuple[str, ...] = (
+    "LlamaForCausalLM",
+    "MistralForCausalLM",
+    "Qwen2ForCausalLM",
+    "Qwen3ForCausalLM",
+    "GemmaForCausalLM",
+    "Gemma2ForCausalLM",
+)
+
+
+def check_supported(model) -> None:
+    """TypeError unless the model is (a subclass of) a class in SUPPORTED_MODELS."""
+    if any(cls.__name__ in SUPPORTED_MODELS for cls in type(model).__mro__):
+        return
+    raise TypeError(
+        f"{type(model).__name__} is not supported by the loss patch: it re-implements the forward of "
+        f"{', '.join(SUPPORTED_MODELS)} (base model, lm_head, optional final-logit softcap, ForCausalLMLoss). "
+        "A model that scales its logits or adds a loss of its own would be silently wrong, so it is refused."
+    )
 
 
 def slice_hidden(hidden: torch.Tensor, logits_to_keep: int | torch.Tensor) -> torch.Tensor:
@@ -76,12 +115,22 @@ class CausalLMPatch:
         *,
         per_sequence_mean: bool = False,
         inplace_backward: bool = False,
+        z_loss_scale: float = 0.0,
+        label_smoothing: float = 0.0,
+        class_weight: torch.Tensor | None = None,
+        softcap: float | None = None,
     ):
         if kind not in PATCH_KINDS:
             raise ValueError(f"patch kind must be one of {PATCH_KINDS}, got {kind!r}")
+        check_supported(model)
         for part in ("model", "lm_head", "config"):
             if not hasattr(model, part):
                 raise TypeError(f"{type(model).__name__} has no `{part}`: not a transformers *ForCausalLM")
+        configured = getattr(model.config, "final_logit_softcapping", None)
+        if softcap is not None and configured is not None and softcap != configured:
+            raise ValueError(f"softcap={softcap} but the model's config sets final_logit_softcapping={configured}")
+        self.softcap = configured if configured is not None else softcap
+        self.options = {"z_loss_scale": z_loss_scale, "label_smoothing": label_smoothing, "class_weight": class_weight}
         self.model = model
         self.kind = kind
         self.per_sequence_mean = per_sequence_mean
@@ -128,6 +177,7 @@ class CausalLMPatch:
         from transformers.modeling_outputs import CausalLMOutputWithPast
 
         return_dict = kwargs.pop("return_dict", True)
+        token_weight = kwargs.pop("token_weight", None)
         outputs = model.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -138,7 +188,9 @@ class CausalLMPatch:
             **kwargs,
         )
         hidden = self.slice_hidden(model, outputs.last_hidden_state, logits_to_keep)
-        cap = getattr(model.config, "final_logit_softcapping", None)
+        cap = self.softcap
+        if token_weight is not None:
+            kwargs = {**kwargs, "token_weight": token_weight}
         loss = logits = None
         if labels is not None and model.training and self.kind in ("flce", "both"):
             loss = self._fused_loss(model, hidden, labels, position_ids, cap, kwargs)
@@ -148,7 +200,7 @@ class CausalLMPatch:
             if cap is not None:  # the same three operations, in the same order, as Gemma-2's forward
                 logits = torch.tanh(raw / cap) * cap
             if labels is not None:
-                if self.kind in ("ce", "both"):
+                if self.kind in ("ce", "both") or self._has_options(kwargs):
                     loss = self._ce_loss(raw, labels, position_ids, cap, kwargs)
                 else:
                     loss = model.loss_function(logits, labels, model.config.vocab_size, **kwargs)
@@ -162,6 +214,31 @@ class CausalLMPatch:
         return out if return_dict else out.to_tuple()
 
     # ------------------------------------------------------------------ losses
+    def _has_options(self, kwargs) -> bool:
+        o = self.options
+        weighted = o["class_weight"] is not None or "token_weight" in kwargs
+        return bool(o["z_loss_scale"] or o["label_smoothing"]) or weighted
+
+    def _kernel_options(self, device, class_weight_name: str) -> dict:
+        """The loss options as the kernel takes them (class weights on the logits' device)."""
+        o = {k: v for k, v in self.options.items() if k != "class_weight"}
+        weight = self.options["class_weight"]
+        if weight is not None:
+            if weight.device != device:  # moved once, not copied from the host every step
+                weight = self.options["class_weight"] = weight.to(device)
+            o[class_weight_name] = weight
+        return o
+
+    def _token_weight(self, kwargs, weights):
+        """The caller's token_weight (shaped like labels) aligned with the targets, times `weights`."""
+        given = kwargs.get("token_weight")
+        if given is None:
+            return weights
+        if kwargs.get("shift_labels") is None:  # shifted with the labels
+            given = torch.nn.functional.pad(given, (0, 1), value=0.0)[..., 1:]
+        given = given.reshape(-1).float()
+        return given if weights is None else weights * given.to(weights.device)
+
     def _targets(self, labels, position_ids, kwargs):
         """(flat targets, flat token weights or None, reduction, divisor or None)."""
         ignore_index = kwargs.get("ignore_index", -100)
@@ -170,12 +247,12 @@ class CausalLMPatch:
             if target is None:
                 target = shift_labels_packed(labels, position_ids, ignore_index)
             weights = per_sequence_token_weights(target, position_ids, ignore_index)
-            return target.reshape(-1), weights.reshape(-1), "sum", None
+            return target.reshape(-1), self._token_weight(kwargs, weights.reshape(-1)), "sum", None
         if target is None:  # ForCausalLMLoss's shift: token t predicts t+1, the last predicts nothing
             target = torch.nn.functional.pad(labels, (0, 1), value=ignore_index)[..., 1:]
         n_items = kwargs.get("num_items_in_batch")
         reduction = "mean" if n_items is None else "sum"
-        return target.reshape(-1), None, reduction, n_items
+        return target.reshape(-1), self._token_weight(kwargs, None), reduction, n_items
 
     def _ce_loss(self, raw_logits, labels, position_ids, cap, kwargs):
         from .cross_entropy import cross_entropy
@@ -192,6 +269,7 @@ class CausalLMPatch:
             softcap=cap,
             token_weight=None if weights is None else weights.to(flat.device),
             inplace_backward=self.inplace_backward,
+            **self._kernel_options(flat.device, "weight"),
         )
         return _divide(loss, n_items)
 
@@ -210,6 +288,7 @@ class CausalLMPatch:
             reduction=reduction,
             softcap=cap,
             **extra,
+            **self._kernel_options(flat.device, "class_weight"),
         )
         return _divide(loss, n_items)
 

@@ -31,6 +31,9 @@ def list_registry():
         sweeps = ", ".join(k.bench.sweeps) if k.bench else "-"
         t.add_row(k.name, k.description, k.peer, sweeps)
     out.print(t)
+    for k in registry.kernels.values():  # how a provider is called (docs/providers.md)
+        if k.signature:
+            out.print(f"{k.name} providers: {k.signature}", markup=False, soft_wrap=True)
     t = Table(title=f"providers (availability on {dev.type})")
     for c in ("kernel", "name", "mutates input", "status", "description"):
         t.add_column(c, overflow="fold")

@@ -48,7 +48,7 @@ class KernelSpec:
 @dataclass(frozen=True)
 class Provider:
     """One implementation of a kernel. `load()` imports it and returns the callable; an
-    ImportError makes the provider unavailable (its rows are skipped, with the reason)."""
+    exception there makes the provider unavailable (its rows are skipped, with the reason)."""
 
     name: str
     kernel: str
@@ -72,6 +72,8 @@ class Provider:
             self.load()
         except ImportError as exc:
             return f"{self.name} is not installed ({exc})"
+        except Exception as exc:  # noqa: BLE001 -- a provider that cannot load is unavailable, never a crash
+            return f"{self.name} cannot be loaded ({type(exc).__name__}: {exc})"
         return None
 
 

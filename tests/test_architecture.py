@@ -86,14 +86,15 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 
 
 def layer(name: str) -> int:
-    """0 kernels, 1 machinery, 2 suites, 3 builtin registration, 4 commands, 5 cli."""
+    """0 kernels, 1 machinery, 2 suites, 3 builtin registration, 4 commands (and the pytest entry,
+    ligerbench.testing), 5 cli."""
     if name.startswith("ligerbench.kernels"):
         return 0
     if name.startswith("ligerbench.suites"):
         return 2
     if name == "ligerbench.builtin":
         return 3
-    if name.endswith(".command") or name == "ligerbench.catalog":
+    if name.endswith(".command") or name in ("ligerbench.catalog", "ligerbench.testing"):
         return 4
     if name == "ligerbench.cli":
         return 5

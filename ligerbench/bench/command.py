@@ -4,6 +4,7 @@
     ligerbench bench --kernel flce --sweep heads --tokens 4096
     ligerbench bench --kernel ce --sweep tokens --provider ours --provider liger
     ligerbench bench --kernel ce --smoke          # CPU, seconds, NOT a measurement (tests)
+    ligerbench bench --kernel ce --provider ours --provider mypkg.losses:my_ce   # your own callable
 
 The command only orchestrates: each kernel's inputs, work model and sweeps are its
 `KernelSpec.bench` (suites/<kernel>_bench.py), timing/memory/ceilings/derived figures/report/
@@ -20,7 +21,7 @@ from typing import Annotated, Optional
 import torch
 import typer
 
-from ligerbench import runs
+from ligerbench import named, runs
 from ligerbench.bench import ceilings, metrics, pareto, plots
 from ligerbench.bench import report as bench_report
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
@@ -41,8 +42,15 @@ def bench(
         typer.Option(help="Kernel whose registered providers are compared; default: the first registered."),
     ] = None,
     provider: Annotated[
-        Optional[list[str]], typer.Option(help="Only these providers (repeatable); default: all registered.")
+        Optional[list[str]],
+        typer.Option(
+            help="Only these providers (repeatable); default: all registered. MODULE:FUNCTION or "
+            "PATH.py:FUNCTION times your own callable (docs/providers.md)."
+        ),
     ] = None,
+    mutates_input: Annotated[
+        bool, typer.Option(help="The MODULE:FUNCTION providers write into the inputs they are handed (declared).")
+    ] = False,
     sweep: Annotated[
         Optional[str],
         typer.Option(
@@ -94,7 +102,8 @@ def bench(
     as a ratio to the best provider at the same point.
 
     Needs a CUDA GPU: without one it exits 2, unless --smoke. Exit 1 when any provider errored
-    (named in the table), 0 otherwise; providers that are not installed are skipped with the reason.
+    (named in the table) or a provider named with --provider cannot load or was timed on no
+    point (the reason printed), 0 otherwise; providers that are not installed are skipped with the reason.
     Results go to OUT/<run-id>/: records.csv (long format), summary.md, time/memory/ratio plots, env.json.
     """
     if baseline and smoke:
@@ -111,10 +120,12 @@ def bench(
     runs.report_plugin_errors(registry)
     kernel = runs.check_kernel(registry, kernel)
     spec = _spec(registry, kernel)
+    provider = named.add_adhoc(registry, kernel, provider, mutates_input=mutates_input)
     sweep_name = sweep or next(iter(spec.sweeps))
     if sweep_name not in spec.sweeps:
         raise runs.usage_error(f"unknown sweep {sweep_name!r}; choose from {', '.join(spec.sweeps)}", "--sweep")
     chosen = _providers(registry, spec, kernel, provider, sweep_name)
+    named.require_loadable(registry, kernel, provider, dev.type)
     points = spec.sweeps[sweep_name](dtype.value, tokens, smoke)
     budget = SMOKE_BUDGET if smoke else TimingBudget(rep_ms=rep_ms)
     plan = Plan(
@@ -212,7 +223,9 @@ def bench(
     errors = df[df["verdict"] == "error"]
     if interrupted:
         raise typer.Exit(130)
-    raise typer.Exit(1 if len(errors) else 0)
+    unmeasured = named.missing_evidence(df[df["metric"] == "time_ms"], provider, evidence=(verdict,))
+    named.print_missing(unmeasured)
+    raise typer.Exit(1 if len(errors) or unmeasured else 0)
 
 
 def _spec(registry: Registry, kernel: str) -> BenchSpec:

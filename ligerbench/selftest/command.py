@@ -3,6 +3,7 @@
     ligerbench selftest --preset quick                        # CPU (Triton's interpreter), CI
     ligerbench selftest --mutant mutant_zloss_no_grad          # one planted bug
     ligerbench selftest --kernel flce                          # one kernel's planted bugs
+    ligerbench selftest --kernel ce --control mypkg.losses:my_ce   # kills judged against your kernel
 
 The command only orchestrates: campaigns and how mutants run in ligerbench/selftest/, the kill
 matrix in ligerbench/selftest/killmatrix.py, the mutants themselves registered by each kernel's
@@ -19,9 +20,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ligerbench import runs
+from ligerbench import named, runs
 from ligerbench.builtin import default_registry
-from ligerbench.selftest import engine, killmatrix
+from ligerbench.selftest import engine, kernels, killmatrix
 
 
 def selftest(
@@ -37,6 +38,13 @@ def selftest(
     ] = None,
     mutant: Annotated[
         Optional[list[str]], typer.Option(help="Only these mutants (repeatable); default: every registered one.")
+    ] = None,
+    control: Annotated[
+        Optional[str],
+        typer.Option(
+            help="The correct provider kills are judged against (default: the kernel's registered control, "
+            "ours for ce and flce); MODULE:FUNCTION or PATH.py:FUNCTION for your own callable. Needs --kernel."
+        ),
     ] = None,
     device: Annotated[str, typer.Option(help="Where to run: auto, cpu or cuda; auto prefers CUDA.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of every case's inputs; same seed, same numbers.")] = 0,
@@ -55,6 +63,8 @@ def selftest(
       ligerbench selftest --preset quick --device cpu
 
       ligerbench selftest --kernel ce --mutant mutant_low_precision_target_grad
+
+      ligerbench selftest --kernel ce --control my_ce      # a plugin's mutants against its own kernel
     """
     dev, mode = runs.resolve_device(device)
     registry = default_registry()
@@ -62,6 +72,8 @@ def selftest(
     preset_name = runs.resolve_preset(preset, dev, list(registry.presets))
     if kernel is not None:
         runs.check_kernel(registry, kernel)
+    if control is not None:
+        _use_control(registry, kernel, control, dev.type)
     try:
         found = engine.collect(registry, dev.type)
     except ValueError as exc:  # a mutant's targets name no case field
@@ -103,6 +115,19 @@ def selftest(
     if interrupted:
         raise typer.Exit(130)
     raise typer.Exit(1 if killmatrix.survivors(table) else 0)
+
+
+def _use_control(registry, kernel: str | None, control: str, device_type: str) -> None:
+    """--control: the named provider (registered, or MODULE:FUNCTION) judges the kernel's kills."""
+    if kernel is None:
+        raise runs.usage_error("--control names a provider of one kernel: give --kernel too", "--control")
+    named.add_adhoc(registry, kernel, [control])
+    try:
+        kernels.use_control(registry, kernel, control)
+    except (KeyError, ValueError) as exc:
+        raise runs.usage_error(str(exc).strip("'\""), "--control") from exc
+    named.require_loadable(registry, kernel, [control], device_type)  # no control, no kill: exit 1
+    runs.console.print(f"kills of {kernel}'s mutants are judged against {control}", markup=False)
 
 
 def _print(table, bad_control, path: Path, seconds: float) -> None:

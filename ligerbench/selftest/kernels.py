@@ -1,16 +1,26 @@
 """selftest's kernel campaign: every provider registered with `mutant=True`, run by the verify
 engine on the cases its `targets` select (all of the preset's grid when it declares none),
 beside the kernel's control provider (`KernelSpec.control`, our kernel unless a plugin names
-its own) on the same cases and inputs."""
+its own, or the one `selftest --control NAME` names: `use_control`) on the same cases and inputs."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 from ligerbench.cases import Case
 from ligerbench.registry import Campaign, Provider, Registry
 from ligerbench.selftest.model import Context, Mutant, check_targets, targeted
 from ligerbench.verify.engine import make_plan, run_plan
+
+
+def use_control(registry: Registry, kernel: str, name: str) -> None:
+    """Judge the kernel's mutants against provider `name` (a plugin's own correct kernel, so its
+    mutants are tested against it) instead of the registered `KernelSpec.control`."""
+    p = registry.provider(kernel, name)  # KeyError naming the known ones
+    if p.mutant or p.bench_only:
+        raise ValueError(f"{name!r} is a {'planted bug' if p.mutant else 'bench-only setting'}, not a correct provider")
+    registry.kernels[kernel] = dataclasses.replace(registry.kernels[kernel], control=name)
 
 
 def control_for(registry: Registry, kernel: str, device_type: str) -> Provider | None:

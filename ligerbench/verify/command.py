@@ -3,6 +3,7 @@
     ligerbench verify --kernel ce --reduction none
     ligerbench verify --kernel flce --preset quick --option softcap
     ligerbench verify --kernel ce --provider mutant_first_row_upstream --ignore-pattern leading_run   # exits 1
+    ligerbench verify --kernel ce --provider mypkg.losses:my_ce          # your own callable
 
 The command only orchestrates: the engine is ligerbench/verify/engine.py, the kernel's grid,
 suites and providers come from the registry (suites/<kernel>.py or a plugin).
@@ -19,7 +20,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ligerbench import runs
+from ligerbench import named, runs
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
 from ligerbench.registry import Registry
@@ -49,8 +50,14 @@ def verify(
     ] = None,
     provider: Annotated[
         Optional[list[str]],
-        typer.Option(help="Only these providers (repeatable); `ligerbench list` names them. Mutants run only here."),
+        typer.Option(
+            help="Only these providers (repeatable); `ligerbench list` names them. Mutants run only here. "
+            "MODULE:FUNCTION or PATH.py:FUNCTION checks your own callable (docs/providers.md)."
+        ),
     ] = None,
+    mutates_input: Annotated[
+        bool, typer.Option(help="The MODULE:FUNCTION providers write into the inputs they are handed (declared).")
+    ] = False,
     suite: Annotated[Optional[list[str]], typer.Option(help="Only these suites (repeatable).")] = None,
     preset: Annotated[str, typer.Option(help="Case sizes: quick (CPU), full (GPU); auto picks by device.")] = "auto",
     device: Annotated[str, typer.Option(help="Where to run: auto, cpu or cuda; auto prefers CUDA.")] = "auto",
@@ -60,21 +67,26 @@ def verify(
 ):
     """Check providers' loss and gradients against a float64 reference, case by case.
 
-    Exit status: 0 when every check passes, 1 when any fails or errors (they are named),
-    2 on a usage error. Results go to OUT/<run-id>/: records.csv, summary.md, env.json.
+    Exit status: 0 when every check passes, 1 when any fails or errors (they are named) or
+    when a provider named with --provider cannot load or is checked on no case (the reason is
+    printed), 2 on a usage error. Results go to OUT/<run-id>/: records.csv, summary.md, env.json.
 
     Examples:
 
       ligerbench verify --kernel ce --reduction none
 
       ligerbench verify --kernel flce --logits confident --dtype bf16
+
+      ligerbench verify --kernel ce --provider mypkg.losses:my_ce
     """
     dev, mode = runs.resolve_device(device)
     registry = default_registry()
     runs.report_plugin_errors(registry)
     preset_name = runs.resolve_preset(preset, dev, list(registry.presets))
     kernel = runs.check_kernel(registry, kernel)
+    provider = named.add_adhoc(registry, kernel, provider, mutates_input=mutates_input)
     _check_names(registry, kernel, provider, suite)
+    named.require_loadable(registry, kernel, provider, dev.type)
     chosen = {"reduction": reduction, "ignore_pattern": ignore_pattern, "dtype": dtype, "option": option}
     chosen["logits"] = logits
     filters = _filters(registry, kernel, preset_name, dev.type, chosen)
@@ -112,16 +124,21 @@ def verify(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        run.finish(interrupted=interrupted, planned_cases=len(plan.cases), completed_cases=done)
         df = run.writer.frame()
+        unchecked = {} if interrupted else named.missing_evidence(df, provider)
+        run.finish(
+            interrupted=interrupted, planned_cases=len(plan.cases), completed_cases=done, unchecked_providers=unchecked
+        )
         title = f"ligerbench verify {kernel} ({run.id})"
         text = summary.summary_markdown(df, run.env, title=title, interrupted=interrupted)
-        (run.path / "summary.md").write_text(text)
-    code = 130 if interrupted else summary.exit_code(df)
+        (run.path / "summary.md").write_text(named.mark_summary(text, unchecked))
+    code = 130 if interrupted else max(summary.exit_code(df), 1 if unchecked else 0)
     if as_json:
-        print(json.dumps(_json_summary(df, run.id, run.path, code), indent=2, default=str))
+        payload = _json_summary(df, run.id, run.path, code)
+        print(json.dumps({**payload, "unchecked_providers": unchecked}, indent=2, default=str))
     else:
         _print_tables(df, run.path)
+    named.print_missing(unchecked)
     raise typer.Exit(code)
 
 
@@ -178,7 +195,7 @@ def _print_tables(df, path: Path) -> None:
         # plain lines, not a table: case ids are long and must survive a narrow terminal
         out.print(f"[bold red]{len(bad)} failing checks[/] (suite provider quantity case: error > limit):")
         for _, r in bad.head(50).iterrows():
-            detail = r["message"] if r["verdict"] == "error" else f"{r['value']:.3g} > {r['limit']:.3g}"
+            detail = r["message"] or f"{r['value']:.3g} > {r['limit']:.3g}"
             out.print(
                 f"  {r['verdict'].upper()} {r['suite']} {r['provider']} {r['quantity']} {r['case']}: {detail}",
                 soft_wrap=True,

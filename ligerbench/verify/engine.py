@@ -9,6 +9,7 @@ error rows for that case and the run goes on.
 
 from __future__ import annotations
 
+import math
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -155,17 +156,69 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, eager)
             verdict="skip",
             message=f"{provider.name} does not report {quantity}",
         )
-    err = tolerance.rel_error(outcome.values[quantity], ref.values[quantity])
-    eager_err = tolerance.rel_error(eager.values.get(quantity), ref.values[quantity])
+    got, truth = outcome.values[quantity], ref.values[quantity]
+    eager_err = tolerance.rel_error(eager.values.get(quantity), truth)
     limit = tolerance.limit_for(eager_err, DTYPES[case.dtype])
+    if got is not None and got.numel() != truth.numel():  # no element lines up with the truth
+        message = f"shape {tuple(got.shape)} where the float64 reference has {tuple(truth.shape)}"
+        return dict(metric="rel_l2", value=math.inf, unit="relative", limit=limit, verdict="fail", message=message)
+    err = tolerance.rel_error(got, truth)
+    message = ""
+    if not err <= limit:
+        message = f"error {err:.3g} > limit {limit:.3g} (eager {eager_err:.3g}); {explain(got, truth)}"
     return dict(
         metric="rel_l2",
         value=err,
         unit="relative",
         limit=limit,
         verdict=tolerance.verdict(err, limit),
-        message="" if err <= limit else f"error {err:.3g} > limit {limit:.3g} (eager {eager_err:.3g})",
+        message=message,
     )
+
+
+def _at(index: tuple[int, ...]) -> str:
+    if not index:
+        return ""
+    if len(index) == 1:
+        return f" at row {index[0]}"
+    if len(index) == 2:
+        return f" at row {index[0]}, column {index[1]}"
+    return f" at index {list(index)}"
+
+
+def explain(got: torch.Tensor | None, truth: torch.Tensor) -> str:
+    """What went wrong in the numbers, for a failing check's message: a NaN or inf where the
+    float64 reference is finite (or a finite value where it is not), else the element farthest
+    from the reference; each with its row (and column) and both values."""
+    if got is None:
+        return "no value came back (None: no gradient reached this input)"
+    ref = truth.detach().double()
+    out = got.detach().to(device=ref.device, dtype=torch.float64).reshape(ref.shape)
+    out_finite, ref_finite = torch.isfinite(out), torch.isfinite(ref)
+
+    def first(bad: torch.Tensor) -> tuple[tuple[int, ...], str]:
+        where = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        count = "" if bad.numel() == 1 else f" ({int(bad.sum())} of {bad.numel()} elements; first{_at(where)})"
+        return where, count
+
+    # non-finite where the truth is finite: NaN first (the commonest), then +-inf
+    for label, bad in (("NaN", torch.isnan(out) & ref_finite), ("inf", torch.isinf(out) & ref_finite)):
+        if bad.any():
+            where, count = first(bad)
+            sign = "-" if label == "inf" and float(out[where]) < 0 else ""
+            return f"{sign}{label} where the float64 reference is {float(ref[where]):.6g}{count}"
+    bad = ~ref_finite & ~((out == ref) | (torch.isnan(out) & torch.isnan(ref)))
+    if bad.any():
+        where, count = first(bad)
+        ref_v = float(ref[where])
+        hint = " (a mean over no counted target)" if math.isnan(ref_v) else ""
+        return f"{float(out[where]):.6g} where the float64 reference is {ref_v}{hint}{count}"
+    diff = torch.where(ref_finite & out_finite, (out - ref).abs(), 0.0)
+    if diff.numel() == 0:
+        return "no elements"
+    where = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape))
+    worst = f"worst element{_at(where)}: " if where else ""
+    return f"{worst}got {float(out[where]):.6g}, float64 reference {float(ref[where]):.6g}"
 
 
 def _describe(exc: BaseException) -> str:

@@ -1,0 +1,74 @@
+"""A failing check's message says what went wrong in the numbers: NaN or inf where the float64
+reference is finite (and the reverse), the worst element's row and column, both values; a result
+of the wrong size is a failed check, not a crash. The records' columns stay as they are."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ligerbench.cases import Case
+from ligerbench.records import FIELDS
+from ligerbench.registry import Provider
+from ligerbench.specs.common import Outcome
+from ligerbench.verify.engine import _compare, explain
+
+REF = torch.arange(12, dtype=torch.float64).reshape(3, 4) / 10 - 0.5  # a finite 3 x 4 reference
+
+
+def _with(index, value) -> torch.Tensor:
+    out = REF.float().clone()
+    out[index] = value
+    return out
+
+
+# each row: what the provider returned, against what truth, and the words the message must hold
+@pytest.mark.parametrize(
+    "got, truth, words",
+    [
+        (_with((1, 2), float("nan")), REF, ["NaN where the float64 reference is 0.1", "first at row 1, column 2"]),
+        (_with((2, 0), float("inf")), REF, ["inf where the float64 reference is 0.3", "at row 2, column 0"]),
+        (_with((0, 3), -float("inf")), REF, ["-inf where the float64 reference is -0.2"]),
+        # the all-ignored mean: the truth is NaN, a finite value is wrong and said to be
+        (torch.tensor(0.0), torch.tensor(math.nan, dtype=torch.float64), ["0 where the float64 reference is nan"]),
+        (_with((2, 1), 9.0), REF, ["worst element at row 2, column 1: got 9, float64 reference 0.4"]),
+        (torch.tensor([1.0, 2.5, 3.0]), torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64), ["at row 1: got 2.5"]),
+        (torch.tensor(2.0), torch.tensor(1.0, dtype=torch.float64), ["got 2, float64 reference 1"]),
+        (None, REF, ["no value came back"]),
+    ],
+)
+def test_explain_names_the_numbers(got, truth, words):
+    message = explain(got, truth)
+    for w in words:
+        assert w in message, message
+
+
+CASE = Case(kernel="ce", n=3, v=4, dtype="fp32")
+PROVIDER = Provider(name="p", kernel="ce", description="", load=lambda: None)
+
+
+def _check(got: torch.Tensor) -> dict:
+    ref = Outcome(values={"grad_logits": REF})
+    eager = Outcome(values={"grad_logits": REF.float()})
+    return _compare("grad_logits", CASE, PROVIDER, Outcome(values={"grad_logits": got}), ref, eager)
+
+
+def test_a_failing_comparison_carries_the_explanation_in_its_message():
+    fields = _check(_with((1, 2), float("nan")))
+    assert fields["verdict"] == "fail" and fields["value"] == math.inf
+    assert fields["message"].startswith("error inf > limit")
+    assert "NaN where the float64 reference is 0.1" in fields["message"]
+    assert set(fields) <= set(FIELDS)  # no new record columns: the detail lives in `message`
+
+
+def test_a_passing_comparison_has_no_message():
+    fields = _check(REF.float())
+    assert fields["verdict"] == "pass" and fields["message"] == ""
+
+
+def test_a_result_of_the_wrong_size_is_a_failed_check():
+    fields = _check(torch.zeros(3))
+    assert fields["verdict"] == "fail" and fields["value"] == math.inf
+    assert "shape (3,) where the float64 reference has (3, 4)" in fields["message"]
