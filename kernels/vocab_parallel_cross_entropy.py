@@ -64,7 +64,7 @@ def group_rank_size(group) -> tuple[int, int]:
     return dist.get_rank(group), dist.get_world_size(group)
 
 
-def _all_gather(inp: torch.Tensor, group) -> torch.Tensor:
+def all_gather(inp: torch.Tensor, group) -> torch.Tensor:
     """[world, *inp.shape]: every rank's `inp`, in rank order."""
     _, world = group_rank_size(group)
     out = torch.empty((world, *inp.shape), dtype=inp.dtype, device=inp.device)
@@ -80,7 +80,7 @@ def _all_gather(inp: torch.Tensor, group) -> torch.Tensor:
 def shard_offsets(v_local: int, group, device) -> tuple[int, int]:
     """(vocab_start of this rank, global V) from one all_gather of the shard widths."""
     rank, _ = group_rank_size(group)
-    widths = _all_gather(torch.tensor([v_local], dtype=torch.int64, device=device), group).reshape(-1).tolist()
+    widths = all_gather(torch.tensor([v_local], dtype=torch.int64, device=device), group).reshape(-1).tolist()
     return int(sum(widths[:rank])), int(sum(widths))
 
 
@@ -126,25 +126,35 @@ def _local_stats(x_shard, local_t, owned, w, label_smoothing, softcap) -> torch.
 
 
 class _Merged:
-    """The global per-row quantities, identical on every rank, from the gathered statistics."""
+    """The global per-row quantities, identical on every rank, from the gathered statistics
+    ([world, N + 1, N_STATS]); `rank` is this rank's index in them."""
 
-    def __init__(self, gathered: torch.Tensor, n_rows: int, has_w: bool):
-        rows, extra = gathered[:, :n_rows], gathered[:, n_rows]
-        m_r = rows[..., 0]
+    def __init__(self, gathered: torch.Tensor, n_rows: int, has_w: bool, rank: int):
+        self.rank = rank
+        self.rows, extra = gathered[:, :n_rows], gathered[:, n_rows]
+        m_r = self.rows[..., 0]
         self.m = m_r.amax(dim=0)
-        self.s_o = (rows[..., 1] * torch.exp(m_r - self.m)).sum(dim=0)
-        self.x_y = rows[..., 2].sum(dim=0)
-        self.owners = rows[..., 3].sum(dim=0)
-        self.w_y = rows[..., 4].sum(dim=0)
-        self.sum_wx = rows[..., 5].sum(dim=0)
+        self.s_o = (self.rows[..., 1] * torch.exp(m_r - self.m)).sum(dim=0)
+        self.x_y = self.rows[..., 2].sum(dim=0)
+        self.owners = self.rows[..., 3].sum(dim=0)
+        self.w_y = self.rows[..., 4].sum(dim=0)
+        self.sum_wx = self.rows[..., 5].sum(dim=0)
         self.widths = extra[:, 0]
         self.starts = extra[:, 1]
         self.v = extra[:, 0].sum()  # global V, a device scalar
         self.w_all = extra[:, 2].sum() if has_w else self.v
+        self.derive()
+
+    def derive(self) -> None:
         self.e_y = torch.exp(self.x_y - self.m)
         self.s = self.s_o + self.e_y
         self.log_s = torch.log(self.s)
         self.lse = self.m + self.log_s
+
+
+def owns(local_t: torch.Tensor, n_cols: int, counted: torch.Tensor) -> torch.Tensor:
+    """Rows whose (counted) target lives in this shard."""
+    return counted & (local_t >= 0) & (local_t < n_cols)
 
 
 def _check_layout(merged: _Merged, target: torch.Tensor, ignore_index: int) -> None:
@@ -213,6 +223,21 @@ def _write_grad(x_shard, grad, merged, local_t, owned, counted, valid, w, token_
         grad[r0:r1] = g.to(grad.dtype)
 
 
+def _scale_rows(grad: torch.Tensor, upstream: torch.Tensor) -> None:
+    """grad[i] *= upstream[i] in place, in float32 and rounded once. On a GPU our Triton
+    kernel (rows whose factor is 1 untouched, decided on the device); on CPU PyTorch ops in
+    chunks of rows (Triton's interpreter would cost a program launch per row)."""
+    if grad.numel() == 0:
+        return
+    if grad.is_cuda:
+        scale_rows_(grad, upstream)
+        return
+    up = upstream.reshape(-1).float()
+    up = up.expand(grad.shape[0]) if up.numel() == 1 else up
+    for r0, r1 in _chunks(*grad.shape):
+        grad[r0:r1] = (grad[r0:r1].float() * up[r0:r1, None]).to(grad.dtype)
+
+
 # ----------------------------------------------------------------------------- autograd
 
 
@@ -242,8 +267,13 @@ def _validate(logits, target, class_weight, token_weight, reduction, label_smoot
 
 
 class VocabParallelCrossEntropyFunction(torch.autograd.Function):
-    @staticmethod
+    # the parts a planted bug (ligerbench/providers/vp_ce_mutants.py) may replace, by subclassing
+    OWNS = staticmethod(owns)
+    MERGED = _Merged
+
+    @classmethod
     def forward(
+        cls,
         ctx,
         logits,
         target,
@@ -262,8 +292,8 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         _validate(logits, target, class_weight, token_weight, reduction, label_smoothing, softcap)
         shape = logits.shape
         n_cols = shape[-1]
-        x = logits.reshape(-1, n_cols)
-        if x.stride(-1) != 1:
+        x = logits.reshape(target.numel(), n_cols)
+        if x.stride(-1) != 1 and n_cols > 0:
             x = x.contiguous()
         t = target.reshape(-1).long()
         n_rows = t.shape[0]
@@ -274,7 +304,7 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
             vocab_start, _ = shard_offsets(n_cols, group, dev)
         counted = t != ignore_index
         local_t = t - vocab_start
-        owned = counted & (local_t >= 0) & (local_t < n_cols)
+        owned = cls.OWNS(local_t, n_cols, counted)
         local_t = local_t.clamp(0, max(n_cols - 1, 0))
 
         stats = torch.zeros(n_rows + 1, N_STATS, dtype=torch.float32, device=dev)
@@ -283,7 +313,8 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         stats[n_rows, 1] = float(vocab_start)
         if w is not None:
             stats[n_rows, 2] = w.sum()
-        merged = _Merged(_all_gather(stats, group), n_rows, w is not None)  # the one collective
+        rank, _ = group_rank_size(group)
+        merged = cls.MERGED(all_gather(stats, group), n_rows, w is not None, rank)  # the one collective
         if check_targets:
             _check_layout(merged, t, ignore_index)
         valid = merged.owners == 1.0
@@ -318,7 +349,7 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
                 "formed in forward and scaled in place, so it can be used once"
             )
         ctx.grad = None
-        scale_rows_(grad, grad_loss)
+        _scale_rows(grad, grad_loss)
         return (grad.view(ctx.grad_shape),) + (None,) * 12
 
 
