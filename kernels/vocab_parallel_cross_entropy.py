@@ -71,7 +71,9 @@ def all_gather(inp: torch.Tensor, group) -> torch.Tensor:
     if world == 1:
         out[0] = inp
     elif _is_torch_group(group):
-        dist.all_gather_into_tensor(out, inp.contiguous(), group=group)
+        # flat buffers: gloo wants the output as the inputs concatenated on dim 0
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(out.view(-1), inp.contiguous().view(-1), group=group)
     else:
         group.all_gather_into_tensor(out, inp.contiguous())
     return out
@@ -161,7 +163,7 @@ def _check_layout(merged: _Merged, target: torch.Tensor, ignore_index: int) -> N
     """Shards must tile [0, V) and targets lie in it (or be ignore_index): one host sync."""
     starts, widths = merged.starts.tolist(), merged.widths.tolist()
     pos = 0.0
-    for start, width in sorted(zip(starts, widths)):
+    for start, width in sorted(zip(starts, widths, strict=True)):
         if start != pos:
             raise ValueError(f"vocab shards do not tile [0, V): starts {starts}, widths {widths}")
         pos += width

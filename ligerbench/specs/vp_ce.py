@@ -138,9 +138,28 @@ def _outcome(problem: VPProblem, ranks: list[dict]) -> Outcome:
     return Outcome(values=values, input_mutated=any(r["mutated"] for r in ranks))
 
 
+class RanksOutOfStep(BaseException):
+    """A collective failed or timed out under torch.distributed: the ranks can no longer be
+    trusted to be in step, so the run stops here. A BaseException on purpose: the verify engine
+    records ordinary exceptions as error rows and goes on to the next collective, which would
+    wait for a rank that is gone."""
+
+
+def _collective_failure(exc: BaseException) -> bool:
+    if isinstance(exc, dist.DistError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(k in text for k in ("gloo", "nccl", "timed out", "connection"))
+
+
 def run_vp(fn, problem: VPProblem) -> Outcome:
     if dist.is_available() and dist.is_initialized():
-        return _run_distributed(fn, problem)
+        try:
+            return _run_distributed(fn, problem)
+        except Exception as exc:
+            if _collective_failure(exc):
+                raise RanksOutOfStep(f"{type(exc).__name__}: {exc}") from exc
+            raise
     forwards = run_ranks(problem.world, lambda rank, group: _forward(fn, problem, rank, group))
     # backward in this thread, rank after rank: vocab-parallel backward has no collective
     return _outcome(problem, [_backward(problem, *f) for f in forwards])
@@ -182,6 +201,6 @@ def _run_distributed(fn, problem: VPProblem) -> Outcome:
 
 
 def _gather(t: torch.Tensor, world: int) -> torch.Tensor:
-    out = torch.empty((world, *t.shape), dtype=t.dtype, device=t.device)
-    dist.all_gather_into_tensor(out, t.contiguous())
-    return out
+    from ligerbench.kernels.vocab_parallel_cross_entropy import all_gather
+
+    return all_gather(t, None)

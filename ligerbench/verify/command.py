@@ -3,6 +3,7 @@
     ligerbench verify --kernel ce --reduction none
     ligerbench verify --kernel flce --preset quick --option softcap
     ligerbench verify --kernel ce --provider mutant_first_row_upstream --ignore-pattern leading_run   # exits 1
+    ligerbench verify --kernel vp_ce --nproc 2 --device cpu    # 2 real ranks (gloo), ligerbench/distributed/
 
 The command only orchestrates: the engine is ligerbench/verify/engine.py, the kernel's grid,
 suites and providers come from the registry (suites/<kernel>.py or a plugin).
@@ -22,6 +23,8 @@ from rich.table import Table
 from ligerbench import runs
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
+from ligerbench.distributed import launch
+from ligerbench.records import load_records
 from ligerbench.registry import Registry
 from ligerbench.verify import summary
 from ligerbench.verify.engine import make_plan, run_plan
@@ -57,6 +60,16 @@ def verify(
     seed: Annotated[int, typer.Option(help="Seed of every case's inputs; same seed, same numbers.")] = 0,
     out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    nproc: Annotated[
+        int,
+        typer.Option(
+            help="Run on N real ranks started by torch.distributed.run (gloo on CPU, NCCL on GPUs), for "
+            "vocab-parallel kernels: only the cases split over N ranks. 0: in this process."
+        ),
+    ] = 0,
+    timeout: Annotated[
+        float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
+    ] = 1800.0,
 ):
     """Check providers' loss and gradients against a float64 reference, case by case.
 
@@ -79,8 +92,12 @@ def verify(
     chosen["logits"] = logits
     filters = _filters(registry, kernel, preset_name, dev.type, chosen)
 
+    if nproc < 0:
+        raise runs.usage_error(f"--nproc must be 0 or more, got {nproc}", "--nproc")
+
     def keep(case: Case) -> bool:
-        return all(not allowed or getattr(case, name) in allowed for name, allowed in filters.items())
+        ranks_ok = not nproc or case.world == nproc  # --nproc N runs the cases split over N ranks
+        return ranks_ok and all(not allowed or getattr(case, name) in allowed for name, allowed in filters.items())
 
     plan = make_plan(
         registry,
@@ -100,6 +117,7 @@ def verify(
     random.seed(seed)
     interrupted = False
     done = 0
+    facts: dict = {"nproc": nproc} if nproc else {}
     try:
         with run.progress(f"verify {kernel}", total=len(plan.cases), disable=as_json) as advance:
 
@@ -108,12 +126,20 @@ def verify(
                 done += 1
                 advance(case.id)
 
-            run_plan(plan, registry, run_id=run.id, seed=seed, device=dev, writer=run.writer, on_case=on_case)
+            if nproc:  # the ranks' rank 0 writes the records (ligerbench/distributed/launch.py)
+                run.writer.close()
+                facts = launch.run_plan_on_ranks(
+                    plan, nproc=nproc, run_id=run.id, run_path=run.path, seed=seed, preset=preset_name,
+                    device_type=dev.type, timeout_s=timeout, echo=None if as_json else launch.echo_with(advance),
+                )  # fmt: skip
+                done = facts.pop("completed_cases")
+            else:
+                run_plan(plan, registry, run_id=run.id, seed=seed, device=dev, writer=run.writer, on_case=on_case)
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        run.finish(interrupted=interrupted, planned_cases=len(plan.cases), completed_cases=done)
-        df = run.writer.frame()
+        run.finish(interrupted=interrupted, planned_cases=len(plan.cases), completed_cases=done, **facts)
+        df = load_records(run.path / "records.csv") if nproc else run.writer.frame()
         title = f"ligerbench verify {kernel} ({run.id})"
         text = summary.summary_markdown(df, run.env, title=title, interrupted=interrupted)
         (run.path / "summary.md").write_text(text)
