@@ -25,6 +25,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -53,6 +54,19 @@ class Launched:
     def tail(self, lines: int = 25) -> str:
         text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
         return "\n".join(text[-lines:])
+
+    def diagnosis(self) -> str:
+        """What each rank reported: fault injections, each rank's last exception, and the exit
+        codes torch.distributed.run gives for the failed ranks; the log's tail if none."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        found = [m.group(0) for m in re.finditer(r"^ligerbench: fault injection.*$", text, re.M)]
+        last: dict[str, str] = {}
+        for m in re.finditer(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Exception|OutOfStep)\b.*)$", text, re.M):
+            last[m.group(1)] = m.group(2)
+        found += [f"rank {r}: {msg}" for r, msg in sorted(last.items())]
+        codes = re.findall(r"rank\s*: (\d+) \(local_rank.*\n\s*exitcode\s*: (-?\d+)", text)
+        found += [f"rank {r} exit code {c}" for r, c in dict.fromkeys(codes)]
+        return "\n".join(found) if found else self.tail()
 
 
 PROGRESS = "ligerbench: ["  # rank 0's line per finished case: "ligerbench: [i/N] case-id"
@@ -174,7 +188,7 @@ def run_plan_on_ranks(
     if completed < len(plan.cases):
         problems.append(f"only {completed} of {len(plan.cases)} cases completed")
     if problems:
-        message = "; ".join(problems) + f" (launch.log, last lines:\n{result.tail()})"
+        message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
         _append(run_path / "records.csv", _launch_error(plan.kernel, run_id, message))
     return {
         "nproc": nproc,
