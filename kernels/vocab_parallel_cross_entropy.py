@@ -32,7 +32,8 @@ touched, decided on the device), so one backward per forward.
 
 `group`: a torch.distributed ProcessGroup, None for the default group (or a single process when
 torch.distributed is not initialized), or any object with `rank()`, `size()` and
-`all_gather_into_tensor(out, inp)` (an in-process simulation of ranks, for tests).
+`all_gather_into_tensor(out, inp)` (an in-process simulation of ranks, for tests). A DTensor
+sharded on its last dim over a 1-D mesh may be passed instead of a shard and a group.
 
 The per-shard passes use PyTorch ops in float32 (correctness first; they can become Triton).
 """
@@ -355,6 +356,26 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         return (grad.view(ctx.grad_shape),) + (None,) * 12
 
 
+def _from_dtensors(logits, target, group, vocab_start, class_weight, token_weight):
+    try:
+        from torch.distributed.tensor import DTensor, Shard
+    except ImportError:  # a torch without DTensor
+        return logits, target, group, vocab_start, class_weight, token_weight
+    if not isinstance(logits, DTensor):
+        return logits, target, group, vocab_start, class_weight, token_weight
+    mesh, placements = logits.device_mesh, logits.placements
+    last = logits.dim() - 1
+    if mesh.ndim != 1 or not (isinstance(placements[0], Shard) and placements[0].dim in (last, -1)):
+        raise ValueError(f"a DTensor logits must be sharded on its last dim over a 1-D mesh, got {placements}")
+    if group is not None or vocab_start is not None:
+        raise ValueError("with DTensor logits the group and vocab_start come from the DTensor: leave them out")
+
+    def local(t):
+        return t.to_local() if isinstance(t, DTensor) else t
+
+    return local(logits), local(target), mesh.get_group(), None, local(class_weight), local(token_weight)
+
+
 def vocab_parallel_cross_entropy(
     logits_shard: torch.Tensor,
     target: torch.Tensor,
@@ -378,7 +399,15 @@ def vocab_parallel_cross_entropy(
     on every rank; `class_weight_shard` [V_local] the class weights of this shard; `token_weight`
     the per-token weights (the same on every rank). Returns the float32 loss (the same on every
     rank), or (loss, z_loss) with return_z_loss=True. check_targets=False skips the host sync
-    that checks the shards tile [0, V) and the targets lie in it (bad ones then give NaN)."""
+    that checks the shards tile [0, V) and the targets lie in it (bad ones then give NaN).
+
+    `logits_shard` may also be a DTensor on a 1-D device mesh, sharded on its last dim: its
+    local shard, the mesh's group and the derived offsets are used (`group` and `vocab_start`
+    must then be left out); `target`, `token_weight` and `class_weight_shard` may be DTensors
+    too (replicated, replicated, and sharded like the logits)."""
+    logits_shard, target, group, vocab_start, class_weight_shard, token_weight = _from_dtensors(
+        logits_shard, target, group, vocab_start, class_weight_shard, token_weight
+    )
     loss, zloss = VocabParallelCrossEntropyFunction.apply(
         logits_shard,
         target,

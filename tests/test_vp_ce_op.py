@@ -9,7 +9,7 @@ import threading
 
 import pytest
 import torch
-from vp_checks import CONFIGS, check_all, check_rank, run_gloo
+from vp_checks import CONFIGS, check_all, check_dtensor, check_rank, run_gloo
 
 from ligerbench.distributed.simulated import run_ranks
 
@@ -104,3 +104,15 @@ def test_mismatched_collectives_are_an_error_not_garbage():
 
     with pytest.raises(RuntimeError, match="simulated all_gather"):
         run_ranks(2, body)
+
+
+@pytest.mark.slow
+def test_a_dtensor_sharded_on_the_vocab_dim_on_two_real_gloo_ranks(tmp_path):
+    run_gloo(2, check_dtensor, store=str(tmp_path / "store"), timeout_s=120)
+
+
+def test_plain_tensors_pass_through_the_dtensor_adapter():
+    from ligerbench.kernels.vocab_parallel_cross_entropy import _from_dtensors
+
+    x, t, group = torch.randn(2, 3), torch.tensor([0, 1]), object()
+    assert _from_dtensors(x, t, group, 4, None, None) == (x, t, group, 4, None, None)

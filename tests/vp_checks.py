@@ -146,3 +146,34 @@ def run_gloo(world: int, target, *args, store: str, timeout_s: float = 120.0) ->
                 if p.is_alive():
                     p.terminate()
             raise TimeoutError(f"gloo ranks still running after {timeout_s} s")
+
+
+def check_dtensor(rank: int, group, world: int) -> None:
+    """A DTensor sharded on the vocab dim (uneven: torch.chunk's split) gives the loss and the
+    sharded gradient of the unsharded problem."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+    mesh = init_device_mesh("cpu", (world,))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 11, generator=g)
+    t = torch.tensor([0, 5, 6, 10, -100, 3])
+    dx = distribute_tensor(x, mesh, [Shard(1)]).requires_grad_(True)
+    loss = vocab_parallel_cross_entropy(dx, t, label_smoothing=0.1)
+    loss.backward()
+    ref_x = x.double().requires_grad_(True)
+    ref = ce_torch(ref_x, t, label_smoothing=0.1)[0]
+    ref.backward()
+    assert abs(loss.item() - ref.item()) < 1e-5 * abs(ref.item()), (loss.item(), ref.item())
+    full_grad = dx.grad.full_tensor()
+    assert torch.allclose(full_grad.double(), ref_x.grad, atol=1e-6), (full_grad - ref_x.grad).abs().max()
+    # a DTensor not sharded on the vocab dim is refused, not silently taken as a shard
+    replicated = distribute_tensor(x, mesh, [Replicate()])
+    try:
+        vocab_parallel_cross_entropy(replicated, t)
+    except ValueError as exc:
+        assert "sharded on its last dim" in str(exc)
+    else:
+        raise AssertionError("a replicated DTensor was accepted as a vocab shard")
