@@ -36,6 +36,8 @@ MUST_KILL = {
     "mutant_vp_ignore_by_local_id": "correctness",
     "mutant_vp_local_mean": "correctness",
     "mutant_vp_world_division": "gradients",
+    "mutant_vp_upstream_ignored": "gradients",
+    "mutant_vp_mean_of_nothing_is_zero": "correctness",
     "mutant_vp_silent_inplace": "contracts",
 }
 

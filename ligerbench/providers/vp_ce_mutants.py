@@ -19,13 +19,16 @@ def _ours(**fixed):
     return functools.partial(vocab_parallel_cross_entropy, return_z_loss=True, **fixed)
 
 
-def _with_parts(owns=None, merged=None):
+def _with_parts(owns=None, merged=None, backward=None):
     """Our op with one of its parts replaced."""
     from ligerbench.kernels import vocab_parallel_cross_entropy as vp
 
     class Buggy(vp.VocabParallelCrossEntropyFunction):
         OWNS = staticmethod(owns or vp.owns)
         MERGED = merged or vp._Merged
+
+    if backward is not None:
+        Buggy.backward = staticmethod(backward)
 
     def call(logits_shard, target, *, group, vocab_start, class_weight_shard, ignore_index, reduction,
              label_smoothing, softcap, z_loss_scale, token_weight):  # fmt: skip
@@ -75,6 +78,28 @@ def _edge_off_by_one():
         return counted & (local_t > 0) & (local_t < n_cols)
 
     return _with_parts(owns=owns)
+
+
+def _upstream_ignored():
+    """Backward hands back the gradient formed in forward as it is: the upstream gradient (a
+    per-row one for reduction='none', a scale for a reduced loss) never applied."""
+
+    def backward(ctx, grad_loss, _grad_zloss):
+        grad, ctx.grad = ctx.grad, None
+        return (grad.view(ctx.grad_shape),) + (None,) * 12
+
+    return _with_parts(backward=backward)
+
+
+def _mean_of_nothing_is_zero(logits_shard, target, *, reduction, ignore_index, class_weight_shard, **opts):
+    """reduction='mean' with the denominator clamped to 1: a batch whose every row is ignored
+    (on every rank) gives 0 instead of PyTorch's NaN, hiding an empty batch."""
+    kw = dict(ignore_index=ignore_index, class_weight_shard=class_weight_shard, **opts)
+    if reduction != "mean" or class_weight_shard is not None:
+        return _ours()(logits_shard, target, reduction=reduction, **kw)
+    loss, z = _ours()(logits_shard, target, reduction="sum", **kw)
+    count = (target != ignore_index).sum().clamp_min(1)
+    return loss / count, z / count
 
 
 def _even_shards(logits_shard, target, *, group, vocab_start, **opts):
@@ -162,6 +187,18 @@ PROVIDERS = (
         "the global loss divided by the world size once more (an all-reduce average)",
         lambda: _world_division,
         targets=({**FP32, "reduction": "mean", "option": "plain", "ignore_pattern": "random_10"},),
+    ),
+    _mutant(
+        "mutant_vp_upstream_ignored",
+        "backward ignores the upstream gradient (per-row for reduction none, a scale otherwise)",
+        _upstream_ignored,
+        targets=({**FP32, "upstream": "random", "option": "plain", "ignore_pattern": "random_10"},),
+    ),
+    _mutant(
+        "mutant_vp_mean_of_nothing_is_zero",
+        "reduction='mean' over rows ignored on every rank gives 0 instead of NaN (denominator clamped)",
+        lambda: _mean_of_nothing_is_zero,
+        targets=({**FP32, "reduction": "mean", "ignore_pattern": "all"},),
     ),
     _mutant(
         "mutant_vp_silent_inplace",
