@@ -146,7 +146,8 @@ class RanksOutOfStep(BaseException):
 
 
 def _collective_failure(exc: BaseException) -> bool:
-    if isinstance(exc, dist.DistError):
+    dist_error = getattr(dist, "DistError", None)  # torch >= 2.2
+    if dist_error is not None and isinstance(exc, dist_error):
         return True
     text = str(exc).lower()
     return isinstance(exc, RuntimeError) and any(k in text for k in ("gloo", "nccl", "timed out", "connection"))
