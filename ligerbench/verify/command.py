@@ -16,6 +16,7 @@ import random
 from pathlib import Path
 from typing import Annotated, Optional
 
+import torch
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -92,8 +93,8 @@ def verify(
     chosen["logits"] = logits
     filters = _filters(registry, kernel, preset_name, dev.type, chosen)
 
-    if nproc < 0:
-        raise runs.usage_error(f"--nproc must be 0 or more, got {nproc}", "--nproc")
+    if nproc < 0 or (nproc and dev.type == "cuda" and nproc > torch.cuda.device_count()):
+        raise runs.usage_error(f"--nproc must be 0 or at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
 
     def keep(case: Case) -> bool:
         ranks_ok = not nproc or case.world == nproc  # --nproc N runs the cases split over N ranks
