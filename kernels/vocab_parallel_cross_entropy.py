@@ -43,7 +43,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .cross_entropy import REDUCTIONS, Reduction, scale_rows_
+from .cross_entropy import REDUCTIONS, CheckTargets, Reduction, resolve_check, scale_rows_
 
 N_STATS = 6  # columns of the per-rank statistics: m, s_o, x_y, owned, w_y, sum_wx
 _CHUNK_ELEMENTS = 1 << 22  # float32 temporaries per chunk of rows (16 MiB)
@@ -172,6 +172,17 @@ def _check_layout(merged: _Merged, target: torch.Tensor, ignore_index: int) -> N
     if bool(bad.any()):
         first = int(target[bad][0])
         raise ValueError(f"target holds {first}, outside [0, {int(pos)}) and not ignore_index={ignore_index}")
+
+
+def _check_layout_on_device(merged: _Merged, target: torch.Tensor, ignore_index: int) -> None:
+    """The same checks with no host sync (torch._assert_async: on a GPU the error comes back at
+    the next CUDA call, on CPU it raises RuntimeError)."""
+    order = torch.argsort(merged.starts)
+    starts, widths = merged.starts[order], merged.widths[order]
+    tiles = (starts == torch.cumsum(widths, 0) - widths).all()
+    v = widths.sum()
+    bad = (((target < 0) | (target >= v)) & (target != ignore_index)).any()
+    torch._assert_async(tiles & ~bad, "vocab shards do not tile [0, V), or a target is outside it and not ignore_index")
 
 
 def _rows(merged: _Merged, counted, valid, token_weight, label_smoothing, z_loss_scale):
@@ -318,8 +329,11 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
             stats[n_rows, 2] = w.sum()
         rank, _ = group_rank_size(group)
         merged = cls.MERGED(all_gather(stats, group), n_rows, w is not None, rank)  # the one collective
-        if check_targets:
+        check = resolve_check(check_targets, dev)
+        if check == "host":
             _check_layout(merged, t, ignore_index)
+        elif check == "device":
+            _check_layout_on_device(merged, t, ignore_index)
         valid = merged.owners == 1.0
         loss_rows, z_rows = _rows(merged, counted, valid, tw, label_smoothing, z_loss_scale)
         denom = None
@@ -391,15 +405,17 @@ def vocab_parallel_cross_entropy(
     token_weight: torch.Tensor | None = None,
     return_z_loss: bool = False,
     inplace_backward: bool = False,
-    check_targets: bool = True,
+    check_targets: CheckTargets = True,
 ):
     """Cross entropy of logits sharded on the vocab dim (module docstring: semantics,
     collectives, memory). `logits_shard` [N, V_local] or [B, T, V_local] holds global classes
     [vocab_start, vocab_start + V_local); `target` [N] or [B, T] holds GLOBAL class ids, the same
     on every rank; `class_weight_shard` [V_local] the class weights of this shard; `token_weight`
     the per-token weights (the same on every rank). Returns the float32 loss (the same on every
-    rank), or (loss, z_loss) with return_z_loss=True. check_targets=False skips the host sync
-    that checks the shards tile [0, V) and the targets lie in it (bad ones then give NaN).
+    rank), or (loss, z_loss) with return_z_loss=True. check_targets (as in cross_entropy: True is
+    "device" on a GPU, no host sync, and "host" elsewhere, which raises a ValueError naming the
+    value) checks that the shards tile [0, V) and the targets lie in it; False skips it (bad
+    targets then give NaN).
 
     `logits_shard` may also be a DTensor on a 1-D device mesh, sharded on its last dim: its
     local shard, the mesh's group and the derived offsets are used (`group` and `vocab_start`

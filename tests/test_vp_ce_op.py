@@ -116,3 +116,12 @@ def test_plain_tensors_pass_through_the_dtensor_adapter():
 
     x, t, group = torch.randn(2, 3), torch.tensor([0, 1]), object()
     assert _from_dtensors(x, t, group, 4, None, None) == (x, t, group, 4, None, None)
+
+
+def test_the_device_check_needs_no_host_sync_and_still_fails():
+    # on CPU torch._assert_async raises at once; on a GPU it fails the stream (no sync here)
+    with pytest.raises(RuntimeError, match="do not tile"):
+        run_ranks(2, lambda r, g: _call(r, g, 2, vocab_start=lambda rank, lo: 0, check_targets="device"))
+    with pytest.raises(RuntimeError, match="outside"):
+        run_ranks(2, lambda r, g: _call(r, g, 2, target=torch.tensor([1, 10, 3]), check_targets="device"))
+    run_ranks(2, lambda r, g: _call(r, g, 2, check_targets="device"))  # a good layout passes
