@@ -31,6 +31,10 @@ class Case:
     logits: str = "normal"
     h: int = 0  # hidden size, fused linear kernels only
     bias: bool = False  # fused linear kernels only
+    # vocab-parallel kernels only: the ranks the vocab is split over (0: not sharded), and where
+    # the targets sit ("random", or "edges": on the first and last class of some shard)
+    world: int = 0
+    targets: str = "random"
 
     @property
     def id(self) -> str:
@@ -38,6 +42,8 @@ class Case:
         if self.h:
             parts.append(f"h{self.h}" + ("b" if self.bias else ""))
         parts += [self.dtype, self.reduction, f"up-{self.upstream}", self.ignore_pattern, self.option, self.logits]
+        if self.world:  # only vocab-parallel cases: every other case id stays as it was
+            parts += [f"w{self.world}", f"targets-{self.targets}"]
         return "/".join(parts)
 
     def replace(self, **changes) -> Case:

@@ -4,6 +4,7 @@
     ligerbench verify --kernel flce --preset quick --option softcap
     ligerbench verify --kernel ce --provider mutant_first_row_upstream --ignore-pattern leading_run   # exits 1
     ligerbench verify --kernel ce --provider mypkg.losses:my_ce          # your own callable
+    ligerbench verify --kernel vp_ce --nproc 2 --device cpu    # 2 real ranks (gloo), ligerbench/distributed/
 
 The command only orchestrates: the engine is ligerbench/verify/engine.py, the kernel's grid,
 suites and providers come from the registry (suites/<kernel>.py or a plugin).
@@ -16,6 +17,7 @@ import random
 from pathlib import Path
 from typing import Annotated, Optional
 
+import torch
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -23,6 +25,8 @@ from rich.table import Table
 from ligerbench import named, runs
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
+from ligerbench.distributed import launch
+from ligerbench.records import load_records
 from ligerbench.registry import Registry
 from ligerbench.verify import summary
 from ligerbench.verify.engine import make_plan, run_plan
@@ -64,6 +68,16 @@ def verify(
     seed: Annotated[int, typer.Option(help="Seed of every case's inputs; same seed, same numbers.")] = 0,
     out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    nproc: Annotated[
+        int,
+        typer.Option(
+            help="Run on N real ranks started by torch.distributed.run (gloo on CPU, NCCL on GPUs), for "
+            "vocab-parallel kernels: only the cases split over N ranks. 0: in this process."
+        ),
+    ] = 0,
+    timeout: Annotated[
+        float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
+    ] = 1800.0,
 ):
     """Check providers' loss and gradients against a float64 reference, case by case.
 
@@ -91,8 +105,12 @@ def verify(
     chosen["logits"] = logits
     filters = _filters(registry, kernel, preset_name, dev.type, chosen)
 
+    if nproc < 0 or (nproc and dev.type == "cuda" and nproc > torch.cuda.device_count()):
+        raise runs.usage_error(f"--nproc must be 0 or at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
+
     def keep(case: Case) -> bool:
-        return all(not allowed or getattr(case, name) in allowed for name, allowed in filters.items())
+        ranks_ok = not nproc or case.world == nproc  # --nproc N runs the cases split over N ranks
+        return ranks_ok and all(not allowed or getattr(case, name) in allowed for name, allowed in filters.items())
 
     plan = make_plan(
         registry,
@@ -112,6 +130,7 @@ def verify(
     random.seed(seed)
     interrupted = False
     done = 0
+    facts: dict = {"nproc": nproc} if nproc else {}
     try:
         with run.progress(f"verify {kernel}", total=len(plan.cases), disable=as_json) as advance:
 
@@ -120,15 +139,24 @@ def verify(
                 done += 1
                 advance(case.id)
 
-            run_plan(plan, registry, run_id=run.id, seed=seed, device=dev, writer=run.writer, on_case=on_case)
+            if nproc:  # the ranks' rank 0 writes the records (ligerbench/distributed/launch.py)
+                run.writer.close()
+                facts = launch.run_plan_on_ranks(
+                    plan, nproc=nproc, run_id=run.id, run_path=run.path, seed=seed, preset=preset_name,
+                    device_type=dev.type, timeout_s=timeout, echo=None if as_json else launch.echo_with(advance),
+                )  # fmt: skip
+                done = facts.pop("completed_cases")
+            else:
+                run_plan(plan, registry, run_id=run.id, seed=seed, device=dev, writer=run.writer, on_case=on_case)
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        df = run.writer.frame()
+        # with --nproc the ranks wrote the records: read them back once the writer is closed
+        run.writer.close()
+        df = load_records(run.path / "records.csv") if nproc else run.writer.frame()
         unchecked = {} if interrupted else named.missing_evidence(df, provider)
-        run.finish(
-            interrupted=interrupted, planned_cases=len(plan.cases), completed_cases=done, unchecked_providers=unchecked
-        )
+        facts["unchecked_providers"] = unchecked
+        run.finish(interrupted=interrupted, planned_cases=len(plan.cases), completed_cases=done, **facts)
         title = f"ligerbench verify {kernel} ({run.id})"
         text = summary.summary_markdown(df, run.env, title=title, interrupted=interrupted)
         (run.path / "summary.md").write_text(named.mark_summary(text, unchecked))

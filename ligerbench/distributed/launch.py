@@ -1,0 +1,226 @@
+"""Starting real process groups: `verify --nproc N` runs its plan on N ranks started through
+torch's own launcher,
+
+    python -m torch.distributed.run --nproc-per-node N --standalone -m ligerbench.distributed.command JOB
+
+gloo on CPU (Triton's interpreter; how CI tests it), NCCL on GPUs (one rank per GPU). Rank 0
+writes the records into the run folder; this process then reads them.
+
+Never a hang, never a silent green:
+  - every collective wait is bounded (init_process_group's timeout, `collective_timeout`);
+  - the launcher itself runs under a wall-clock timeout; past it its whole process group is
+    killed (it was started in a session of its own, so nothing else is touched);
+  - a rank that dies makes torch.distributed.run stop the others and exit non-zero;
+  - whatever went wrong (non-zero exit, timeout, fewer cases completed than planned) is written
+    as an `error` record naming it, with the launcher's last lines, so the run fails.
+The launcher's whole output is kept in the run folder as launch.log.
+
+Children always get NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and
+NVSHMEM_DISABLE_NVLS=1 (NVLink multicast stays off).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import ligerbench
+from ligerbench.records import FIELDS, Record
+
+CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+FAULT_ENV = "LIGERBENCH_FAULT"  # fault injection for tests: "die:<rank>" or "hang:<rank>" (command.py)
+WORKER = "ligerbench.distributed.command"
+JOB_FILE, LOG_FILE, DONE_FILE = "job.json", "launch.log", "ranks_done.json"
+
+
+@dataclass
+class Launched:
+    returncode: int
+    timed_out: bool
+    seconds: float
+    log: Path
+
+    def tail(self, lines: int = 25) -> str:
+        text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
+        return "\n".join(text[-lines:])
+
+    def diagnosis(self) -> str:
+        """What each rank reported: fault injections, each rank's last exception, and the exit
+        codes torch.distributed.run gives for the failed ranks; the log's tail if none."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        found = [m.group(0) for m in re.finditer(r"^ligerbench: fault injection.*$", text, re.M)]
+        last: dict[str, str] = {}
+        for m in re.finditer(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Exception|OutOfStep)\b.*)$", text, re.M):
+            last[m.group(1)] = m.group(2)
+        found += [f"rank {r}: {msg}" for r, msg in sorted(last.items())]
+        codes = re.findall(r"rank\s*: (\d+) \(local_rank.*\n\s*exitcode\s*: (-?\d+)", text)
+        found += [f"rank {r} exit code {c}" for r, c in dict.fromkeys(codes)]
+        return "\n".join(found) if found else self.tail()
+
+
+PROGRESS = "ligerbench: ["  # rank 0's line per finished case: "ligerbench: [i/N] case-id"
+
+
+def echo_with(advance: Callable[[str], None]) -> Callable[[str], None]:
+    """What to do with each line of the ranks' output: a finished case advances the progress
+    bar, anything else is printed (on stderr)."""
+    from rich.console import Console
+
+    err = Console(stderr=True)
+
+    def echo(line: str) -> None:
+        if line.startswith(PROGRESS):
+            advance(line.partition("] ")[2])
+        else:
+            err.print(line, markup=False, soft_wrap=True, highlight=False)
+
+    return echo
+
+
+def collective_timeout(timeout_s: float) -> float:
+    """The bound on one collective wait: a quarter of the run's wall clock, 10 s to 300 s."""
+    return max(10.0, min(300.0, timeout_s / 4))
+
+
+def child_env() -> dict[str, str]:
+    env = {**os.environ, **CHILD_ENV}
+    # the ranks import ligerbench from where this process did (a source checkout included)
+    root = str(Path(ligerbench.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])])
+    return env
+
+
+def launch(
+    nproc: int, args: list[str], *, log: Path, timeout_s: float, echo: Callable[[str], None] | None = None
+) -> Launched:
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--standalone"]
+    cmd += ["--max-restarts", "0", "-m", WORKER, *args]
+    started = time.perf_counter()
+    with open(log, "w") as sink:
+        sink.write("$ " + " ".join(cmd) + "\n")
+        sink.flush()
+        proc = subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(), start_new_session=True
+        )
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sink.write(line)
+                sink.flush()
+                if echo:
+                    echo(line.rstrip("\n"))
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _kill_session(proc)
+        reader.join(timeout=10)
+    return Launched(proc.returncode, timed_out, round(time.perf_counter() - started, 1), log)
+
+
+def _kill_session(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL, to the launcher's own session (started with start_new_session)."""
+    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run_plan_on_ranks(
+    plan,
+    *,
+    nproc: int,
+    run_id: str,
+    run_path: Path,
+    seed: int,
+    preset: str,
+    device_type: str,
+    timeout_s: float,
+    echo: Callable[[str], None] | None = None,
+) -> dict:
+    """Run a verify plan on `nproc` real ranks; rank 0 writes run_path/records.csv. Problems are
+    appended there as error records. Returns facts for env.json."""
+    job = {
+        "command": "verify",
+        "kernel": plan.kernel,
+        "preset": preset,
+        "device_type": device_type,
+        "seed": seed,
+        "run_id": run_id,
+        "run_path": str(run_path),
+        "suites": [s.name for s in plan.suites],
+        "providers": [p.name for p in plan.providers],
+        "cases": [c.id for c in plan.cases],
+        "collective_timeout_s": collective_timeout(timeout_s),
+    }
+    (run_path / JOB_FILE).write_text(json.dumps(job, indent=2) + "\n")
+    result = launch(nproc, [str(run_path / JOB_FILE)], log=run_path / LOG_FILE, timeout_s=timeout_s, echo=echo)
+    done_path = run_path / DONE_FILE
+    done = json.loads(done_path.read_text()) if done_path.exists() else {}
+    completed = int(done.get("completed_cases", 0))
+    problems = []
+    if result.timed_out:
+        problems.append(f"the {nproc} ranks did not finish within {timeout_s:.0f} s and were killed")
+    elif result.returncode != 0:
+        problems.append(f"a rank failed: torch.distributed.run exited {result.returncode}")
+    if completed < len(plan.cases):
+        problems.append(f"only {completed} of {len(plan.cases)} cases completed")
+    if problems:
+        message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
+        _append(run_path / "records.csv", _launch_error(plan.kernel, run_id, message))
+    return {
+        "nproc": nproc,
+        "backend": done.get("backend", ""),
+        "launch_returncode": result.returncode,
+        "launch_timed_out": result.timed_out,
+        "launch_s": result.seconds,
+        "completed_cases": completed,
+    }
+
+
+def _launch_error(kernel: str, run_id: str, message: str) -> Record:
+    return Record(
+        run_id=run_id,
+        suite="distributed",
+        kernel=kernel,
+        provider="launcher",
+        case="",
+        quantity="ranks",
+        metric="",
+        value=float("nan"),
+        unit="",
+        limit=float("nan"),
+        verdict="error",
+        message=message[:4000],
+    )
+
+
+def _append(path: Path, record: Record) -> None:
+    fresh = not path.exists() or path.stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        if fresh:
+            writer.writeheader()
+        writer.writerow(dataclasses.asdict(record))

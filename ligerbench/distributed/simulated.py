@@ -1,0 +1,108 @@
+"""Ranks simulated in one process: each rank is a thread, and a `SimulatedGroup` gives them the
+collectives a vocab-parallel op uses (rank(), size(), all_gather_into_tensor(out, inp)), with
+torch.distributed's semantics: every rank passes its tensor, every rank receives all of them in
+rank order.
+
+Only one rank computes at a time (a turn lock, released only while a rank waits inside a
+collective), so the ranks' work is serialised as if each took its turn: Triton's interpreter,
+which is not thread-safe, runs in one thread at a time. Every wait is bounded (`timeout_s`) and a
+rank that raises breaks the barrier, so the others stop at once instead of waiting: a simulated
+run never hangs.
+
+This is how selftest and the in-process `verify --kernel vp_ce` run the distributed kernels;
+`verify --nproc N` runs the same cases on real process groups (ligerbench/distributed/launch.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+
+class SimulatedWorld:
+    def __init__(self, size: int, timeout_s: float = 60.0):
+        self.size = size
+        self.timeout_s = timeout_s
+        self.barrier = threading.Barrier(size, timeout=timeout_s)
+        self.turn = threading.Lock()
+        self.slots: list[torch.Tensor | None] = [None] * size
+
+
+class SimulatedGroup:
+    """One rank's view of a SimulatedWorld."""
+
+    def __init__(self, world: SimulatedWorld, rank: int):
+        self.world = world
+        self._rank = rank
+        self.holding = False  # this rank holds the turn
+
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self.world.size
+
+    def _wait(self) -> None:
+        w = self.world
+        self.holding = False
+        w.turn.release()
+        try:
+            w.barrier.wait()
+        finally:
+            if not w.turn.acquire(timeout=w.timeout_s):
+                raise TimeoutError("a simulated rank did not give its turn back")
+            self.holding = True
+
+    def all_gather_into_tensor(self, out: torch.Tensor, inp: torch.Tensor) -> None:
+        w = self.world
+        w.slots[self._rank] = inp.detach().clone()
+        self._wait()  # every rank has deposited
+        for r, t in enumerate(w.slots):
+            if t is None or t.shape != inp.shape:
+                raise RuntimeError(f"simulated all_gather: rank {r} passed {None if t is None else tuple(t.shape)}")
+            out[r].copy_(t)
+        self._wait()  # every rank has read: the slots may be reused
+        w.slots[self._rank] = None
+
+
+def run_ranks(size: int, fn: Callable[[int, Any], Any], *, timeout_s: float = 60.0) -> list[Any]:
+    """fn(rank, group) on `size` simulated ranks; their results in rank order. The first
+    exception raised by a rank (not the BrokenBarrierError it caused in the others) is re-raised."""
+    world = SimulatedWorld(size, timeout_s)
+    results: list[Any] = [None] * size
+    errors: list[BaseException | None] = [None] * size
+
+    def body(rank: int) -> None:
+        group = SimulatedGroup(world, rank)
+        if not world.turn.acquire(timeout=timeout_s):
+            errors[rank] = TimeoutError(f"simulated rank {rank} never got its turn")
+            world.barrier.abort()
+            return
+        group.holding = True
+        try:
+            results[rank] = fn(rank, group)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the caller below
+            errors[rank] = exc
+            world.barrier.abort()
+        finally:
+            if group.holding:
+                group.holding = False
+                world.turn.release()
+
+    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout_s * 4)
+    if any(t.is_alive() for t in threads):
+        world.barrier.abort()
+        raise TimeoutError(f"simulated ranks still running after {timeout_s * 4:.0f} s")
+    first = [e for e in errors if e is not None and not isinstance(e, threading.BrokenBarrierError)]
+    if first:
+        raise first[0]
+    if any(e is not None for e in errors):
+        raise next(e for e in errors if e is not None)
+    return results

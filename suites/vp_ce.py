@@ -1,0 +1,97 @@
+"""The `vp_ce` kernel (vocab-parallel cross entropy, logits sharded on the vocab dim over a
+process group) as ligerbench checks it: spec, case grid, suites, providers and planted bugs.
+
+    ligerbench verify --kernel vp_ce                      # ranks simulated in one process
+    ligerbench verify --kernel vp_ce --nproc 2            # real ranks (gloo on CPU, NCCL on GPUs)
+
+Every case is the global `ce` problem plus the world size its vocab is split over; the grid
+crosses, per world size and dtype:
+  A  reduction x ignore pattern   (ignored on every rank: `all`; ignore_index equal to a valid class)
+  B  reduction x option           (smoothing over the global vocab, z-loss on the global lse,
+                                   class weights sharded with the vocab, token weights)
+  C  targets on shard edges (first and last class of every shard) x options, x index_is_class
+  D  confident and large logits (bug 6 across ranks; softcap saturation)
+  E  shapes: V=501 is uneven over 2 ranks and V=500 even; V=2 over 3 ranks leaves one empty
+     shard; one token
+Targets on another rank than a given shard are in every case (random targets, world >= 2).
+"""
+
+from __future__ import annotations
+
+from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
+from ligerbench.providers import vp_ce as providers
+from ligerbench.providers import vp_ce_mutants
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.specs import vp_ce as spec
+from ligerbench.suites.ce import has_z_loss
+from ligerbench.suites.ce_grid import REDUCTION_VARIANTS
+
+SIZES = {
+    # preset: (tokens, vocab, world sizes, odd shapes (tokens, vocab)); CPU shapes stay tiny so
+    # the real 2-rank gloo run of CI is fast
+    "quick": (16, 501, (2, 3), ((16, 500), (16, 2), (1, 501))),
+    "full": (1024, 32001, (2, 4, 8), ((1024, 32000), (512, 5), (1, 128256), (2048, 128256))),
+}
+DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+
+
+def vp_ce_cases(preset: str, device_type: str) -> list[Case]:
+    if preset not in SIZES:
+        raise ValueError(f"no vp_ce grid for preset {preset!r}; expected one of {tuple(SIZES)}")
+    n, v, worlds, shapes = SIZES[preset]
+    cases: list[Case] = []
+    for world in worlds:
+        for dtype in DTYPES[device_type]:
+            base = Case(kernel="vp_ce", n=n, v=v, dtype=dtype, world=world)
+            for reduction, upstream in REDUCTION_VARIANTS:
+                red = base.replace(reduction=reduction, upstream=upstream)
+                cases += [red.replace(ignore_pattern=p) for p in IGNORE_PATTERNS]  # A
+                cases += [red.replace(option=o) for o in OPTIONS]  # B
+                edges = red.replace(targets="edges")  # C
+                cases += [edges.replace(option=o) for o in ("plain", "label_smoothing", "class_weight", "all")]
+                cases.append(edges.replace(ignore_pattern="index_is_class"))
+                cases += [red.replace(logits="confident", option=o) for o in ("plain", "all")]  # D
+                cases.append(red.replace(logits="large", option="softcap"))
+                cases += [red.replace(n=sn, v=sv) for sn, sv in shapes]  # E
+    return list(dict.fromkeys(cases))
+
+
+KERNEL = KernelSpec(
+    name="vp_ce",
+    description="vocab-parallel cross entropy: logits [N, V] sharded on the vocab dim over a process group",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    run=spec.run_vp,
+    quantities=("loss", "z_loss", "grad_logits", "input_unchanged"),
+    grid=vp_ce_cases,
+    signature=spec.SIGNATURE,
+    peer="gathered",
+    control="ours",
+    applies={"z_loss": has_z_loss},
+)
+
+SUITES = (
+    Suite(
+        name="correctness",
+        kernel="vp_ce",
+        description="every rank's loss (and separately reported z-loss) vs the float64 reference of the global problem",
+        quantities=("loss", "z_loss"),
+    ),
+    Suite(
+        name="gradients",
+        kernel="vp_ce",
+        description="the gradient shards, put back together, vs the float64 reference's gradient of the logits",
+        quantities=("grad_logits",),
+    ),
+    Suite(
+        name="contracts",
+        kernel="vp_ce",
+        description="every rank's logits shard is unchanged unless the provider declares it writes it",
+        quantities=("input_unchanged",),
+    ),
+)
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_ce_mutants.PROVIDERS)

@@ -1,0 +1,179 @@
+"""Shared by the vocab-parallel tests: one rank's check of our op against the float64 truth of
+the global problem (the same function on simulated ranks and on a real gloo group), and a
+bounded launcher of real gloo ranks (torch.multiprocessing spawn; a top-level module so the
+children can import it)."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from ligerbench import tolerance
+from ligerbench.specs.ce import ce_torch
+from ligerbench.specs.vp_ce import shard_bounds
+
+# Each config is there for one reason (the comment); all run at every world size the tests use.
+CONFIGS = {
+    # uneven shards, mean, a target on every shard's first class (edges)
+    "plain_mean_edges": dict(v=501, reduction="mean", edges=True),
+    # smoothing over the GLOBAL vocab, with class weights sharded with the vocab
+    "smoothing_class_weight_sum": dict(v=501, reduction="sum", label_smoothing=0.1, class_weight=True),
+    # every option at once, reduction none with a random upstream, 3-D logits
+    "all_none_3d": dict(
+        v=500,
+        reduction="none",
+        label_smoothing=0.1,
+        softcap=5.0,
+        z_loss_scale=0.05,
+        class_weight=True,
+        token_weight=True,
+        three_d=True,
+    ),  # fmt: skip
+    # ignore_index 0 is also class 0; rows ignored on every rank; offsets derived by the op
+    "index_is_class_derived_offsets": dict(v=7, reduction="mean", ignore_index=0, derive_offsets=True),
+    # the gradient written into the shard (declared in-place)
+    "inplace_sum": dict(v=501, reduction="sum", inplace=True),
+}
+
+
+def problem(cfg: dict, world: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    n, v = 12, cfg["v"]
+    x = torch.randn(n, v, generator=g) * 3
+    t = torch.randint(0, v, (n,), generator=g)
+    ignore = cfg.get("ignore_index", -100)
+    t[::5] = ignore
+    if cfg.get("edges"):  # the first class of the last shard, the last class of the first
+        bounds = [b for b in shard_bounds(v, world) if b[1] > b[0]]
+        t[1::5], t[2::5] = bounds[-1][0], bounds[0][1] - 1
+    w = torch.rand(v, generator=g) + 0.2 if cfg.get("class_weight") else None
+    tw = torch.rand(n, generator=g) + 0.1 if cfg.get("token_weight") else None
+    up = torch.rand(n, generator=g) - 0.3 if cfg["reduction"] == "none" else torch.tensor(1.7)
+    return x, t, w, tw, up, ignore
+
+
+def _run(fn, x, t, up, shape, **kw):
+    leaf = x.detach().clone().reshape(*shape, x.shape[-1]).requires_grad_(True)
+    loss, z = fn(leaf, t.reshape(shape), **kw)
+    loss.backward(up.reshape(loss.shape) if loss.dim() else up)
+    return loss.detach(), z.detach(), None if leaf.grad is None else leaf.grad.reshape(-1, x.shape[-1])
+
+
+def check_rank(rank: int, group, world: int, name: str) -> None:
+    """This rank's loss, z-loss and gradient shard against the float64 truth (tolerance rule)."""
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+    cfg = CONFIGS[name]
+    x, t, w, tw, up, ignore = problem(cfg, world)
+    lo, hi = shard_bounds(cfg["v"], world)[rank]
+    shape = (3, 4) if cfg.get("three_d") else (12,)
+    opts = dict(
+        ignore_index=ignore, reduction=cfg["reduction"], label_smoothing=cfg.get("label_smoothing", 0.0),
+        softcap=cfg.get("softcap"), z_loss_scale=cfg.get("z_loss_scale", 0.0),
+    )  # fmt: skip
+    tw_s = None if tw is None else tw.reshape(shape)
+
+    def ours(leaf, target, **kw):
+        shard = leaf[..., lo:hi]
+        if cfg.get("inplace"):  # a leaf of its own, so that writing into it is allowed
+            shard = shard.detach().clone().requires_grad_(True)
+        out = vocab_parallel_cross_entropy(
+            shard, target, group=group, vocab_start=None if cfg.get("derive_offsets") else lo,
+            class_weight_shard=None if w is None else w[lo:hi], token_weight=tw_s, return_z_loss=True,
+            inplace_backward=cfg.get("inplace", False), **kw,
+        )  # fmt: skip
+        if cfg.get("inplace"):
+            ours.shard = shard
+        return out
+
+    def truth(leaf, target, dtype):  # ce_torch takes [N, V]
+        loss, z = ce_torch(
+            leaf.reshape(-1, cfg["v"]).to(dtype), target.reshape(-1), weight=None if w is None else w.to(dtype),
+            token_weight=None if tw is None else tw.to(dtype), **opts,
+        )  # fmt: skip
+        return (loss.reshape(target.shape), z.reshape(target.shape)) if loss.dim() else (loss, z)
+
+    loss, z, grad = _run(ours, x, t, up, shape, **opts)
+    if cfg.get("inplace"):
+        shard = ours.shard
+        assert shard.grad is not None
+        grad = torch.zeros_like(x)
+        grad[:, lo:hi] = shard.grad.reshape(-1, hi - lo)
+    ref = _run(lambda leaf, target, **kw: truth(leaf, target, torch.float64), x.double(), t, up.double(), shape)
+    eager = _run(lambda leaf, target, **kw: truth(leaf, target, torch.float32), x, t, up, shape)
+    got = (loss, z, grad[:, lo:hi])
+    for i, q in enumerate(("loss", "z_loss", "grad_shard")):
+        r = ref[i][:, lo:hi] if q == "grad_shard" else ref[i]
+        e = eager[i][:, lo:hi] if q == "grad_shard" else eager[i]
+        err = tolerance.rel_error(got[i], r)
+        limit = tolerance.limit_for(tolerance.rel_error(e, r), torch.float32)
+        assert err <= limit, f"{name} rank {rank}/{world} {q}: error {err:.3g} > limit {limit:.3g}"
+    assert loss.dtype == torch.float32
+
+
+def check_all(rank: int, group, world: int) -> None:
+    for name in CONFIGS:
+        check_rank(rank, group, world, name)
+
+
+# ----------------------------------------------------------------------------- real gloo ranks
+
+
+def _gloo_rank(rank: int, world: int, store: str, target, args) -> None:
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store}", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=30)
+    )
+    try:
+        target(rank, None, world, *args)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_gloo(world: int, target, *args, store: str, timeout_s: float = 120.0) -> None:
+    """target(rank, group=None, world, *args) on `world` real gloo ranks; raises what a rank
+    raised, or TimeoutError (the ranks then terminated) past timeout_s."""
+    ctx = mp.start_processes(
+        _gloo_rank, args=(world, store, target, args), nprocs=world, join=False, start_method="spawn"
+    )
+    deadline = time.monotonic() + timeout_s
+    while not ctx.join(timeout=1):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                if p.is_alive():
+                    p.terminate()
+            raise TimeoutError(f"gloo ranks still running after {timeout_s} s")
+
+
+def check_dtensor(rank: int, group, world: int) -> None:
+    """A DTensor sharded on the vocab dim (uneven: torch.chunk's split) gives the loss and the
+    sharded gradient of the unsharded problem."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+    mesh = init_device_mesh("cpu", (world,))
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 11, generator=g)
+    t = torch.tensor([0, 5, 6, 10, -100, 3])
+    dx = distribute_tensor(x, mesh, [Shard(1)]).requires_grad_(True)
+    loss = vocab_parallel_cross_entropy(dx, t, label_smoothing=0.1)
+    loss.backward()
+    ref_x = x.double().requires_grad_(True)
+    ref = ce_torch(ref_x, t, label_smoothing=0.1)[0]
+    ref.backward()
+    assert abs(loss.item() - ref.item()) < 1e-5 * abs(ref.item()), (loss.item(), ref.item())
+    full_grad = dx.grad.full_tensor()
+    assert torch.allclose(full_grad.double(), ref_x.grad, atol=1e-6), (full_grad - ref_x.grad).abs().max()
+    # a DTensor not sharded on the vocab dim is refused, not silently taken as a shard
+    replicated = distribute_tensor(x, mesh, [Replicate()])
+    try:
+        vocab_parallel_cross_entropy(replicated, t)
+    except ValueError as exc:
+        assert "sharded on its last dim" in str(exc)
+    else:
+        raise AssertionError("a replicated DTensor was accepted as a vocab shard")
