@@ -39,6 +39,8 @@ MUST_KILL = {
     "mutant_ignores_storage_offset": "correctness",  # flce layout kept_slice
     "mutant_flce_targets_flattened_transposed": "correctness",  # flce layout 3d
     "mutant_wraps_at_64_chunks": "gradients",  # flce >= 64 chunks
+    "mutant_one_chunk_upstream_ignored": "gradients",  # flce one chunk
+    "mutant_zero_upstream_rows_compacted": "gradients",  # flce upstream masked
 }
 
 

@@ -64,6 +64,26 @@ def _wraps_at_64_chunks(hidden, weight, target, *, bias, token_weight, **opts):
     return main + (w_path - w_path.detach()), z
 
 
+def _one_chunk_upstream_ignored(hidden, weight, target, **opts):
+    """When every token fits in one chunk, a fast path returns the gradients formed in forward
+    without scaling them by the upstream scalar (mean and sum)."""
+    from ligerbench.kernels.fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, chunk_size
+
+    loss, z = _ours(hidden, weight, target, **opts)
+    n = target.numel()
+    one_chunk = chunk_size(n, weight.shape[0], hidden.element_size(), DEFAULT_CHUNK_BYTES, None) >= n
+    if one_chunk and opts["reduction"] != "none":
+        loss = input_mutants.with_upstream(loss, input_mutants.upstream_ignored)
+    return loss, z
+
+
+def _zero_rows_compacted(hidden, weight, target, **opts):
+    loss, z = _ours(hidden, weight, target, **opts)
+    if opts["reduction"] == "none":
+        loss = input_mutants.with_upstream(loss, input_mutants.zero_rows_compacted)
+    return loss, z
+
+
 def _mutant(name: str, description: str, fn, **kw) -> Provider:
     return Provider(name=name, kernel="flce", description=description, load=lambda: fn, mutant=True, **kw)
 
@@ -87,6 +107,19 @@ PROVIDERS = (
         _wraps_at_64_chunks,
         # the many-chunk cases (suites/flce_grid.py, E): 72 chunks
         targets=({"n": 72},),
+    ),
+    _mutant(
+        "mutant_one_chunk_upstream_ignored",
+        "single-chunk fast path: gradients not scaled by the upstream scalar (1/8, 65536, random)",
+        _one_chunk_upstream_ignored,
+        # every quick case fits one chunk of the default budget; the upstream must not be 1
+        targets=({"reduction": ("mean", "sum"), "upstream": ("accum", "grad_scaler", "random"), "dtype": "fp32"},),
+    ),
+    _mutant(
+        "mutant_zero_upstream_rows_compacted",
+        "reduction='none': rows with an exact-zero upstream compacted away, later rows get others' values",
+        _zero_rows_compacted,
+        targets=({"upstream": "masked"},),
     ),
     Provider(
         name="mutant_drops_last_chunk",

@@ -70,3 +70,13 @@ def upstream_through_fp16(grad: torch.Tensor) -> torch.Tensor:
 def unit_sum_as_mean(n_rows: int):
     """A fast path for an upstream of exactly 1 shared with mean: sum's gradient divided by N."""
     return lambda grad: torch.where(grad == 1, grad / n_rows, grad)
+
+
+def zero_rows_compacted(grad: torch.Tensor) -> torch.Tensor:
+    """Rows with an exact-zero upstream dropped by compaction and the live rows' upstream packed
+    to the front, never scattered back: every live row after the first zero gets another's value."""
+    flat = grad.reshape(-1)
+    live = flat[flat != 0]
+    packed = torch.zeros_like(flat)
+    packed[: live.numel()] = live
+    return packed.reshape(grad.shape)
