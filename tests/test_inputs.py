@@ -253,3 +253,26 @@ def test_default_layout_keeps_old_case_ids():
 def test_layout_names_are_distinct_per_kernel():
     for a, b in itertools.combinations(LAYOUTS["ce"], 2):
         assert a != b
+
+
+def test_contracts_see_a_write_into_the_targets_or_token_weights():
+    """Every input is compared, not only the logits: a provider that rewrites the targets in place
+    (e.g. ignore_index -> 0 to avoid a gather out of range) is caught, and named."""
+
+    def rewrites_targets(logits, target, **opts):
+        target[target < 0] = 0
+        return ce_spec.ce_torch(logits, target, **opts)
+
+    def scales_token_weight(logits, target, *, token_weight, **opts):
+        token_weight.mul_(2.0)
+        return ce_spec.ce_torch(logits, target, token_weight=token_weight, **opts)
+
+    problem = ce_spec.make_problem(CE.replace(ignore_pattern="leading_run", option="token_weight"), 0, CPU)
+    kept = problem.target.clone()
+    outcome = ce_spec.run_ce(rewrites_targets, problem)
+    assert outcome.mutated_inputs == ("target",)
+    assert torch.equal(problem.target, kept)  # the case's own targets are safe for the next provider
+    fields = _compare("input_unchanged", CE, PROVIDER, outcome, None, None)
+    assert fields["verdict"] == "fail" and "target" in fields["message"]
+    assert ce_spec.run_ce(scales_token_weight, problem).mutated_inputs == ("token_weight",)
+    assert ce_spec.run_ce(_eager_ce, problem).mutated_inputs == ()

@@ -30,6 +30,7 @@ MUST_KILL = {
     "mutant_drops_last_chunk": "correctness",
     # one per new case-axis value (ligerbench/providers/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
+    "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage
     "mutant_unit_column_stride": "correctness",  # ce layout transposed
     "mutant_targets_flattened_transposed": "correctness",  # ce layout 3d
     "mutant_zero_upstream_rows_unscaled": "gradients",  # upstream masked

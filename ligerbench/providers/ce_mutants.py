@@ -192,6 +192,16 @@ def _upstream_mutant(wrong_for):
     return call
 
 
+def _writes_vocab_padding(logits, target, **opts):
+    """Right loss and gradient, but clears each row's padding columns of the caller's storage (a
+    kernel that treats the row stride as the row width and zero-fills the whole row)."""
+    if logits.dim() == 3 and logits.stride(1) > logits.shape[-1]:
+        width = logits.stride(1)
+        rows = torch.as_strided(logits.detach(), (*logits.shape[:-1], width), (*logits.stride()[:-1], 1))
+        rows[..., logits.shape[-1] :] = 0.0
+    return _ours()(logits, target, **opts)
+
+
 _zero_rows = _upstream_mutant(lambda red, t: input_mutants.zero_rows_unscaled if red == "none" else None)
 _mean_upstream_ignored = _upstream_mutant(lambda red, t: input_mutants.upstream_ignored if red == "mean" else None)
 _fp16_upstream = _upstream_mutant(lambda red, t: input_mutants.upstream_through_fp16)
@@ -202,6 +212,12 @@ PROVIDERS += (
         "mutant_assumes_dense_rows",
         "reads the logits as if contiguous (data pointer and shape, no strides): reads the vocab padding",
         lambda: _dense_rows,
+        targets=({"layout": "padded_vocab"},),
+    ),
+    _mutant(
+        "mutant_writes_vocab_padding",
+        "zero-fills the padding columns of a padded-vocab caller's logits (row stride taken as row width)",
+        lambda: _writes_vocab_padding,
         targets=({"layout": "padded_vocab"},),
     ),
     _mutant(

@@ -32,7 +32,7 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.specs.common import Outcome, Spy, fresh_view, layout_of, same_bits
+from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
 
 
 @dataclass
@@ -175,8 +175,11 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
     provider wrote anywhere in that storage (padding included)."""
     flat, x = fresh_view(problem.logits, requires_grad=need_grad)
     before = flat.clone()
+    opts = problem.options()
+    side = {"target": problem.target, "weight": opts["weight"], "token_weight": opts["token_weight"]}
+    handed = copies_of(side)
     spy = Spy(fn, ("logits", "target"))
-    out = spy(x, problem.target, **problem.options())
+    out = spy(x, handed["target"], **{**opts, "weight": handed["weight"], "token_weight": handed["token_weight"]})
     loss, z_loss = out if isinstance(out, tuple) else (out, None)
     values = {"loss": loss.detach().clone()}
     if z_loss is not None:
@@ -185,7 +188,10 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
         loss.backward(problem.upstream.to(loss.dtype).expand_as(loss))
         values["grad_logits"] = x.grad.detach().clone() if x.grad is not None else None
     built = {"logits": layout_of(problem.logits), "target": layout_of(problem.target)}
-    return Outcome(values=values, input_mutated=not same_bits(flat, before), built=built, received=spy.seen)
+    mutated = ([] if same_bits(flat, before) else ["logits"]) + written(side, handed)
+    return Outcome(
+        values=values, input_mutated=bool(mutated), built=built, received=spy.seen, mutated_inputs=tuple(mutated)
+    )
 
 
 def reference(problem: CEProblem) -> Outcome:

@@ -18,6 +18,7 @@ class Outcome:
     # provider's callable received it (None: the callable was never called with it)
     built: dict | None = None
     received: dict | None = None
+    mutated_inputs: tuple[str, ...] = ()  # the inputs found written, by name (input_mutated says if any)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -52,6 +53,16 @@ def fresh_view(t: torch.Tensor, *, requires_grad: bool) -> tuple[torch.Tensor, t
     flat = src.as_strided((storage_elements(src),), (1,), 0).clone()
     view = flat.as_strided(src.shape, src.stride(), src.storage_offset()).detach()
     return flat, view.requires_grad_(requires_grad)
+
+
+def copies_of(tensors: dict) -> dict:
+    """Fresh copies (same layouts) of the side inputs a provider is handed (targets, weights),
+    so one provider writing them cannot change what the next one sees; `written` compares."""
+    return {k: None if t is None else fresh_view(t, requires_grad=False)[1] for k, t in tensors.items()}
+
+
+def written(originals: dict, handed: dict) -> list[str]:
+    return [k for k, t in originals.items() if t is not None and not same_bits(handed[k], t)]
 
 
 class Spy:

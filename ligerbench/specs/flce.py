@@ -31,7 +31,7 @@ from ligerbench.cases import (
     generator_for,
 )
 from ligerbench.specs.ce import ce_torch
-from ligerbench.specs.common import Outcome, Spy, fresh_view, layout_of, same_bits
+from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged", "input_layout")
 KEPT_PREFIX = 3  # kept_slice: rows of hidden states before the kept ones (logits_to_keep drops them)
@@ -182,9 +182,11 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
     copies = {k: fresh_view(t, requires_grad=need_grad) for k, t in built.items()}
     leaves = {k: copies[k][1] if k in copies else None for k in names}
     before = {k: flat.clone() for k, (flat, _) in copies.items()}
-    opts = {**problem.options(), "bias": leaves["bias"]}
+    side = {"target": problem.target, "class_weight": problem.class_weight, "token_weight": problem.token_weight}
+    handed = copies_of(side)
+    opts = {**problem.options(), "bias": leaves["bias"], **{k: handed[k] for k in ("class_weight", "token_weight")}}
     spy = Spy(fn, ("hidden", "weight", "target"))
-    out = spy(leaves["hidden"], leaves["weight"], problem.target, **opts)
+    out = spy(leaves["hidden"], leaves["weight"], handed["target"], **opts)
     loss, z_loss = out if isinstance(out, tuple) else (out, None)
     values = {"loss": loss.detach().clone()}
     if z_loss is not None:
@@ -194,10 +196,12 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
         for name, leaf in leaves.items():
             if leaf is not None:
                 values[f"grad_{name}"] = None if leaf.grad is None else leaf.grad.detach().clone()
-    mutated = any(not same_bits(copies[k][0], t) for k, t in before.items())
+    mutated = [k for k, t in before.items() if not same_bits(copies[k][0], t)] + written(side, handed)
     expected = {k: layout_of(t) for k, t in built.items() if k != "bias"}
     expected["target"] = layout_of(problem.target)
-    return Outcome(values=values, input_mutated=mutated, built=expected, received=spy.seen)
+    return Outcome(
+        values=values, input_mutated=bool(mutated), built=expected, received=spy.seen, mutated_inputs=tuple(mutated)
+    )
 
 
 def reference(problem: FLCEProblem) -> Outcome:

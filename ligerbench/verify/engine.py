@@ -161,7 +161,8 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, eager)
         ok = not mutated or provider.mutates_input
         msg = ""
         if mutated and not provider.mutates_input:
-            msg = "modified the logits it was handed without declaring mutates_input"
+            names = ", ".join(getattr(outcome, "mutated_inputs", ())) or "an input"
+            msg = f"modified {names} it was handed (whole storage compared) without declaring mutates_input"
         return dict(
             metric="mutated",
             value=float(mutated),
