@@ -25,12 +25,13 @@ class Case:
     v: int  # classes (vocab)
     dtype: str = "fp32"
     reduction: str = "mean"
-    upstream: str = "ones"  # upstream gradient: "ones", or "random" (non-uniform, reduction none)
+    upstream: str = "ones"  # upstream gradient: a name of UPSTREAMS[reduction]
     ignore_pattern: str = "random_10"
     option: str = "plain"
     logits: str = "normal"
     h: int = 0  # hidden size, fused linear kernels only
     bias: bool = False  # fused linear kernels only
+    layout: str = "2d"  # how the input tensor is laid out in memory: a name of LAYOUTS[kernel]
     # vocab-parallel kernels only: the ranks the vocab is split over (0: not sharded), and where
     # the targets sit ("random", or "edges": on the first and last class of some shard)
     world: int = 0
@@ -42,6 +43,8 @@ class Case:
         if self.h:
             parts.append(f"h{self.h}" + ("b" if self.bias else ""))
         parts += [self.dtype, self.reduction, f"up-{self.upstream}", self.ignore_pattern, self.option, self.logits]
+        if self.layout != "2d":  # the default layout stays out of the id: ids of older runs still match
+            parts.append(f"lay-{self.layout}")
         if self.world:  # only vocab-parallel cases: every other case id stays as it was
             parts += [f"w{self.world}", f"targets-{self.targets}"]
         return "/".join(parts)
@@ -112,6 +115,119 @@ OPTIONS: dict[str, dict] = {
 
 LOGITS_KINDS = ("normal", "confident", "large")
 REDUCTIONS = ("none", "mean", "sum")
+
+# ----------------------------------------------------------------------------- upstream gradients
+# The gradient backward receives, per reduction, each standing for a real caller:
+#   ones         loss.backward() (a scalar 1, or all-ones rows);
+#   random       rows (none) or a scalar (sum) drawn away from 1: a weighted sum of losses;
+#   masked       (none) random rows with exact zeros on a long run and on scattered rows:
+#                (loss * mask).sum() after a per-token loss, padding and prompt masks;
+#   accum        a scalar 1/8: loss / accumulation_steps before backward;
+#   grad_scaler  a scalar 65536: torch.amp.GradScaler's default initial scale.
+ACCUM_SCALE = 1.0 / 8.0
+GRAD_SCALER_SCALE = 65536.0
+UPSTREAMS: dict[str, tuple[str, ...]] = {
+    "none": ("ones", "random", "masked"),
+    "mean": ("ones", "accum", "grad_scaler"),
+    "sum": ("ones", "accum", "grad_scaler", "random"),
+}
+# A random upstream this close to 1 (scalar, or every row) would hide a bug that ignores it.
+NEAR_ONE = 0.1
+_MAX_DRAWS = 100
+
+
+def draw_upstream(case: Case, shape: tuple[int, ...], g: torch.Generator) -> torch.Tensor:
+    """The float32 upstream gradient of one case: a scalar, or `shape` (the target's) for none."""
+    if case.upstream not in UPSTREAMS.get(case.reduction, ()):
+        raise ValueError(
+            f"upstream {case.upstream!r} is not one for reduction {case.reduction!r}; "
+            f"expected one of {UPSTREAMS.get(case.reduction)}"
+        )
+    if case.upstream == "ones":
+        return torch.ones(shape) if case.reduction == "none" else torch.tensor(1.0)
+    if case.upstream == "accum":
+        return torch.tensor(ACCUM_SCALE)
+    if case.upstream == "grad_scaler":
+        return torch.tensor(GRAD_SCALER_SCALE)
+    if case.reduction != "none":  # a random scalar in [0.5, 1.5], redrawn when near 1
+        return redraw(lambda: torch.rand((), generator=g) + 0.5, lambda u: abs(float(u) - 1.0) >= NEAR_ONE, case)
+    n = 1
+    for d in shape:
+        n *= d
+
+    def rows() -> torch.Tensor:
+        up = torch.rand(n, generator=g) * 2.0 - 0.5  # in [-0.5, 1.5): signs and sizes vary
+        if case.upstream == "masked":
+            # exact zeros: about a quarter of the rows, and (from 3 rows) a run over the middle third
+            zero = torch.rand(n, generator=g) < 0.25
+            if n >= 3:
+                zero[n // 3 : 2 * n // 3] = True
+            up = torch.where(zero, 0.0, up)
+        return up
+
+    def informative(up: torch.Tensor) -> bool:
+        live = up[up != 0]
+        if len(live) == 0:  # one masked row: the case checks that its gradient is exactly zero
+            return n == 1
+        away = bool(((live - 1.0).abs() >= NEAR_ONE).any())  # some row carries a value away from 1
+        return away and (case.upstream != "masked" or n < 2 or bool((up == 0).any()))
+
+    return redraw(rows, informative, case).reshape(shape)
+
+
+def redraw(draw: Callable[[], torch.Tensor], ok: Callable[[torch.Tensor], bool], case: Case) -> torch.Tensor:
+    """Draw until `ok` (a seed must not make a case degenerate); give up loudly after many draws."""
+    for _ in range(_MAX_DRAWS):
+        value = draw()
+        if ok(value):
+            return value
+    raise ValueError(f"case {case.id}: no non-degenerate draw in {_MAX_DRAWS} tries")
+
+
+def draw_ignored(case: Case, n: int, g: torch.Generator, target: torch.Tensor | None = None) -> torch.Tensor:
+    """The ignored rows of a case. A random pattern is redrawn until some row is counted (and,
+    with 2 rows or more, some row ignored): at N=1, random_90 would otherwise ignore everything
+    nine seeds in ten, and the case would check nothing but NaN. Fixed patterns ('all', runs) are
+    what they say."""
+    _, pattern = IGNORE_PATTERNS[case.ignore_pattern]
+    ignore_index = IGNORE_PATTERNS[case.ignore_pattern][0]
+
+    def draw() -> torch.Tensor:
+        m = pattern(n, g)
+        if case.ignore_pattern == "index_is_class" and target is not None:
+            m = m | (target == ignore_index)  # rows whose target is class `ignore_index`
+        return m
+
+    if case.ignore_pattern not in RANDOM_PATTERNS:
+        return draw()
+    return redraw(draw, lambda m: bool((~m).any()) and (n < 2 or bool(m.any())), case)
+
+
+RANDOM_PATTERNS = ("random_10", "random_90")
+
+# ----------------------------------------------------------------------------- layouts
+# How the input a provider receives is laid out, each standing for a real caller. The case runner
+# hands the provider exactly this tensor (shape, strides, storage offset), never a dense copy.
+LAYOUTS: dict[str, tuple[str, ...]] = {
+    "ce": (
+        "2d",  # [N, V] contiguous: logits already flattened by the caller
+        "3d",  # [B, T, V] contiguous, targets [B, T]: logits straight from a model's lm_head
+        "padded_vocab",  # [B, T, Vp][..., :V]: the vocabulary padded to a multiple of 64/128 (Vp)
+        "transposed",  # [V, N].T: logits computed as (W @ h.T).T, column stride N, row stride 1
+    ),
+    "flce": (
+        "2d",  # hidden [N, H] contiguous
+        "3d",  # hidden [B, T, H] contiguous, targets [B, T]: a decoder's last hidden states
+        "kept_slice",  # hidden[:, -T:, :] of [B, T + P, H]: logits_to_keep (strided, storage offset)
+    ),
+}
+VOCAB_PAD = 64  # padded_vocab rounds V up to a multiple of this, plus one more multiple
+
+
+def batch_split(n: int) -> tuple[int, int]:
+    """[B, T] for n tokens in a 3-D layout: B the largest divisor of n up to 4 (B > 1 where n allows)."""
+    b = max(d for d in range(1, min(n, 4) + 1) if n % d == 0)
+    return b, n // b
 
 
 def draw_logits(kind: str, n: int, v: int, target: torch.Tensor, g: torch.Generator) -> torch.Tensor:

@@ -27,7 +27,7 @@ KERNEL = KernelSpec(
     reference=spec.reference,
     eager=spec.eager_in_dtype,
     run=spec.run_ce,
-    quantities=("loss", "z_loss", "grad_logits", "input_unchanged"),
+    quantities=("loss", "z_loss", "grad_logits", "input_unchanged", "input_layout"),
     grid=ce_cases,
     signature="fn(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, "
     "token_weight) -> loss | (loss, z_loss)",
@@ -53,8 +53,9 @@ SUITES = (
     Suite(
         name="contracts",
         kernel="ce",
-        description="the logits handed in are unchanged unless the provider declares it writes them",
-        quantities=("input_unchanged",),
+        description="the logits reach the provider as the case laid them out, and (their whole storage, "
+        "padding included) are unchanged unless the provider declares it writes them",
+        quantities=("input_unchanged", "input_layout"),
     ),
 )
 

@@ -7,12 +7,21 @@ grid crosses, for every dtype, each axis with the ones it interacts with:
   B  reduction x option                 (each option's gradient under each reduction)
   C  logits kind x option x reduction   (confident and large logits: docs/bugs.md, bug 6, softcap saturation)
   D  shape x reduction, and shape x 'all' options (odd vocab sizes, one token)
+These are the cases for the known bugs' interactions, all in the 2-D layout with the upstream
+gradients of REDUCTION_VARIANTS. Then, in every preset, an all-pairs covering design
+(suites/covering.py) adds the cases needed for every pair of values of any two axes to appear
+together in some case, over: dtype, (reduction, upstream) (cases.UPSTREAMS: ones, random,
+masked rows; 1/8 and 65536 scalars), ignore pattern, option, logits kind, layout (cases.LAYOUTS:
+2-D, [B, T, V], a padded-vocabulary column slice, transposed storage) and shape. Not the full
+cross product (~30 000 cases per dtype): a bug that needs three axis values at once is found only
+if the core above, or a mutant's targeted slice, holds that triple.
 Case order is stable and cases are unique.
 """
 
 from __future__ import annotations
 
-from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
+from ligerbench.cases import IGNORE_PATTERNS, LAYOUTS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
+from ligerbench.suites.covering import all_pairs
 
 # (reduction, upstream gradient): 'none' is checked with ones and with random per-row values
 REDUCTION_VARIANTS = (("none", "ones"), ("none", "random"), ("mean", "ones"), ("sum", "random"))
@@ -42,4 +51,61 @@ def ce_cases(preset: str, device_type: str) -> list[Case]:
             cases += [red.replace(logits="large", option=o) for o in ("plain", "softcap", "all")]
             for sn, sv in shapes:  # D
                 cases += [red.replace(n=sn, v=sv), red.replace(n=sn, v=sv, option="all")]
+    cases += covering(n, v, shapes, DTYPES[device_type], cases)
     return list(dict.fromkeys(cases))
+
+
+def axes(n: int, v: int, shapes, dtypes) -> dict[str, tuple]:
+    return {
+        "dtype": tuple(dtypes),
+        "variant": tuple((r, u) for r, ups in UPSTREAMS.items() for u in ups),
+        "layout": LAYOUTS["ce"],
+        "option": tuple(OPTIONS),
+        "ignore_pattern": tuple(IGNORE_PATTERNS),
+        "logits": LOGITS_KINDS,
+        "shape": ((n, v), *shapes),
+    }
+
+
+def allowed(row: dict) -> bool:
+    """Combinations no case may have."""
+    variant, shape = row.get("variant"), row.get("shape")
+    # confident logits need a class besides the target's
+    if row.get("logits") == "confident" and shape is not None and shape[1] < 2:
+        return False
+    # fp16 cannot hold 65536 x a sum's gradient (|p - 1| near 1): eager and ours overflow alike
+    if row.get("dtype") == "fp16" and variant == ("sum", "grad_scaler"):
+        return False
+    return True
+
+
+def as_row(case: Case) -> dict:
+    return {
+        "dtype": case.dtype,
+        "variant": (case.reduction, case.upstream),
+        "layout": case.layout,
+        "option": case.option,
+        "ignore_pattern": case.ignore_pattern,
+        "logits": case.logits,
+        "shape": (case.n, case.v),
+    }
+
+
+def covering(n: int, v: int, shapes, dtypes, core: list[Case]) -> list[Case]:
+    """The cases an all-pairs design adds to `core` (see the module docstring)."""
+    rows = all_pairs(axes(n, v, shapes, dtypes), allowed=allowed, covered=[as_row(c) for c in core])
+    return [
+        Case(
+            kernel="ce",
+            n=r["shape"][0],
+            v=r["shape"][1],
+            dtype=r["dtype"],
+            reduction=r["variant"][0],
+            upstream=r["variant"][1],
+            layout=r["layout"],
+            option=r["option"],
+            ignore_pattern=r["ignore_pattern"],
+            logits=r["logits"],
+        )  # fmt: skip
+        for r in rows
+    ]

@@ -56,8 +56,9 @@ SUITES = (
     Suite(
         name="contracts",
         kernel="flce",
-        description="hidden, weight and bias are unchanged unless the provider declares it writes them",
-        quantities=("input_unchanged",),
+        description="hidden, weight and target reach the provider as the case laid them out, and hidden, "
+        "weight and bias (whole storages) are unchanged unless the provider declares it writes them",
+        quantities=("input_unchanged", "input_layout"),
     ),
 )
 

@@ -14,12 +14,23 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
   C  logits kind (confident: docs/bugs.md, bug 6; large) x {plain, all} x {mean, none random}
   D  odd shapes (one token, odd hidden and vocab sizes), each with one reduction variant in
      turn, with bias and 'all' options and without
+  E  chunk count (bf16, MANY_CHUNK_TOKENS tokens): the providers ours_{dtype,fp32,auto}_72_chunks
+     (providers/flce.py) cut these into 72 chunks, past the 64 where weight-gradient accumulation
+     error shows, once per accumulation mode; ours (default budget) runs them as one chunk and
+     ours_small_chunks with a partial last chunk. Chunking is a setting of the caller (chunk
+     size, accumulation mode), not of the inputs, so it is a provider axis, not a case axis.
+Then, in every preset, an all-pairs covering design (suites/covering.py) adds the cases needed
+for every pair of values of any two axes to appear together in some case, over: dtype,
+(reduction, upstream) (cases.UPSTREAMS), ignore pattern, option, logits kind, layout
+(cases.LAYOUTS: 2-D, [B, T, H], a logits_to_keep slice), bias and shape. Not the full cross
+product (thousands of cases per dtype).
 Case order is stable and cases are unique.
 """
 
 from __future__ import annotations
 
-from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
+from ligerbench.cases import IGNORE_PATTERNS, LAYOUTS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
+from ligerbench.suites.covering import all_pairs
 
 REDUCTION_VARIANTS = (("none", "ones"), ("none", "random"), ("mean", "ones"), ("sum", "random"))
 SIZES = {
@@ -28,6 +39,12 @@ SIZES = {
     "full": (4096, 32000, 1024, ((1, 32000, 1024), (4099, 32001, 1031), (1001, 128256, 576), (777, 256000, 257))),
 }
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+# E: tokens of the many-chunk cases (72 chunks of 1 token on CPU; on GPU the chunk providers cut
+# the base shape into 72 chunks too). 72 % 5 = 2: ours_small_chunks' last chunk is partial.
+MANY_CHUNK_TOKENS = {"quick": 72, "full": 4096}
+# none: backward recomputes every chunk with the per-row upstream (masked: exact-zero rows);
+# sum with a random scalar: the gradients formed in forward, then scaled
+MANY_CHUNK_VARIANTS = (("none", "masked"), ("sum", "random"))
 
 
 def flce_cases(preset: str, device_type: str) -> list[Case]:
@@ -56,4 +73,62 @@ def flce_cases(preset: str, device_type: str) -> list[Case]:
             variants = tuple(reds.values())
             for red in variants if dense else (variants[(i + 1) % len(variants)],):
                 cases += [red.replace(n=sn, v=sv, h=sh, bias=True, option="all"), red.replace(n=sn, v=sv, h=sh)]
+    for reduction, upstream in MANY_CHUNK_VARIANTS:  # E
+        many = Case(kernel="flce", n=MANY_CHUNK_TOKENS[preset], v=v, h=h, dtype="bf16", bias=True)
+        cases.append(many.replace(reduction=reduction, upstream=upstream))
+    cases += covering(n, v, h, shapes, DTYPES[device_type], cases)
     return list(dict.fromkeys(cases))
+
+
+def axes(n: int, v: int, h: int, shapes, dtypes) -> dict[str, tuple]:
+    return {
+        "dtype": tuple(dtypes),
+        "variant": tuple((r, u) for r, ups in UPSTREAMS.items() for u in ups),
+        "layout": LAYOUTS["flce"],
+        "option": tuple(OPTIONS),
+        "ignore_pattern": tuple(IGNORE_PATTERNS),
+        "logits": LOGITS_KINDS,
+        "bias": (False, True),
+        "shape": ((n, v, h), *shapes),
+    }
+
+
+def allowed(row: dict) -> bool:
+    """Combinations no case may have."""
+    # fp16 cannot hold 65536 x a sum's gradient: eager and ours overflow alike
+    return not (row.get("dtype") == "fp16" and row.get("variant") == ("sum", "grad_scaler"))
+
+
+def as_row(case: Case) -> dict:
+    return {
+        "dtype": case.dtype,
+        "variant": (case.reduction, case.upstream),
+        "layout": case.layout,
+        "option": case.option,
+        "ignore_pattern": case.ignore_pattern,
+        "logits": case.logits,
+        "bias": case.bias,
+        "shape": (case.n, case.v, case.h),
+    }
+
+
+def covering(n: int, v: int, h: int, shapes, dtypes, core: list[Case]) -> list[Case]:
+    """The cases an all-pairs design adds to `core` (see the module docstring)."""
+    rows = all_pairs(axes(n, v, h, shapes, dtypes), allowed=allowed, covered=[as_row(c) for c in core])
+    return [
+        Case(
+            kernel="flce",
+            n=r["shape"][0],
+            v=r["shape"][1],
+            h=r["shape"][2],
+            dtype=r["dtype"],
+            reduction=r["variant"][0],
+            upstream=r["variant"][1],
+            layout=r["layout"],
+            option=r["option"],
+            ignore_pattern=r["ignore_pattern"],
+            logits=r["logits"],
+            bias=r["bias"],
+        )  # fmt: skip
+        for r in rows
+    ]

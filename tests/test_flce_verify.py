@@ -9,11 +9,13 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 
 runner = CliRunner()
 # bf16 and every option at once: all reductions, confident and large logits, odd shapes, and
-# a bias in each case, so grad_bias is checked too (9 cases)
+# a bias in the core's cases, so grad_bias is checked too (9 core cases, plus the covering
+# design's with option 'all': layouts and upstreams)
 ALL_OPTIONS_BF16 = ["--kernel", "flce", "--dtype", "bf16", "--option", "all"]
 # a leading run of ignored tokens: with 5-token chunks the first chunk is entirely ignored and
 # 12 tokens leave a partial last chunk (2 cases)
@@ -35,15 +37,19 @@ def test_verify_flce_passes_on_a_slice(tmp_path):
     ran = records[records["verdict"] != "skip"]
     assert set(ran["provider"]) == {"ours", "ours_small_chunks", "eager"}
     assert {"loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged"} <= set(ran["quantity"])
-    assert records["case"].nunique() == 9
+    grid = default_registry().kernels["flce"].grid("quick", "cpu")
+    assert records["case"].nunique() == len([c for c in grid if c.dtype == "bf16" and c.option == "all"]) >= 9
     for provider in ("ours", "ours_small_chunks"):
         mine = records[records["provider"] == provider]
         assert (mine["verdict"] == "pass").all()
         assert len(mine) == len(records[records["provider"] == "eager"])  # nothing skipped
-    # the GPU-only peers say why they did not run
+    # the GPU-only peers say why they did not run, and the 72-chunk settings need 72 tokens
     skipped = records[records["verdict"] == "skip"]
-    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce"}
-    assert skipped["message"].str.contains("runs on cuda only").all()
+    many = {f"ours_{a}_72_chunks" for a in ("dtype", "fp32", "auto")}
+    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce", *many}
+    gpu_only = skipped["provider"].isin(["torch_compile", "liger", "cce"])
+    assert skipped.loc[gpu_only, "message"].str.contains("runs on cuda only").all()
+    assert skipped.loc[~gpu_only, "message"].str.contains("fewer than 72 tokens").all()
 
 
 def test_verify_catches_a_chunk_loop_that_drops_the_last_partial_chunk(tmp_path):

@@ -15,7 +15,7 @@ from ligerbench import registry
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.selftest import killmatrix
-from ligerbench.selftest.model import Mutant, check_targets
+from ligerbench.selftest.model import Mutant, check_targets, targeted
 
 runner = CliRunner()
 # Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
@@ -39,6 +39,20 @@ MUST_KILL = {
     "mutant_vp_upstream_ignored": "gradients",
     "mutant_vp_mean_of_nothing_is_zero": "correctness",
     "mutant_vp_silent_inplace": "contracts",
+    # one per new case-axis value (ligerbench/providers/input_mutants.py)
+    "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
+    "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage
+    "mutant_unit_column_stride": "correctness",  # ce layout transposed
+    "mutant_targets_flattened_transposed": "correctness",  # ce layout 3d
+    "mutant_zero_upstream_rows_unscaled": "gradients",  # upstream masked
+    "mutant_mean_ignores_upstream": "gradients",  # upstream accum (mean)
+    "mutant_fp16_upstream": "gradients",  # upstream grad_scaler
+    "mutant_unit_sum_as_mean": "gradients",  # upstream ones with sum
+    "mutant_ignores_storage_offset": "correctness",  # flce layout kept_slice
+    "mutant_flce_targets_flattened_transposed": "correctness",  # flce layout 3d
+    "mutant_wraps_at_64_chunks": "gradients",  # flce >= 64 chunks
+    "mutant_one_chunk_upstream_ignored": "gradients",  # flce one chunk
+    "mutant_zero_upstream_rows_compacted": "gradients",  # flce upstream masked
 }
 
 
@@ -63,10 +77,18 @@ def test_every_kernel_mutant_is_killed(tmp_path):
     # each mutant ran on its targeted slice only, and the control beside it on the same cases
     records = pd.read_csv(run / "records.csv")
     ran = records.groupby(["kernel", "provider"])["case"].nunique()
-    assert ran[("ce", "mutant_mean_counts_ignored")] == 1 and ran[("ce", "ours")] < 20
+    assert ran[("ce", "mutant_mean_counts_ignored")] == 1
+    reg = default_registry()
+    for name, kernel in reg.kernels.items():  # each control ran on exactly its mutants' targeted cases
+        union = {c.id for p in reg.mutants_for(name) for c in kernel.grid("quick", "cpu") if targeted(p)(c)}
+        assert ran[(name, kernel.control)] == len(union), name
     mine = set(records.loc[records["provider"].str.startswith("mutant_"), "case"])
     control = set(records.loc[records["provider"] == "ours", "case"])
     assert mine == control
+    # the kill matrix names the case-axis values each mutant needs, the evidence the killing case
+    assert table.loc["mutant_unit_column_stride", "needs"] == "layout=transposed"
+    assert table.loc["mutant_mean_ignores_upstream", "needs"] == "reduction=mean, upstream=accum"
+    assert "lay-transposed" in (run / "kill_matrix.md").read_text()
     assert "every mutant killed" in result.stdout
     assert "PASSED" in (run / "kill_matrix.md").read_text()
 
@@ -94,7 +116,8 @@ def test_a_mutant_nothing_catches_fails_the_command(tmp_path, monkeypatch):
     assert result.exit_code == 1, result.output
     assert "survived every suite" in result.stdout and "mutant_equivalent" in result.stdout
     table = pd.read_csv(run / "kill_matrix.csv").set_index("mutant")
-    assert list(table.columns) == ["kernel", "correctness", "gradients", "contracts", "verdict", "about"]  # ce only
+    columns = ["kernel", "correctness", "gradients", "contracts", "verdict", "about", "needs"]  # ce only
+    assert list(table.columns) == columns
     row = table.loc["mutant_equivalent"]
     assert row["verdict"] == "SURVIVED"
     assert (row["correctness"], row["gradients"], row["contracts"]) == ("survived",) * 3

@@ -57,6 +57,8 @@ def _load_liger():
 
 
 def _liger_supports(case: Case) -> str | None:
+    if case.layout in ("3d", "padded_vocab"):
+        return "Liger-Kernel's cross entropy takes 2-D logits [BT, V] only"
     opts = OPTIONS[case.option]
     if opts.get("token_weight"):
         return "Liger-Kernel has no per-token weights"

@@ -12,6 +12,7 @@ import functools
 
 import torch
 
+from ligerbench.providers import input_mutants
 from ligerbench.registry import Provider
 
 
@@ -162,5 +163,97 @@ PROVIDERS = (
         "label smoothing's uniform term ignores the class weights",
         lambda: _smoothing_ignores_class_weight,
         targets=({"option": "smoothing_class_weight", "reduction": "sum", "dtype": "fp32"},),
+    ),
+)
+
+
+# ----------------------------------------------------------------------------- inputs (issue: layouts, upstreams)
+
+
+def _dense_rows(logits, target, **opts):
+    return _ours()(input_mutants.assume_dense(logits), target, **opts)
+
+
+def _unit_column_stride(logits, target, **opts):
+    flat = logits.reshape(-1, logits.shape[-1])  # a view (no copy) for every layout of the grid
+    return _ours()(input_mutants.assume_unit_column_stride(flat).view(logits.shape), target, **opts)
+
+
+def _targets_transposed(logits, target, **opts):
+    return _ours()(logits, input_mutants.targets_transposed(target), **opts)
+
+
+def _upstream_mutant(wrong_for):
+    def call(logits, target, **opts):
+        loss, z = _ours()(logits, target, **opts)
+        wrong = wrong_for(opts["reduction"], target)
+        return (loss if wrong is None else input_mutants.with_upstream(loss, wrong)), z
+
+    return call
+
+
+def _writes_vocab_padding(logits, target, **opts):
+    """Right loss and gradient, but clears each row's padding columns of the caller's storage (a
+    kernel that treats the row stride as the row width and zero-fills the whole row)."""
+    if logits.dim() == 3 and logits.stride(1) > logits.shape[-1]:
+        width = logits.stride(1)
+        rows = torch.as_strided(logits.detach(), (*logits.shape[:-1], width), (*logits.stride()[:-1], 1))
+        rows[..., logits.shape[-1] :] = 0.0
+    return _ours()(logits, target, **opts)
+
+
+_zero_rows = _upstream_mutant(lambda red, t: input_mutants.zero_rows_unscaled if red == "none" else None)
+_mean_upstream_ignored = _upstream_mutant(lambda red, t: input_mutants.upstream_ignored if red == "mean" else None)
+_fp16_upstream = _upstream_mutant(lambda red, t: input_mutants.upstream_through_fp16)
+_unit_sum_as_mean = _upstream_mutant(lambda red, t: input_mutants.unit_sum_as_mean(t.numel()) if red == "sum" else None)
+
+PROVIDERS += (
+    _mutant(
+        "mutant_assumes_dense_rows",
+        "reads the logits as if contiguous (data pointer and shape, no strides): reads the vocab padding",
+        lambda: _dense_rows,
+        targets=({"layout": "padded_vocab"},),
+    ),
+    _mutant(
+        "mutant_writes_vocab_padding",
+        "zero-fills the padding columns of a padded-vocab caller's logits (row stride taken as row width)",
+        lambda: _writes_vocab_padding,
+        targets=({"layout": "padded_vocab"},),
+    ),
+    _mutant(
+        "mutant_unit_column_stride",
+        "honours the row stride but assumes a column stride of 1: transposed storage read wrong",
+        lambda: _unit_column_stride,
+        targets=({"layout": "transposed"},),
+    ),
+    _mutant(
+        "mutant_targets_flattened_transposed",
+        "flattens [B, T] targets column-major while the logits are flattened row-major",
+        lambda: _targets_transposed,
+        targets=({"layout": "3d"},),
+    ),
+    _mutant(
+        "mutant_zero_upstream_rows_unscaled",
+        "reduction='none': rows whose upstream gradient is exactly 0 keep an upstream of 1",
+        lambda: _zero_rows,
+        targets=({"upstream": "masked"},),
+    ),
+    _mutant(
+        "mutant_mean_ignores_upstream",
+        "reduction='mean': backward takes the upstream scalar as 1 (loss / accum_steps ignored)",
+        lambda: _mean_upstream_ignored,
+        targets=({"reduction": "mean", "upstream": "accum"},),
+    ),
+    _mutant(
+        "mutant_fp16_upstream",
+        "the upstream gradient kept in float16: GradScaler's 65536 overflows to inf",
+        lambda: _fp16_upstream,
+        targets=({"upstream": "grad_scaler", "dtype": ("fp32", "bf16")},),
+    ),
+    _mutant(
+        "mutant_unit_sum_as_mean",
+        "reduction='sum' with an upstream of exactly 1 takes mean's fast path (divides by N)",
+        lambda: _unit_sum_as_mean,
+        targets=({"reduction": "sum", "upstream": "ones"},),
     ),
 )

@@ -23,10 +23,36 @@ from ligerbench.specs.flce import flce_torch
 SMALL_CHUNK_TOKENS = 5
 
 
+# The chunk-count providers cut every case into this many chunks (1-token chunks at the CPU grid's
+# 72 tokens), past the 64 where a 16-bit weight-gradient accumulation's error shows, once per
+# accumulation mode ("auto" resolves to "fp32" past 32 chunks).
+MANY_CHUNKS = 72
+
+
 def _load_ours(**fixed):
     from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
 
     return functools.partial(fused_linear_cross_entropy, return_z_loss=True, **fixed)
+
+
+def _load_ours_chunks(accum: str):
+    from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+
+    def call(hidden, weight, target, **opts):
+        per_chunk = -(-target.numel() // MANY_CHUNKS)  # ceil: exactly MANY_CHUNKS chunks when N >= 72
+        return fused_linear_cross_entropy(
+            hidden, weight, target, chunk_tokens=per_chunk, grad_weight_accum=accum, return_z_loss=True, **opts
+        )
+
+    return call
+
+
+def _many_chunks_supports(case: Case) -> str | None:
+    if case.dtype == "fp32":
+        return "accumulation modes differ only in 16-bit dtypes (in fp32 'dtype' is 'fp32')"
+    if case.n < MANY_CHUNKS:
+        return f"fewer than {MANY_CHUNKS} tokens: cannot make {MANY_CHUNKS} chunks"
+    return None
 
 
 def _load_eager():
@@ -77,6 +103,8 @@ def _load_liger():
 
 
 def _liger_supports(case: Case) -> str | None:
+    if case.layout != "2d":
+        return "Liger-Kernel's fused linear cross entropy takes 2-D hidden states [BT, H] only"
     opts = OPTIONS[case.option]
     if opts.get("token_weight"):
         return "Liger-Kernel has no per-token weights"
@@ -143,6 +171,16 @@ PROVIDERS = (
         kernel="flce",
         description=f"ours with {SMALL_CHUNK_TOKENS}-token chunks (partial and fully ignored chunks)",
         load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS),
+    ),
+    *(
+        Provider(
+            name=f"ours_{accum}_{MANY_CHUNKS}_chunks",
+            kernel="flce",
+            description=f"ours cut into {MANY_CHUNKS} chunks, grad_weight_accum={accum!r} (16-bit, >= 72 tokens)",
+            load=functools.partial(_load_ours_chunks, accum),
+            supports=_many_chunks_supports,
+        )
+        for accum in ("dtype", "fp32", "auto")
     ),
     Provider(
         name="eager",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import torch
 
+from ligerbench.providers import input_mutants
+from ligerbench.providers.flce import MANY_CHUNKS
 from ligerbench.registry import Provider
 
 _CHUNK = 5  # as providers/flce.py SMALL_CHUNK_TOKENS: no grid token count is a multiple
@@ -28,7 +30,97 @@ def _drops_last_partial_chunk(hidden, weight, target, *, token_weight, **opts):
     )
 
 
+def _ours(hidden, weight, target, **opts):
+    from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+
+    return fused_linear_cross_entropy(hidden, weight, target, return_z_loss=True, **opts)
+
+
+def _ignores_storage_offset(hidden, weight, target, **opts):
+    """hidden read from the start of its storage as if contiguous: a logits_to_keep slice gives
+    the states of the wrong positions."""
+    start = torch.as_strided(hidden, hidden.shape, input_mutants.dense_strides(hidden.shape), 0)
+    return _ours(start, weight, target, **opts)
+
+
+def _targets_transposed(hidden, weight, target, **opts):
+    return _ours(hidden, weight, input_mutants.targets_transposed(target), **opts)
+
+
+def _wraps_at_64_chunks(hidden, weight, target, *, bias, token_weight, **opts):
+    """Per-chunk weight-gradient partials kept in 64 slots indexed by chunk id modulo 64: with
+    MANY_CHUNKS chunks, chunk 64 + k overwrites chunk k's partial, so the first chunks never
+    reach the weight gradient (the loss, hidden and bias gradients are right)."""
+    n = target.numel()
+    per_chunk = -(-n // MANY_CHUNKS)
+    chunks = -(-n // per_chunk)
+    chunk_of = (torch.arange(n, device=target.device) // per_chunk).reshape(target.shape)
+    kept = (chunk_of >= chunks - 64).float()
+    tw_w = kept if token_weight is None else token_weight * kept
+    fixed = dict(chunk_tokens=per_chunk, grad_weight_accum="fp32")
+    main, z = _ours(hidden, weight.detach(), target, bias=bias, token_weight=token_weight, **fixed, **opts)
+    b = None if bias is None else bias.detach()
+    w_path, _ = _ours(hidden.detach(), weight, target, bias=b, token_weight=tw_w, **fixed, **opts)
+    return main + (w_path - w_path.detach()), z
+
+
+def _one_chunk_upstream_ignored(hidden, weight, target, **opts):
+    """When every token fits in one chunk, a fast path returns the gradients formed in forward
+    without scaling them by the upstream scalar (mean and sum)."""
+    from ligerbench.kernels.fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, chunk_size
+
+    loss, z = _ours(hidden, weight, target, **opts)
+    n = target.numel()
+    one_chunk = chunk_size(n, weight.shape[0], hidden.element_size(), DEFAULT_CHUNK_BYTES, None) >= n
+    if one_chunk and opts["reduction"] != "none":
+        loss = input_mutants.with_upstream(loss, input_mutants.upstream_ignored)
+    return loss, z
+
+
+def _zero_rows_compacted(hidden, weight, target, **opts):
+    loss, z = _ours(hidden, weight, target, **opts)
+    if opts["reduction"] == "none":
+        loss = input_mutants.with_upstream(loss, input_mutants.zero_rows_compacted)
+    return loss, z
+
+
+def _mutant(name: str, description: str, fn, **kw) -> Provider:
+    return Provider(name=name, kernel="flce", description=description, load=lambda: fn, mutant=True, **kw)
+
+
 PROVIDERS = (
+    _mutant(
+        "mutant_ignores_storage_offset",
+        "reads hidden from the start of its storage as if contiguous (a logits_to_keep slice read wrong)",
+        _ignores_storage_offset,
+        targets=({"layout": "kept_slice"},),
+    ),
+    _mutant(
+        "mutant_flce_targets_flattened_transposed",
+        "flattens [B, T] targets column-major while hidden [B, T, H] is flattened row-major",
+        _targets_transposed,
+        targets=({"layout": "3d"},),
+    ),
+    _mutant(
+        "mutant_wraps_at_64_chunks",
+        "weight-gradient partials in 64 slots by chunk id: past 64 chunks the first chunks are lost",
+        _wraps_at_64_chunks,
+        # the many-chunk cases (suites/flce_grid.py, E): 72 chunks
+        targets=({"n": 72},),
+    ),
+    _mutant(
+        "mutant_one_chunk_upstream_ignored",
+        "single-chunk fast path: gradients not scaled by the upstream scalar (1/8, 65536, random)",
+        _one_chunk_upstream_ignored,
+        # every quick case fits one chunk of the default budget; the upstream must not be 1
+        targets=({"reduction": ("mean", "sum"), "upstream": ("accum", "grad_scaler", "random"), "dtype": "fp32"},),
+    ),
+    _mutant(
+        "mutant_zero_upstream_rows_compacted",
+        "reduction='none': rows with an exact-zero upstream compacted away, later rows get others' values",
+        _zero_rows_compacted,
+        targets=({"upstream": "masked"},),
+    ),
     Provider(
         name="mutant_drops_last_chunk",
         kernel="flce",

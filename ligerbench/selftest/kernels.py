@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from ligerbench.cases import Case
 from ligerbench.registry import Campaign, Provider, Registry
-from ligerbench.selftest.model import Context, Mutant, check_targets, targeted
+from ligerbench.selftest.model import Context, Mutant, check_targets, describe_targets, targeted
 from ligerbench.verify.engine import make_plan, run_plan
 
 
@@ -46,6 +46,7 @@ def _kernel_mutants(registry: Registry, device_type: str) -> list[Mutant]:
                 control=control.name if control else "",
                 suites=tuple(s.name for s in registry.suites_for(p.kernel)),
                 kernel=p.kernel,
+                needs=describe_targets(p),
             )
         )
     return found

@@ -68,8 +68,10 @@ def matrix(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
         cells = {s: cell(df, m, s, killing) for s in suites}
         killed = any(v == KILLED for v in cells.values())
         verdict = "killed" if killed else "SURVIVED"
-        rows.append({"mutant": m.name, "kernel": m.kernel, **cells, "verdict": verdict, "about": m.description})
-    return pd.DataFrame(rows, columns=["mutant", "kernel", *suites, "verdict", "about"])
+        about = {"about": m.description, "needs": m.needs}
+        rows.append({"mutant": m.name, "kernel": m.kernel, **cells, "verdict": verdict, **about})
+    # needs: the case-axis values the mutant runs on (its targets), the evidence table the case that killed it
+    return pd.DataFrame(rows, columns=["mutant", "kernel", *suites, "verdict", "about", "needs"])
 
 
 def survivors(table: pd.DataFrame) -> list[str]:

@@ -27,6 +27,7 @@ class Mutant:
     control: str
     suites: tuple[str, ...]  # the suites meant to see it; the matrix shows the others as n/a
     kernel: str = ""  # the kernel whose records are the mutant's (provider names are per kernel)
+    needs: str = ""  # the case-axis values that expose it (a kernel mutant's targets), for the kill matrix
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,15 @@ def check_targets(provider: Provider) -> None:
                 f"mutant {provider.name}: unknown case field(s) {sorted(unknown)} in targets; "
                 f"choose from {sorted(known)}"
             )
+
+
+def describe_targets(provider: Provider) -> str:
+    """A kernel mutant's targets as text: 'layout=3d' or 'reduction=mean, upstream=accum | ...'."""
+
+    def value(v) -> str:
+        return "/".join(map(str, v)) if isinstance(v, (tuple, list, set, frozenset)) else str(v)
+
+    return " | ".join(", ".join(f"{k}={value(v)}" for k, v in t.items()) for t in provider.targets)
 
 
 def targeted(provider: Provider) -> Callable[[Case], bool]:

@@ -19,8 +19,20 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from ligerbench.cases import DTYPES, IGNORE_PATTERNS, OPTIONS, Case, draw_logits, generator_for
-from ligerbench.specs.common import Outcome, same_bits
+from ligerbench.cases import (
+    DTYPES,
+    IGNORE_PATTERNS,
+    LAYOUTS,
+    OPTIONS,
+    VOCAB_PAD,
+    Case,
+    batch_split,
+    draw_ignored,
+    draw_logits,
+    draw_upstream,
+    generator_for,
+)
+from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
 
 
 @dataclass
@@ -54,19 +66,14 @@ class CEProblem:
 def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
     g = generator_for(case, seed)
     n, v = case.n, case.v
-    ignore_index, pattern = IGNORE_PATTERNS[case.ignore_pattern]
+    ignore_index, _ = IGNORE_PATTERNS[case.ignore_pattern]
     opts = OPTIONS[case.option]
     target = torch.randint(0, v, (n,), generator=g)
-    ignored = pattern(n, g)
-    if case.ignore_pattern == "index_is_class":
-        # rows whose target is class `ignore_index` are ignored, by definition
-        ignored = ignored | (target == ignore_index)
+    ignored = draw_ignored(case, n, g, target)
     target = torch.where(ignored, torch.full_like(target, ignore_index), target)
     logits = draw_logits(case.logits, n, v, torch.where(ignored, 0, target), g)
-    if case.reduction == "none":
-        up = torch.ones(n) if case.upstream == "ones" else torch.rand(n, generator=g) * 2.0 - 0.5
-    else:
-        up = torch.tensor(1.0) if case.upstream == "ones" else torch.rand((), generator=g) + 0.5
+    rows = token_shape(case)
+    up = draw_upstream(case, (n,), g)
     weight = torch.rand(v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
     token_weight = torch.rand(n, generator=g) * 2.9 + 0.1 if opts.get("token_weight") else None
 
@@ -74,17 +81,41 @@ def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
         return None if t is None else t.to(device)
 
     return CEProblem(
-        logits=logits.to(DTYPES[case.dtype]).to(device),
-        target=target.to(device),
+        logits=_placed(case, logits, g, device),
+        target=target.reshape(rows).to(device),
         ignore_index=ignore_index,
         reduction=case.reduction,
-        upstream=up.to(device),
+        upstream=(up.reshape(rows) if case.reduction == "none" else up).to(device),
         weight=on(weight),
-        token_weight=on(token_weight),
+        token_weight=None if token_weight is None else token_weight.reshape(rows).to(device),
         label_smoothing=opts.get("label_smoothing", 0.0),
         softcap=opts.get("softcap"),
         z_loss_scale=opts.get("z_loss_scale", 0.0),
     )
+
+
+def token_shape(case: Case) -> tuple[int, ...]:
+    """The shape of the targets (and of per-token tensors): [B, T] in a 3-D layout, else [N]."""
+    return batch_split(case.n) if case.layout in ("3d", "padded_vocab") else (case.n,)
+
+
+def _placed(case: Case, logits: torch.Tensor, g: torch.Generator, device: torch.device) -> torch.Tensor:
+    """The float32 logits [N, V] laid out as the case says (cases.LAYOUTS), in the case dtype, on
+    the device: a view into a storage of its own, as a real caller would hand it over."""
+    n, v = logits.shape
+    dt = DTYPES[case.dtype]
+    if case.layout == "2d":
+        return logits.to(dt).to(device)
+    if case.layout == "3d":
+        return logits.to(dt).reshape(*batch_split(n), v).to(device)
+    if case.layout == "padded_vocab":
+        vp = (v // VOCAB_PAD + 1) * VOCAB_PAD  # always some padding, up to a multiple of VOCAB_PAD
+        # padding columns hold real-looking logits, larger than the rest: reading one moves the loss
+        wide = torch.cat([logits, 3.0 + torch.randn(n, vp - v, generator=g)], dim=1)
+        return wide.to(dt).reshape(*batch_split(n), vp).to(device)[..., :v]
+    if case.layout == "transposed":
+        return logits.t().contiguous().to(dt).to(device).t()
+    raise ValueError(f"unknown ce layout {case.layout!r}; expected one of {LAYOUTS['ce']}")
 
 
 def ce_torch(
@@ -101,6 +132,10 @@ def ce_torch(
 ):
     """The semantics above in plain PyTorch ops, in the dtype of `logits`.
     Returns (loss, z_loss). Used in float64 as the truth and in the case dtype as 'eager'."""
+    shape = target.shape
+    if logits.dim() != 2:  # [B, T, V]: flattened row-major, as torch.nn.functional would see [B*T, V]
+        logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
+        token_weight = None if token_weight is None else token_weight.reshape(-1)
     x = logits
     dt = x.dtype
     if softcap:
@@ -122,7 +157,7 @@ def ce_torch(
         tw = token_weight.to(dt)
         rows, z_rows = rows * tw, z_rows * tw
     if reduction == "none":
-        return rows, z_rows
+        return rows.view(shape), z_rows.view(shape)
     if reduction == "sum":
         return rows.sum(), z_rows.sum()
     if w is None:
@@ -133,12 +168,18 @@ def ce_torch(
 
 
 def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
-    """Call `fn(logits, target, **options) -> loss | (loss, z_loss)` on a fresh leaf copy of
-    the logits, run backward with the case's upstream gradient, and report what came out and
-    whether the provider changed the logits it was handed."""
-    x = problem.logits.detach().clone().requires_grad_(need_grad)
-    before = x.detach().clone()
-    out = fn(x, problem.target, **problem.options())
+    """Call `fn(logits, target, **options) -> loss | (loss, z_loss)` on a fresh copy of the
+    logits laid out exactly as the case built them (same shape, strides and storage offset: a
+    leaf view into a copy of their whole storage), run backward with the case's upstream
+    gradient, and report what came out, the layout the callable received, and whether the
+    provider wrote anywhere in that storage (padding included)."""
+    flat, x = fresh_view(problem.logits, requires_grad=need_grad)
+    before = flat.clone()
+    opts = problem.options()
+    side = {"target": problem.target, "weight": opts["weight"], "token_weight": opts["token_weight"]}
+    handed = copies_of(side)
+    spy = Spy(fn, ("logits", "target"))
+    out = spy(x, handed["target"], **{**opts, "weight": handed["weight"], "token_weight": handed["token_weight"]})
     loss, z_loss = out if isinstance(out, tuple) else (out, None)
     values = {"loss": loss.detach().clone()}
     if z_loss is not None:
@@ -146,7 +187,11 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
     if need_grad:
         loss.backward(problem.upstream.to(loss.dtype).expand_as(loss))
         values["grad_logits"] = x.grad.detach().clone() if x.grad is not None else None
-    return Outcome(values=values, input_mutated=not same_bits(x.detach(), before))
+    built = {"logits": layout_of(problem.logits), "target": layout_of(problem.target)}
+    mutated = ([] if same_bits(flat, before) else ["logits"]) + written(side, handed)
+    return Outcome(
+        values=values, input_mutated=bool(mutated), built=built, received=spy.seen, mutated_inputs=tuple(mutated)
+    )
 
 
 def reference(problem: CEProblem) -> Outcome:

@@ -19,11 +19,22 @@ from dataclasses import dataclass
 
 import torch
 
-from ligerbench.cases import DTYPES, IGNORE_PATTERNS, OPTIONS, Case, generator_for
+from ligerbench.cases import (
+    DTYPES,
+    IGNORE_PATTERNS,
+    LAYOUTS,
+    OPTIONS,
+    Case,
+    batch_split,
+    draw_ignored,
+    draw_upstream,
+    generator_for,
+)
 from ligerbench.specs.ce import ce_torch
-from ligerbench.specs.common import Outcome, same_bits
+from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
 
-QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged")
+QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged", "input_layout")
+KEPT_PREFIX = 3  # kept_slice: rows of hidden states before the kept ones (logits_to_keep drops them)
 
 
 @dataclass
@@ -80,12 +91,10 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
     n, v, hd = case.n, case.v, case.h
     if hd < 1:
         raise ValueError(f"flce case {case.id} needs a hidden size h >= 1")
-    ignore_index, pattern = IGNORE_PATTERNS[case.ignore_pattern]
+    ignore_index, _ = IGNORE_PATTERNS[case.ignore_pattern]
     opts = OPTIONS[case.option]
     target = torch.randint(0, v, (n,), generator=g)
-    ignored = pattern(n, g)
-    if case.ignore_pattern == "index_is_class":
-        ignored = ignored | (target == ignore_index)  # rows whose target is class `ignore_index`
+    ignored = draw_ignored(case, n, g, target)
     target = torch.where(ignored, torch.full_like(target, ignore_index), target)
 
     h = torch.randn(n, hd, generator=g, dtype=torch.float64)
@@ -107,10 +116,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
     elif case.logits != "normal":
         raise ValueError(f"unknown logits kind {case.logits!r}")
 
-    if case.reduction == "none":
-        up = torch.ones(n) if case.upstream == "ones" else torch.rand(n, generator=g) * 2.0 - 0.5
-    else:
-        up = torch.tensor(1.0) if case.upstream == "ones" else torch.rand((), generator=g) + 0.5
+    up = draw_upstream(case, (n,), g)
     class_weight = torch.rand(v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
     token_weight = torch.rand(n, generator=g) * 2.9 + 0.1 if opts.get("token_weight") else None
 
@@ -119,20 +125,41 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
     def on(t, dtype=None):
         return None if t is None else t.to(dtype or t.dtype).to(device)
 
+    rows = token_shape(case)
     return FLCEProblem(
-        hidden=on(h, dt),
+        hidden=_placed(case, on(h, dt), g),
         weight=on(w, dt),
         bias=on(b, dt),
-        target=target.to(device),
+        target=target.reshape(rows).to(device),
         ignore_index=ignore_index,
         reduction=case.reduction,
-        upstream=up.to(device),
+        upstream=(up.reshape(rows) if case.reduction == "none" else up).to(device),
         class_weight=on(class_weight),
-        token_weight=on(token_weight),
+        token_weight=None if token_weight is None else token_weight.reshape(rows).to(device),
         label_smoothing=opts.get("label_smoothing", 0.0),
         softcap=opts.get("softcap"),
         z_loss_scale=opts.get("z_loss_scale", 0.0),
     )
+
+
+def token_shape(case: Case) -> tuple[int, ...]:
+    """The shape of the targets (and per-token tensors): [B, T] in a 3-D layout, else [N]."""
+    return batch_split(case.n) if case.layout in ("3d", "kept_slice") else (case.n,)
+
+
+def _placed(case: Case, hidden: torch.Tensor, g: torch.Generator) -> torch.Tensor:
+    """hidden [N, H] (case dtype, on the device) laid out as the case says (cases.LAYOUTS)."""
+    n, hd = hidden.shape
+    if case.layout == "2d":
+        return hidden
+    if case.layout == "3d":
+        return hidden.reshape(*batch_split(n), hd)
+    if case.layout == "kept_slice":
+        # the states of earlier positions sit before the kept ones in each sequence's storage
+        b, t = batch_split(n)
+        earlier = torch.randn(b, KEPT_PREFIX, hd, generator=g).to(hidden.dtype).to(hidden.device)
+        return torch.cat([earlier, hidden.reshape(b, t, hd)], dim=1)[:, KEPT_PREFIX:, :]
+    raise ValueError(f"unknown flce layout {case.layout!r}; expected one of {LAYOUTS['flce']}")
 
 
 def flce_torch(hidden, weight, target, *, bias=None, class_weight=None, **options):
@@ -145,17 +172,21 @@ def flce_torch(hidden, weight, target, *, bias=None, class_weight=None, **option
 
 
 def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
-    """Call `fn(hidden, weight, target, **options) -> loss | (loss, z_loss)` on fresh leaf
-    copies of hidden, weight and bias, run backward with the case's upstream gradient, and
-    report the loss, the gradients and whether the provider changed an input it was handed."""
-    leaves = {
-        "hidden": problem.hidden.detach().clone().requires_grad_(need_grad),
-        "weight": problem.weight.detach().clone().requires_grad_(need_grad),
-        "bias": None if problem.bias is None else problem.bias.detach().clone().requires_grad_(need_grad),
-    }
-    before = {k: t.detach().clone() for k, t in leaves.items() if t is not None}
-    opts = {**problem.options(), "bias": leaves["bias"]}
-    out = fn(leaves["hidden"], leaves["weight"], problem.target, **opts)
+    """Call `fn(hidden, weight, target, **options) -> loss | (loss, z_loss)` on fresh copies of
+    hidden, weight and bias laid out exactly as the case built them (leaf views into copies of
+    their whole storage), run backward with the case's upstream gradient, and report the loss,
+    the gradients, the layouts the callable received, and whether the provider wrote anywhere
+    in those storages (rows before a kept slice included)."""
+    names = ("hidden", "weight", "bias")
+    built = {k: getattr(problem, k) for k in names if getattr(problem, k) is not None}
+    copies = {k: fresh_view(t, requires_grad=need_grad) for k, t in built.items()}
+    leaves = {k: copies[k][1] if k in copies else None for k in names}
+    before = {k: flat.clone() for k, (flat, _) in copies.items()}
+    side = {"target": problem.target, "class_weight": problem.class_weight, "token_weight": problem.token_weight}
+    handed = copies_of(side)
+    opts = {**problem.options(), "bias": leaves["bias"], **{k: handed[k] for k in ("class_weight", "token_weight")}}
+    spy = Spy(fn, ("hidden", "weight", "target"))
+    out = spy(leaves["hidden"], leaves["weight"], handed["target"], **opts)
     loss, z_loss = out if isinstance(out, tuple) else (out, None)
     values = {"loss": loss.detach().clone()}
     if z_loss is not None:
@@ -165,8 +196,12 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
         for name, leaf in leaves.items():
             if leaf is not None:
                 values[f"grad_{name}"] = None if leaf.grad is None else leaf.grad.detach().clone()
-    mutated = any(not same_bits(leaves[k].detach(), t) for k, t in before.items())
-    return Outcome(values=values, input_mutated=mutated)
+    mutated = [k for k, t in before.items() if not same_bits(copies[k][0], t)] + written(side, handed)
+    expected = {k: layout_of(t) for k, t in built.items() if k != "bias"}
+    expected["target"] = layout_of(problem.target)
+    return Outcome(
+        values=values, input_mutated=bool(mutated), built=expected, received=spy.seen, mutated_inputs=tuple(mutated)
+    )
 
 
 def reference(problem: FLCEProblem) -> Outcome:

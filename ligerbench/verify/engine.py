@@ -132,13 +132,38 @@ def run_plan(
         on_case(case)
 
 
+def _layout(outcome) -> dict:
+    """input_layout: every input reached the provider's callable with the shape, strides and
+    storage offset the case built it with (not a dense copy made on the way)."""
+    if outcome.built is None:
+        return dict(metric="layout", value=float("nan"), unit="", limit=float("nan"), verdict="skip",
+                    message="this kernel's run records no input layouts")  # fmt: skip
+    got = outcome.received or {}
+    wrong = [
+        f"{name}: built {want}, received {got.get(name, 'nothing')}"
+        for name, want in outcome.built.items()
+        if got.get(name) != want
+    ]
+    return dict(
+        metric="layouts_differing",
+        value=float(len(wrong)),
+        unit="count",
+        limit=0.0,
+        verdict="fail" if wrong else "pass",
+        message="; ".join(wrong)[:500],
+    )
+
+
 def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, eager) -> dict:
+    if quantity == "input_layout":
+        return _layout(outcome)
     if quantity == "input_unchanged":
         mutated = outcome.input_mutated
         ok = not mutated or provider.mutates_input
         msg = ""
         if mutated and not provider.mutates_input:
-            msg = "modified the logits it was handed without declaring mutates_input"
+            names = ", ".join(getattr(outcome, "mutated_inputs", ())) or "an input"
+            msg = f"modified {names} it was handed (whole storage compared) without declaring mutates_input"
         return dict(
             metric="mutated",
             value=float(mutated),
