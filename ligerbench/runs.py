@@ -45,8 +45,8 @@ import torch
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Column
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from ligerbench import device as devices
 from ligerbench import env as environment
@@ -117,15 +117,21 @@ class Run:
     def progress(self, title: str, total: int, *, disable: bool = False) -> Iterator[Callable[[str], None]]:
         """A progress bar with a known total; yields advance(description)."""
         # the count and time never squeezed out; the case id (brackets in it: no markup) is cut first
-        columns = (TextColumn(f"[bold]{escape(title)}"), BarColumn(bar_width=12), MofNCompleteColumn(table_column=_FIXED))
-        columns += (TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)), TextColumn("{task.description}", markup=False, table_column=_FLEX))
+        head = Column(no_wrap=True, min_width=len(title))
+        columns = (
+            TextColumn(f"[bold]{escape(title)}", table_column=head),
+            BarColumn(bar_width=12),
+            MofNCompleteColumn(table_column=_FIXED),
+        )
+        columns += (
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn("{task.description}", markup=False, table_column=_FLEX),
+        )
         with Progress(*columns, console=console, disable=disable) as bar:
             task = bar.add_task("", total=total)
             yield lambda description="": bar.update(task, advance=1, description=description)
 
-    def finish(
-        self, *, interrupted: bool, planned: int, completed: int, stopped_early: bool = False, **facts
-    ) -> None:
+    def finish(self, *, interrupted: bool, planned: int, completed: int, stopped_early: bool = False, **facts) -> None:
         """Close the records and state in env.json's manifest how the run ended."""
         self.writer.close()
         duration = round(time.perf_counter() - self.started, 1)

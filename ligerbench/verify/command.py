@@ -53,9 +53,7 @@ def verify(
     out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
     keyword: Annotated[
         Optional[str],
-        typer.Option(
-            "-k", help="Only cases whose id matches EXPR: substrings joined by and/or/not/( ), as in pytest."
-        ),
+        typer.Option("-k", help="Only cases whose id matches EXPR: substrings joined by and/or/not/( ), as in pytest."),
     ] = None,
     case: Annotated[
         Optional[list[str]],

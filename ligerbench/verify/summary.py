@@ -43,7 +43,8 @@ def status(df: pd.DataFrame, env: dict) -> str:
     m = env.get("run") or {}
     why = runs.problems(env, df)
     if m.get("interrupted"):
-        return f"INTERRUPTED after {m.get('completed')} of {m.get('planned')} {m.get('unit')} (rows below are those completed)"
+        done = f"{m.get('completed')} of {m.get('planned')} {m.get('unit')}"
+        return f"INTERRUPTED after {done} (rows below are those completed)"
     if len(problems(df)):
         return f"FAILED: {len(problems(df))} failing or erroring checks" + (f"; {why[0]}" if why else "")
     if why:
