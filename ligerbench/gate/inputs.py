@@ -81,13 +81,14 @@ def check_inputs(run: Run, baseline: Run) -> list[str]:
 
 def parse_subset(items: list[str] | None) -> dict[str, list[str]]:
     """--subset FIELD=VALUE (repeatable; values of one field are alternatives, fields all apply)
-    or k=EXPR (a -k expression over case ids). FIELD is a records column (reduction, dtype, ...)."""
+    or k=EXPR (a -k expression over case ids). FIELD is a records column (reduction, dtype, ...),
+    or mutant (a selftest run: the mutants it ran)."""
     out: dict[str, list[str]] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name or not value:
             raise ValueError(f"--subset {item!r}: expected FIELD=VALUE, e.g. reduction=none, or k=EXPR")
-        if name != "k" and name not in FIELDS:
+        if name not in ("k", "mutant") and name not in FIELDS:
             raise ValueError(f"--subset {item!r}: unknown field {name!r}; choose from k, {', '.join(FIELDS)}")
         if name == "k":
             kexpr.compile_expr(value)  # a malformed expression is a usage error now, not later
@@ -98,6 +99,8 @@ def parse_subset(items: list[str] | None) -> dict[str, list[str]]:
 def in_subset(records: pd.DataFrame, subset: dict[str, list[str]]) -> pd.Series:
     keep = pd.Series(True, index=records.index)
     for name, values in subset.items():
+        if name == "mutant":
+            continue  # a selftest subset: applied to the kill matrix
         if name == "k":
             for expr in values:
                 match = kexpr.compile_expr(expr)
