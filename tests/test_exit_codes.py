@@ -248,8 +248,8 @@ def test_selftest_130_keeps_the_kill_matrix(tmp_path, monkeypatch):
 
     def run(registry, mutants, ctx):
         m = mutants[0]
-        ctx.writer.write(Record(run_id=ctx.run_id, suite=m.suites[0], kernel=m.kernel, provider=m.name, case="c",
-                                quantity="q", metric="rel_l2", value=1.0, unit="", limit=0.1, verdict="fail"))  # fmt: skip
+        row = dict(case="c", quantity="q", metric="rel_l2", value=1.0, unit="", limit=0.1, verdict="fail")
+        ctx.writer.write(Record(run_id=ctx.run_id, suite=m.suites[0], kernel=m.kernel, provider=m.name, **row))
         raise KeyboardInterrupt
 
     monkeypatch.setattr(engine, "run", run)
