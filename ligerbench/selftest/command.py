@@ -106,17 +106,24 @@ def selftest(
     )
     random.seed(seed)
     interrupted = False
+    names = {m.name for m in chosen}
+    begun: list[str] = []  # mutants in the order they started; all but the last are done
     try:
-        with runs.console.status("selftest") as status:
+        with run.progress("selftest", total=len(chosen), disable=as_json) as advance:
+
+            def on_step(step: str) -> None:
+                who = step.split(" ", 1)[0]
+                if who in names and who not in begun:
+                    if begun:
+                        advance(f"{begun[-1]} done")
+                    begun.append(who)
+
             ctx = engine.Context(
-                preset=preset_name,
-                device=dev,
-                seed=seed,
-                run_id=run.id,
-                writer=run.writer,
-                on_step=lambda s: status.update(f"selftest {s}"),
+                preset=preset_name, device=dev, seed=seed, run_id=run.id, writer=run.writer, on_step=on_step
             )
             engine.run(registry, chosen, ctx)
+            if begun:
+                advance(f"{begun[-1]} done")
     except KeyboardInterrupt:
         interrupted = True
     finally:
