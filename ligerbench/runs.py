@@ -210,9 +210,17 @@ def problems(env: dict, records) -> list[str]:
         out.append(f"it completed {m.get('completed')} of {m.get('planned')} planned {m.get('unit', 'cases')}")
     if len(records) == 0:
         out.append("it has no records: it checked nothing")
+    elif all(v == "skip" for v in _verdicts(records)):
+        out.append("every row is a skip: it compared nothing")
     elif m.get("finished") and m.get("rows") is not None and len(records) != m["rows"]:
         out.append(f"its records.csv has {len(records)} rows where the run wrote {m['rows']}: truncated or edited")
     return out
+
+
+def _verdicts(records) -> list[str]:
+    if hasattr(records, "columns"):
+        return records["verdict"].astype(str).tolist() if "verdict" in records.columns else []
+    return [r.verdict for r in records]
 
 
 def verdict_counts(df) -> dict[str, int]:

@@ -177,3 +177,15 @@ def test_an_unwritable_junit_path_exits_2_in_one_line(tmp_path):
     result = gate(run, "--baseline", base, "--junit", tmp_path / "no" / "such" / "dir" / "g.xml")
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert "No such file or directory" in result.stderr
+
+
+def test_a_run_that_only_skipped_is_not_passed(tmp_path):
+    base = write_run(tmp_path / "base", run=VERIFY)
+    run = _drop_rows(write_run(tmp_path / "run", run=VERIFY), ",bench,")  # the checks only
+    rows = pd.read_csv(run / "records.csv", keep_default_na=False)
+    rows["verdict"] = "skip"
+    rows.to_csv(run / "records.csv", index=False)
+    result = gate(run, "--baseline", base, "--subset", "suite=correctness", "--subset", "suite=gradients")
+    assert result.exit_code == 1 and "compared nothing" in result.stdout
+    report = runner.invoke(app, ["report", str(run)])
+    assert report.exit_code == 1 and "NOT PASSED" in (run / "report.md").read_text()
