@@ -189,3 +189,11 @@ def test_a_run_that_only_skipped_is_not_passed(tmp_path):
     assert result.exit_code == 1 and "compared nothing" in result.stdout
     report = runner.invoke(app, ["report", str(run)])
     assert report.exit_code == 1 and "NOT PASSED" in (run / "report.md").read_text()
+
+
+def test_missing_checks_of_a_filtered_run_name_the_subset_flag(tmp_path):
+    base = write_run(tmp_path / "base", run=VERIFY)
+    run = _drop_rows(write_run(tmp_path / "run", run={**VERIFY, "filters": {"reduction": ["mean"]}}), ",grad_logits,")
+    result = gate(run, "--baseline", base)
+    assert result.exit_code == 1 and "`--subset reduction=mean`" in result.stdout
+    assert gate(run, "--baseline", base, "--subset", "reduction=mean").exit_code == 0

@@ -12,6 +12,11 @@ from pathlib import Path
 
 from ligerbench import runs
 from ligerbench.gate.rules import PERF_SUITE, Comparison, GateResult
+from ligerbench.records import FIELDS
+
+CASE_FIELDS = tuple(
+    f for f in FIELDS if f in ("provider", "suite", "reduction", "dtype", "ignore_pattern", "option", "logits")
+)
 from ligerbench.verify.summary import markdown_table
 
 
@@ -78,6 +83,20 @@ def junit(result: GateResult, path: Path) -> None:
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
 
 
+def _subset_hint(result: GateResult) -> str:
+    """How to declare a deliberate subset, with the run's own filters (its manifest) when it has any."""
+    filters = (result.run.env.get("run") or {}).get("filters") or {}
+    named = [
+        f"--subset {k}={v}"
+        for k, values in filters.items()
+        if k in ("k", *CASE_FIELDS)
+        for v in (values if isinstance(values, list) else [values])
+    ]
+    if named:
+        return f"The run was filtered: if that was deliberate, say so with `{' '.join(named)}`.\n"
+    return "A deliberate subset? Say so: `--subset FIELD=VALUE` (e.g. reduction=none) or `--subset k=EXPR`.\n"
+
+
 def markdown(result: GateResult) -> str:
     status = "PASSED" if result.exit_code == 0 else "FAILED"
     cleared = [c for c in result.comparisons if c.status == "cleared"]
@@ -104,7 +123,7 @@ def markdown(result: GateResult) -> str:
         parts += [
             f"### Checks of the baseline missing from the run ({len(result.missing)}; first 50)\n",
             markdown_table(result.missing.head(50), list(result.missing.columns)),
-            "A deliberate subset? Say so: `--subset FIELD=VALUE` (e.g. reduction=none) or `--subset k=EXPR`.\n",
+            _subset_hint(result),
         ]
     if len(result.failures):
         parts += [
