@@ -13,11 +13,12 @@ from pathlib import Path
 from ligerbench import runs
 from ligerbench.gate.rules import PERF_SUITE, Comparison, GateResult
 from ligerbench.records import FIELDS
+from ligerbench.verify.summary import markdown_table
 
+# the run filters (its manifest) that are records columns, so --subset can name them
 CASE_FIELDS = tuple(
     f for f in FIELDS if f in ("provider", "suite", "reduction", "dtype", "ignore_pattern", "option", "logits")
 )
-from ligerbench.verify.summary import markdown_table
 
 
 def _comparison_line(c: Comparison) -> str:
