@@ -17,6 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from ligerbench import kexpr, runs, tables
 from ligerbench.builtin import default_registry
@@ -170,7 +171,23 @@ STYLES = {"killed": "green", "survived": "red", "SURVIVED": "bold red"}
 def _print(table, bad_control, path: Path, seconds: float) -> None:
     out = Console()
     shown = table.drop(columns="about")  # descriptions live in kill_matrix.md
-    tables.show(out, "kill matrix (mutant x suite)", list(shown.columns), shown.values.tolist(), styles=STYLES)
+    if tables.grid_width(list(shown.columns), shown.values.tolist()) <= out.width:
+        tables.show(out, "kill matrix (mutant x suite)", list(shown.columns), shown.values.tolist(), styles=STYLES)
+    else:  # narrow: one line per mutant, the suites named by what they did (n/a left out)
+        out.print(Text("kill matrix (mutant: suites that killed it / it survived; n/a left out)", style="bold"))
+        suites = [c for c in shown.columns if c not in ("mutant", "kernel", "verdict")]
+        for _, row in shown.iterrows():
+            line = Text(f"{row['mutant']} ({row['kernel'] or '-'}): ")
+            killed = [x for x in suites if row[x] == "killed"]
+            survived = [x for x in suites if row[x] == "survived"]
+            if killed:
+                line.append("killed by ", style="green")
+                line.append(", ".join(killed))
+            else:
+                line.append(row["verdict"], style=STYLES.get(row["verdict"], ""))
+            if survived:
+                line.append("; survived " + ", ".join(survived))
+            out.print(line)
     if len(bad_control):
         out.print(f"[yellow]the control fails {len(bad_control)} checks (no kill counted there):[/]")
         for _, r in bad_control.head(20).iterrows():
