@@ -7,9 +7,15 @@
 
 from __future__ import annotations
 
+import functools
+import warnings
+from collections.abc import Callable
 from typing import Annotated
 
+import pandas as pd
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from ligerbench import __version__
 from ligerbench.bench.command import bench
@@ -43,13 +49,55 @@ def _root(
     """Verify and benchmark Triton loss kernels against a float64 truth and their peers."""
 
 
-app.command("verify")(verify)
-app.command("list")(list_registry)
-app.command("bench")(bench)
-app.command("converge")(converge)
-app.command("selftest")(selftest)
-app.command("gate")(gate)
-app.command("report")(report)
+# Exit codes, the same for every command (README.md, "Exit codes"):
+#   0 every check passed; 1 a check failed or errored; 2 usage error or unusable input (I/O
+#   errors included), said in one line without a traceback; 130 interrupted (Ctrl-C).
+USAGE, INTERRUPTED = 2, 130
+# Unusable input a command met while reading or writing files: one line, exit 2.
+UNUSABLE = (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError)
+_stderr = Console(stderr=True)
+
+
+def quiet_interpreter_warnings() -> None:
+    """Triton's interpreter divides on masked-off lanes too (numpy on the whole block) and numpy
+    warns `invalid value encountered in divide`; those lanes are discarded, so the warning says
+    nothing to the user. Only that module's RuntimeWarnings of this text are silenced."""
+    warnings.filterwarnings(
+        "ignore", message="invalid value encountered in", category=RuntimeWarning, module=r"triton\.runtime\."
+    )
+
+
+def contract(name: str, fn: Callable) -> Callable:
+    """A command under the exit-code contract: I/O and damaged-file errors as one line and exit 2,
+    Ctrl-C outside a run's own handling as "interrupted" and exit 130."""
+
+    @functools.wraps(fn)
+    def command(*args, **kwargs):
+        with warnings.catch_warnings():
+            quiet_interpreter_warnings()
+            try:
+                return fn(*args, **kwargs)
+            except KeyboardInterrupt:
+                _stderr.print(f"{name}: interrupted")
+                raise typer.Exit(INTERRUPTED) from None
+            except UNUSABLE as exc:
+                text = " ".join(str(exc).split()) or type(exc).__name__
+                _stderr.print(f"[bold red]{name}:[/] {escape(text)} ({type(exc).__name__})", soft_wrap=True)
+                raise typer.Exit(USAGE) from None
+
+    return command
+
+
+for _name, _fn in (
+    ("verify", verify),
+    ("list", list_registry),
+    ("bench", bench),
+    ("converge", converge),
+    ("selftest", selftest),
+    ("gate", gate),
+    ("report", report),
+):
+    app.command(_name)(contract(_name, _fn))
 
 
 def main() -> None:

@@ -8,8 +8,24 @@ resolution, the run folder, the environment, the record writer and the progress 
     run.finish(interrupted=False)
 
 A run folder is `OUT/<run-id>/` with records.csv (rows flushed as written, so a killed run keeps
-every completed row), env.json (device, versions, commit, seed, and once finished: duration and
-whether it was interrupted) and whatever the command writes beside them. Run ids are unique
+every completed row), env.json (device, versions, commit, seed, and the run manifest: see
+below) and whatever the command writes beside them.
+
+The run manifest is env.json's "run" block: what the run is and whether it finished.
+
+    kind      the command (verify, converge, selftest, bench)
+    kernel    the kernel (or "all" / a model's name), as the run's label says
+    filters   the selection the command was given (filters, -k, --case, providers, mutants ...)
+    unit      what `planned` and `completed` count (cases, mutants, dtypes, steps)
+    planned, completed, rows (records written), interrupted, stopped_early (-x/--maxfail),
+    finished  false from the start until finish() runs: a run killed outright reads unfinished
+    duration_s
+
+It lives in env.json, not in a file of its own, because env.json is already the file every
+reader opens beside records.csv, it is written when the run starts (so a run killed before its
+end says so: finished false) and there is one file fewer to lose or to get out of step.
+`problems(env, records)` is THE reading of it that gate, report and the summaries share: the
+reasons a run cannot read as passed. Run ids are unique
 (time, command, label, random suffix) and folders are created with exist_ok=False, so no run
 overwrites another.
 """
@@ -28,14 +44,18 @@ from pathlib import Path
 import torch
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from ligerbench import device as devices
 from ligerbench import env as environment
-from ligerbench.records import RecordWriter
+from ligerbench.records import VERDICTS, RecordWriter
 from ligerbench.registry import Registry
 
 DEFAULT_ROOT = Path("results")
+_FIXED = Column(no_wrap=True, min_width=9)
+_FLEX = Column(no_wrap=True, overflow="ellipsis", ratio=1)
 console = Console(stderr=True)
 
 
@@ -100,29 +120,199 @@ class Run:
     @contextlib.contextmanager
     def progress(self, title: str, total: int, *, disable: bool = False) -> Iterator[Callable[[str], None]]:
         """A progress bar with a known total; yields advance(description)."""
-        columns = (TextColumn(f"[bold]{title}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-        columns += (TextColumn("{task.description}", markup=False),)  # case ids hold brackets
+        # the count and time never squeezed out; the case id (brackets in it: no markup) is cut first
+        head = Column(no_wrap=True, min_width=len(title))
+        columns = (
+            TextColumn(f"[bold]{escape(title)}", table_column=head),
+            BarColumn(bar_width=12),
+            MofNCompleteColumn(table_column=_FIXED),
+        )
+        columns += (
+            TimeElapsedColumn(table_column=Column(no_wrap=True, min_width=7)),
+            TextColumn("{task.description}", markup=False, table_column=_FLEX),
+        )
         with Progress(*columns, console=console, disable=disable) as bar:
             task = bar.add_task("", total=total)
             yield lambda description="": bar.update(task, advance=1, description=description)
 
-    def finish(self, *, interrupted: bool, **facts) -> None:
-        """Close the records and state in env.json how the run ended."""
+    def finish(
+        self,
+        *,
+        interrupted: bool,
+        planned: int,
+        completed: int,
+        stopped_early: bool = False,
+        rows: int | None = None,
+        **facts,
+    ) -> None:
+        """Close the records and state in env.json's manifest how the run ended. `rows`: the
+        rows in records.csv when others wrote them (the ranks of a --nproc run)."""
         self.writer.close()
-        self.env.update(interrupted=interrupted, duration_s=round(time.perf_counter() - self.started, 1), **facts)
+        duration = round(time.perf_counter() - self.started, 1)
+        self.env["run"].update(
+            planned=planned,
+            completed=completed,
+            rows=len(self.writer.rows) if rows is None else rows,
+            interrupted=interrupted,
+            stopped_early=stopped_early,
+            finished=True,
+            duration_s=duration,
+        )
+        self.env.update(interrupted=interrupted, duration_s=duration, **facts)
         write_json(self.path / "env.json", self.env)
+
+    @property
+    def manifest(self) -> dict:
+        return self.env["run"]
 
 
 def start(
-    command: str, label: str, *, device: torch.device, triton_mode: str, seed: int, out: Path, **env_extra
+    command: str,
+    label: str,
+    *,
+    device: torch.device,
+    triton_mode: str,
+    seed: int,
+    out: Path,
+    filters: dict | None = None,
+    unit: str = "cases",
+    planned: int = 0,
+    **env_extra,
 ) -> Run:
-    """Make the run folder, write env.json and open records.csv."""
+    """Make the run folder, write env.json (its manifest says: not finished) and open records.csv."""
     try:
         run_id, path = new_run_dir(out, command, label)
         env = environment.capture(device, seed, triton_mode=triton_mode, command=command, **env_extra)
+        env["run"] = {
+            "kind": command,
+            "kernel": label,
+            "filters": filters or {},
+            "unit": unit,
+            "planned": planned,
+            "completed": 0,
+            "rows": 0,
+            "interrupted": False,
+            "stopped_early": False,
+            "finished": False,
+            "duration_s": None,
+        }
         write_json(path / "env.json", env)
         writer = RecordWriter(path / "records.csv")
     except OSError as exc:
         console.print(f"[bold red]{command}:[/] cannot write the run folder under {out}: {exc}", soft_wrap=True)
         raise typer.Exit(2) from exc
     return Run(run_id, path, env, writer)
+
+
+# ----------------------------------------------------------------------------- reading a run
+
+
+def problems(env: dict, records) -> list[str]:
+    """Why a run cannot read as passed, whatever its rows say (empty: nothing stands in the way).
+    `records` is the run's records (a DataFrame or a list of rows)."""
+    m = env.get("run")
+    if not isinstance(m, dict):
+        return ["it has no run manifest (env.json 'run'): nothing says what it checked or that it finished"]
+    out = []
+    if not m.get("finished"):
+        out.append("it never finished (killed, or still running): env.json says finished: false")
+    if m.get("interrupted"):
+        out.append(f"it was interrupted after {m.get('completed')} of {m.get('planned')} {m.get('unit', 'cases')}")
+    elif m.get("stopped_early"):
+        out.append(f"it stopped early (-x/--maxfail) after {m.get('completed')} of {m.get('planned')} {m.get('unit')}")
+    elif m.get("finished") and m.get("completed", 0) < m.get("planned", 0):
+        out.append(f"it completed {m.get('completed')} of {m.get('planned')} planned {m.get('unit', 'cases')}")
+    if len(records) == 0:
+        out.append("it has no records: it checked nothing")
+    elif all(v == "skip" for v in _verdicts(records)):
+        out.append("every row is a skip: it compared nothing")
+    elif m.get("finished") and m.get("rows") is not None and len(records) != m["rows"]:
+        out.append(f"its records.csv has {len(records)} rows where the run wrote {m['rows']}: truncated or edited")
+    return out
+
+
+def _verdicts(records) -> list[str]:
+    if hasattr(records, "columns"):
+        return records["verdict"].astype(str).tolist() if "verdict" in records.columns else []
+    return [r.verdict for r in records]
+
+
+def verdict_counts(df) -> dict[str, int]:
+    """Rows per verdict, every verdict present (zeros included), plus any other verdict the rows use."""
+    counts = {v: 0 for v in VERDICTS}
+    if len(df):
+        for verdict, n in df["verdict"].value_counts().items():
+            counts[str(verdict)] = int(n)
+    return counts
+
+
+def json_report(env: dict, *, exit_code: int, status: str, counts: dict, path: Path | None = None, **extra) -> dict:
+    """The JSON every command prints with --json: the same keys always (zeros and nulls included)."""
+    m = env.get("run") or {}
+    return {
+        "command": env.get("command") or m.get("kind"),
+        "status": status,
+        "exit_code": exit_code,
+        "run_id": path.name if path else None,
+        "results": str(path) if path else None,
+        "kernel": m.get("kernel"),
+        "filters": m.get("filters", {}),
+        "counts": counts,
+        "planned": m.get("planned", 0),
+        "completed": m.get("completed", 0),
+        "unit": m.get("unit"),
+        "interrupted": bool(m.get("interrupted", False)),
+        "stopped_early": bool(m.get("stopped_early", False)),
+        "duration_s": m.get("duration_s"),
+        "device": env.get("device_name"),
+        "device_type": env.get("device_type"),
+        "commit": env.get("git_commit"),
+        **extra,
+    }
+
+
+def print_json(data: dict) -> None:
+    print(json.dumps(data, indent=2, default=str))
+
+
+def status_word(code: int) -> str:
+    return {0: "passed", 1: "failed", 2: "unusable", 130: "interrupted"}.get(code, "failed")
+
+
+INTERRUPTED = 130
+
+
+def say_interrupted(run: Run) -> None:
+    m = run.manifest
+    console.print(
+        f"[bold yellow]interrupted[/] after {m['completed']} of {m['planned']} {m['unit']}: "
+        f"the {m['rows']} completed rows and a summary are kept in {run.path}",
+        soft_wrap=True,
+    )
+
+
+class StopEarly(Exception):
+    """-x / --maxfail: enough failing cases; the run stops and says so (stopped_early)."""
+
+
+class FailingCases:
+    """Counts the cases with a failing or erroring row as they are written; check() raises
+    StopEarly once `limit` of them are seen (no limit: never)."""
+
+    def __init__(self, writer: RecordWriter, limit: int | None):
+        self.writer, self.limit = writer, limit
+        self.cases: set[str] = set()
+        self._seen = 0
+
+    @property
+    def count(self) -> int:
+        return len(self.cases)
+
+    def check(self) -> None:
+        rows = self.writer.rows
+        for r in rows[self._seen :]:
+            if r.verdict in ("fail", "error"):
+                self.cases.add(r.case)
+        self._seen = len(rows)
+        if self.limit is not None and self.count >= self.limit:
+            raise StopEarly

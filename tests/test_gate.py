@@ -117,7 +117,7 @@ def test_junit_and_markdown_files(tmp_path, baseline):
     assert result.exit_code == 1
     root = ET.parse(xml).getroot()
     suites = {s.get("name"): s for s in root.iter("testsuite")}
-    assert set(suites) == {"correctness", "gradients", "performance"}
+    assert set(suites) == {"correctness", "gradients", "performance", "evidence"}
     assert suites["gradients"].get("failures") == "1" and suites["correctness"].get("failures") == "0"
     assert suites["performance"].get("failures") == "1" and suites["performance"].get("tests") == "4"
     failed = [tc.get("name") for tc in root.iter("testcase") if tc.find("failure") is not None]

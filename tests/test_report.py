@@ -18,7 +18,7 @@ PNG = b"\x89PNG\r\n\x1a\n"
 def test_report_of_a_run(tmp_path):
     run = write_run(tmp_path / "run", check="fail")
     result = runner.invoke(app, ["report", str(run)])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # written, and the run it reports failed
     md = (run / "report.md").read_text()
     for section in ("## Environment", "## Verdicts per suite and provider", "## Failures and errors (1;",
                     "## Checks against float64", "## Measurements"):  # fmt: skip

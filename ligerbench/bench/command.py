@@ -96,6 +96,10 @@ def bench(
     baseline_root: Annotated[
         Path, typer.Option(help="Where --baseline copies to; commit what lands in results/baselines.")
     ] = BASELINES,
+    collect_only: Annotated[
+        bool, typer.Option("--collect-only", "--dry-run", help="Print the points and providers, run nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
 ):
     """Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
     for flce, also as % of ceilings measured at the start of the run) of every provider, each also
@@ -103,8 +107,19 @@ def bench(
 
     Needs a CUDA GPU: without one it exits 2, unless --smoke. Exit 1 when any provider errored
     (named in the table) or a provider named with --provider cannot load or was timed on no
-    point (the reason printed), 0 otherwise; providers that are not installed are skipped with the reason.
-    Results go to OUT/<run-id>/: records.csv (long format), summary.md, time/memory/ratio plots, env.json.
+    point (the reason printed), 0 otherwise, 130 when interrupted (measured rows and a summary
+    kept); providers that are not installed are skipped with the reason. Results go to
+    OUT/<run-id>/: records.csv (long format), summary.md, time/memory/ratio/pareto plots, env.json.
+
+    Examples:
+
+      ligerbench bench --kernel ce --sweep vocab
+
+      ligerbench bench --kernel flce --sweep heads --tokens 4096 --json
+
+      ligerbench bench --kernel ce --smoke --collect-only
+
+      ligerbench bench --kernel flce --sweep budget
     """
     if baseline and smoke:
         raise typer.BadParameter("a smoke run is not a measurement and cannot be a baseline", param_hint="--baseline")
@@ -138,6 +153,16 @@ def bench(
         budget=budget,
         smoke=smoke,
     )
+    selection = {"sweep": sweep_name, "mode": mode.value, "dtype": dtype.value, "provider": [p.name for p in chosen]}
+    if collect_only:
+        facts = {"command": "bench", "kernel": kernel, "filters": selection, "points": len(points)}
+        facts |= {"steps": len(points) * len(chosen), "case_ids": [p.case.id for p in points]}
+        if as_json:
+            runs.print_json(facts)
+        else:
+            print("\n".join(facts["case_ids"]))
+            print(f"{len(points)} points x {len(chosen)} providers = {facts['steps']} steps; sweep {sweep_name}")
+        raise typer.Exit(0)
     if mode.value != "full":
         console.print(f"[yellow]note:[/] {bench_report.FAIRNESS_NOTE}")
 
@@ -151,6 +176,9 @@ def bench(
         triton_mode=triton_mode,
         seed=seed,
         out=out,
+        filters=selection,
+        unit="steps",
+        planned=len(points) * len(chosen),
         kernel=kernel,
         sweep=sweep_name,
         mode=mode.value,
@@ -171,7 +199,7 @@ def bench(
     interrupted = False
     done = 0
     try:
-        with run.progress(f"bench {kernel} {sweep_name}", total=len(points) * len(chosen)) as advance:
+        with run.progress(f"bench {kernel} {sweep_name}", total=len(points) * len(chosen), disable=as_json) as advance:
 
             def on_step(step: str) -> None:
                 nonlocal done
@@ -186,7 +214,7 @@ def bench(
         measured = list(writer.rows)
         for r in metrics.derive(measured, spec, cases, ceiling) + metrics.target_records(measured, spec, cases):
             writer.write(r)
-        run.finish(interrupted=interrupted, planned_steps=len(points) * len(chosen), completed_steps=done)
+        run.finish(interrupted=interrupted, planned=len(points) * len(chosen), completed=done)
     df = writer.frame()
     title = f"ligerbench bench {kernel} --sweep {sweep_name} --mode {mode.value} ({run.id})"
     (run.path / "summary.md").write_text(
@@ -212,20 +240,31 @@ def bench(
         folder=run.path,
     )
     pareto.draw(df, points, title=title, folder=run.path)
-    print((run.path / "summary.md").read_text())
-    if baseline:
+    if not as_json:
+        print((run.path / "summary.md").read_text())
+    if baseline and not interrupted:
         dest = baseline_root / f"bench-{kernel}-{sweep_name}-{mode.value}"
         if dest.exists():
             shutil.rmtree(dest)
         shutil.copytree(run.path, dest)
         console.print(f"baseline written: {dest} (commit it)")
     console.print(f"results: {run.path}")
-    errors = df[df["verdict"] == "error"]
+    errors = df[df["verdict"].isin(["error", "fail"])]
+    incomplete = runs.problems(run.env, df)
+    timed = df[df["metric"] == "time_ms"]
+    unmeasured = {} if interrupted else named.missing_evidence(timed, provider, evidence=(verdict,))
+    code = runs.INTERRUPTED if interrupted else (1 if len(errors) or incomplete or unmeasured else 0)
+    if as_json:
+        counts = runs.verdict_counts(df)
+        counts |= {"measured": counts.pop("measured", 0), "not_a_measurement": counts.pop("not_a_measurement", 0)}
+        runs.print_json(
+            runs.json_report(run.env, exit_code=code, status=runs.status_word(code), counts=counts, path=run.path,
+                             measurement=not smoke, problems=incomplete)
+        )  # fmt: skip
     if interrupted:
-        raise typer.Exit(130)
-    unmeasured = named.missing_evidence(df[df["metric"] == "time_ms"], provider, evidence=(verdict,))
+        runs.say_interrupted(run)
     named.print_missing(unmeasured)
-    raise typer.Exit(1 if len(errors) or unmeasured else 0)
+    raise typer.Exit(code)
 
 
 def _spec(registry: Registry, kernel: str) -> BenchSpec:

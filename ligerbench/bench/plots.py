@@ -3,6 +3,9 @@
 time_vs_<sweep>.png     median time against the sweep variable, one line per provider
 memory_vs_<sweep>.png   extra memory (MiB) against the sweep variable, one line per provider
 ratios.png              bars: time and extra memory over the best provider's, per point
+
+A plot or panel with no finite value to show is left out (a CPU smoke run has no allocator
+figures: no memory plot, and ratios.png has only its time panel), never drawn empty.
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ def _series(df: pd.DataFrame, points: list[SweepPoint], metric: str, quantity: s
     return out
 
 
-def _line_plot(series, points, sweep: str, ylabel: str, title: str, path: Path) -> Path:
+def _has_data(series: dict[str, list[float]]) -> bool:
+    return any(y == y for ys in series.values() for y in ys)
+
+
+def _line_plot(series, points, sweep: str, ylabel: str, title: str, path: Path) -> Path | None:
+    if not _has_data(series):
+        return None
     fig, ax = plt.subplots(figsize=(8, 5))
     xs = [pt.x for pt in points]
     for provider, ys in series.items():
@@ -55,14 +64,14 @@ def _line_plot(series, points, sweep: str, ylabel: str, title: str, path: Path) 
     return path
 
 
-def _ratio_bars(df, points, mode: str, title: str, path: Path) -> Path:
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5))
-    for ax, (metric, quantity, label) in zip(
-        axes,
-        (("ratio_time_ms", mode, f"{mode} time / best"), ("ratio_extra_mib", "full", "extra memory / best")),
-        strict=True,
-    ):
-        series = _series(df, points, metric, quantity)
+def _ratio_bars(df, points, mode: str, title: str, path: Path) -> Path | None:
+    panels = (("ratio_time_ms", mode, f"{mode} time / best"), ("ratio_extra_mib", "full", "extra memory / best"))
+    panels = [(m, q, label, _series(df, points, m, q)) for m, q, label in panels]
+    panels = [p for p in panels if _has_data(p[3])]
+    if not panels:
+        return None
+    fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5), squeeze=False)
+    for ax, (_metric, _quantity, label, series) in zip(axes[0], panels, strict=True):
         width = 0.8 / max(1, len(series))
         for i, (provider, ys) in enumerate(series.items()):
             ax.bar([j + i * width for j in range(len(points))], ys, width=width, label=provider)
@@ -74,7 +83,7 @@ def _ratio_bars(df, points, mode: str, title: str, path: Path) -> Path:
         ax.axhline(1.0, color="black", linewidth=0.8)
         ax.set_ylabel(label)
         ax.grid(True, axis="y", alpha=0.3)
-    axes[0].legend(fontsize=8)
+    axes[0][0].legend(fontsize=8)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -83,7 +92,8 @@ def _ratio_bars(df, points, mode: str, title: str, path: Path) -> Path:
 
 
 def draw(df: pd.DataFrame, points: list[SweepPoint], *, sweep: str, mode: str, title: str, folder: Path) -> list[Path]:
-    return [
+    """The plots drawn (those with data), in order."""
+    drawn = [
         _line_plot(
             _series(df, points, "time_ms", mode),
             points,
@@ -102,3 +112,4 @@ def draw(df: pd.DataFrame, points: list[SweepPoint], *, sweep: str, mode: str, t
         ),
         _ratio_bars(df, points, mode, title, folder / "ratios.png"),
     ]
+    return [p for p in drawn if p is not None]

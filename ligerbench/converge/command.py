@@ -1,13 +1,16 @@
 """`ligerbench converge`: train a mini transformers model with and without our kernels, and in
 float64 as the truth; compare.
 
-    ligerbench converge llama-mini --patch ce --dtype fp32                   # CPU, tiny preset
-    ligerbench converge gemma2-mini --patch both --preset gpu --packed       # H100, both dtypes
+    ligerbench converge llama-mini --patch ce --dtype fp32                   # CPU, quick preset
+    ligerbench converge gemma2-mini --patch both --preset full --packed      # H100, both dtypes
 
 The command only orchestrates: checks in suites/converge.py, models/data/training/tolerances/
 plot and the checker in ligerbench/converge/. Results go to OUT/<run-id>/: records.csv, curves.csv, env.json,
 summary.md and loss_<dtype>.png. Exit 0 when every comparison is in tolerance, 1 when any is
-out of it or errored, 2 on a usage error.
+out of it or errored, 2 on a usage error, 130 when interrupted.
+
+Presets have the names every command uses: quick (CPU, the models' `tiny` sizes) and full
+(GPU, the models' `gpu` sizes); `tiny` and `gpu` are still accepted as aliases.
 """
 
 from __future__ import annotations
@@ -20,9 +23,8 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from ligerbench import runs
+from ligerbench import runs, tables
 from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.converge.plot import loss_curves_png
 from ligerbench.suites.converge import PATCHES, ConvergeCase, run_case
@@ -30,7 +32,9 @@ from ligerbench.verify import summary
 
 ModelName = Enum("ModelName", {m: m for m in MODELS}, type=str)
 PatchName = Enum("PatchName", {p: p for p in PATCHES}, type=str)
-ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESETS)}, type=str)
+# the preset names of every command, and converge's own older names kept as aliases
+PRESET_NAMES = {"quick": "tiny", "full": "gpu"}
+ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESET_NAMES, *PRESETS)}, type=str)
 ConvergeDtype = Enum("ConvergeDtype", {d: d for d in ("fp32", "bf16")}, type=str)
 
 
@@ -43,9 +47,9 @@ def converge(
             "both: flce in training, ce wherever logits exist."
         ),
     ] = PatchName(PATCHES[0]),
-    preset: Annotated[ConvergePreset, typer.Option(help="Sizes: tiny (CPU), gpu; auto picks by device.")] = (
-        ConvergePreset.auto
-    ),
+    preset: Annotated[
+        ConvergePreset, typer.Option(help="Sizes: quick (CPU), full (GPU); auto picks by device. tiny/gpu: aliases.")
+    ] = ConvergePreset.auto,
     dtype: Annotated[
         Optional[list[ConvergeDtype]], typer.Option(help="Model dtype (repeatable); default both.")
     ] = None,
@@ -56,13 +60,30 @@ def converge(
     device: Annotated[str, typer.Option(help="auto, cpu or cuda; auto prefers CUDA.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of weights and data; both runs share it.")] = 0,
     out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
+    collect_only: Annotated[
+        bool, typer.Option("--collect-only", "--dry-run", help="Print the trainings a run would take, run nothing.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
 ):
     """Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
     compare loss per step, final parameters and eval top-k log-probs with the float64 run (limit:
     10x transformers' own distance to it, see converge/tolerance.py), step-0 gradients,
-    logits_to_keep and (--packed) packing."""
+    logits_to_keep and (--packed) packing.
+
+    Exit status: 0 every comparison in tolerance, 1 any out of it or errored, 2 usage error,
+    130 interrupted (completed rows and a summary kept).
+
+    Examples:
+
+      ligerbench converge llama-mini --patch ce --dtype fp32 --device cpu
+
+      ligerbench converge gemma2-mini --patch both --preset full --packed
+
+      ligerbench converge qwen2-mini --collect-only
+    """
     dev, mode = runs.resolve_device(device)
-    preset_name = ("gpu" if dev.type == "cuda" else "tiny") if preset.value == "auto" else preset.value
+    picked = ("full" if dev.type == "cuda" else "quick") if preset.value == "auto" else preset.value
+    preset_name = PRESET_NAMES.get(picked, picked)
     chosen = PRESETS[preset_name]
     if chosen.device == "cuda" and dev.type != "cuda":
         raise typer.BadParameter(
@@ -71,6 +92,16 @@ def converge(
     if steps:
         chosen = dataclasses.replace(chosen, steps=steps)
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
+    selection = {"model": model.value, "patch": patch.value, "dtype": dtypes, "packed": packed}
+    if collect_only:
+        facts = {"command": "converge", "preset": picked, "filters": selection, "trainings": len(dtypes)}
+        facts["steps"] = chosen.steps
+        if as_json:
+            runs.print_json(facts)
+        else:
+            print(f"{len(dtypes)} dtypes ({', '.join(dtypes)}) x {chosen.steps} steps of {model.value} --patch "
+                  f"{patch.value}; preset {picked} ({chosen.description})")  # fmt: skip
+        raise typer.Exit(0)
 
     run = runs.start(
         "converge",
@@ -79,7 +110,11 @@ def converge(
         triton_mode=mode,
         seed=seed,
         out=out,
-        preset=preset_name,
+        filters=selection,
+        unit="dtypes",
+        planned=len(dtypes),
+        preset=picked,
+        model_sizes=preset_name,
         model=model.value,
         patch=patch.value,
         dtypes=dtypes,
@@ -94,7 +129,7 @@ def converge(
             case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
             # ref, ours and (first dtype only: it is shared) the float64 truth run
             total = (3 if dt == dtypes[0] else 2) * chosen.steps
-            with run.progress(f"converge {case.id}", total=total) as advance:
+            with run.progress(f"converge {case.id}", total=total, disable=as_json) as advance:
                 result = run_case(
                     case,
                     run_id=run.id,
@@ -120,35 +155,61 @@ def converge(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        run.finish(interrupted=interrupted, planned_cases=len(dtypes), completed_cases=done)
+        run.finish(interrupted=interrupted, planned=len(dtypes), completed=done)
         with open(run.path / "curves.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["dtype", "step", "loss_reference", "loss_patched", "loss_float64"])
             w.writerows(curves)
-    df = run.writer.frame()
-    _report(df, run.path, title=f"ligerbench converge {model.value} --patch {patch.value} ({run.id})")
-    raise typer.Exit(130 if interrupted else summary.exit_code(df))
+        df = run.writer.frame()
+        title = f"ligerbench converge {model.value} --patch {patch.value} ({run.id})"
+        _report(df, run.path, run.env, title=title, quiet=as_json)
+    code = runs.INTERRUPTED if interrupted else summary.exit_code(df, run.env)
+    if as_json:
+        runs.print_json(
+            runs.json_report(
+                run.env,
+                exit_code=code,
+                status=runs.status_word(code),
+                counts=runs.verdict_counts(df),
+                path=run.path,
+                problems=runs.problems(run.env, df),
+                failures=summary.problems(df)[["case", "quantity", "value", "limit", "verdict"]].to_dict("records"),
+            )
+        )
+    if interrupted:
+        runs.say_interrupted(run)
+    raise typer.Exit(code)
 
 
 def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _report(df, path: Path, *, title: str) -> None:
-    table = Table(title=title)
+def _report(df, path: Path, env: dict, *, title: str, quiet: bool = False) -> None:
+    """summary.md (every row, message included) and the terminal table. The case is the table's
+    title when the run has one (the rows' case ids are long and alike), messages stay in
+    summary.md, and every cell is plain text: `logits_to_keep[train,k=0]` shows as written."""
     cols = ("case", "quantity", "value", "limit", "verdict", "message")
-    for c in cols:
-        table.add_column(c, overflow="fold", justify="right" if c in ("value", "limit") else "left")
     lines = [f"# {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    rows, styles = [], []
     for _, r in df.iterrows():
         verdict = r["verdict"] if r["metric"] != "rel_diff_info" else "info"
         cells = [r["case"], r["quantity"], _fmt(r["value"]), _fmt(r["limit"]), verdict, str(r["message"])]
-        style = {"fail": "red", "error": "red"}.get(verdict)
-        table.add_row(*cells, style=style)
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-    Console().print(table)
+        rows.append(cells)
+        styles.append({"fail": "red", "error": "red"}.get(verdict))
     bad = summary.problems(df)
     verdict = f"{len(bad)} comparison(s) out of tolerance or errored" if len(bad) else "all comparisons in tolerance"
+    why = runs.problems(env, df)
+    if why and not len(bad):
+        verdict = "NOT PASSED: " + "; ".join(why)
     lines += ["", verdict, ""]
     (path / "summary.md").write_text("\n".join(lines))
-    Console().print(f"{verdict}\nresults: {path}")
+    if quiet:
+        return
+    out = Console()
+    for case in dict.fromkeys(r[0] for r in rows):
+        mine = [(r[1:5], s) for r, s in zip(rows, styles, strict=True) if r[0] == case]
+        tables.show(out, case, cols[1:5], [m for m, _ in mine], right=("value", "limit"),
+                    row_styles=[s for _, s in mine])  # fmt: skip
+    out.print(f"{verdict}\nresults: {path}", markup=False)

@@ -4,8 +4,8 @@
     ligerbench gate results/<bench-run> --baseline results/baselines/bench-ce-vocab-full \\
         --remeasure "ligerbench bench --kernel ce --sweep vocab --out {out}" --threshold time_ms=0.05
 
-The command only orchestrates: the rules are in ligerbench/gate.py, JUnit and markdown in
-ligerbench/gate_output.py.
+The command only orchestrates: inputs and their checks in ligerbench/gate/inputs.py, the rules in
+ligerbench/gate/rules.py, JUnit, markdown and JSON in ligerbench/gate/output.py.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from ligerbench import runs
 from ligerbench.builtin import default_registry
@@ -76,13 +77,39 @@ def gate(
     ] = None,
     junit: Annotated[Optional[Path], typer.Option(help="Write JUnit XML here.")] = None,
     markdown: Annotated[Optional[Path], typer.Option(help="Write the markdown summary (a PR comment) here.")] = None,
+    subset: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            help="FIELD=VALUE or k=EXPR (repeatable): the run is a deliberate subset of the baseline "
+            "(e.g. reduction=none, provider=ours, k='bf16 and sum'); only the baseline's checks in it "
+            "are expected. Without it, a check of the baseline missing from the run fails the gate."
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON verdict on stdout instead of markdown.")
+    ] = False,
 ):
     """Fail on any failed or errored check in RUN, and on performance regressions against BASELINE
     (ratios to a peer timed in the same run, same GPU, case and provider) that survive one
     re-measurement.
 
-    Exit status: 0 pass, 1 failures or regressions (each listed), 2 unusable input (missing or
-    mismatched baseline, said plainly) or a usage error.
+    RUN's manifest (env.json) must say it finished what it planned: an interrupted, unfinished or
+    stopped-early run fails. Every check of the baseline must be compared in RUN (the gate says how
+    many it compared) unless --subset declares the run a deliberate subset. A selftest run is gated
+    on its kill matrix: a surviving mutant or a kill lost since the baseline fails.
+
+    Exit status: 0 pass; 1 failures, regressions, missing checks, an incomplete run, survivors or
+    lost kills (each listed); 2 unusable input (a missing, damaged, empty, truncated or incomplete
+    baseline; an empty or truncated run; a run of another kind or kernel than the baseline; an
+    unwritable --junit/--markdown path), said plainly, or a usage error.
+
+    Examples:
+
+      ligerbench gate results/<run> --baseline results/baselines/verify-ce-quick --junit gate.xml
+
+      ligerbench gate results/<run> --baseline results/baselines/verify-ce-quick --subset reduction=none
+
+      ligerbench gate results/<bench-run> --baseline results/baselines/bench-ce-vocab-full --json
     """
     if remeasure and recheck:
         raise typer.BadParameter("give --remeasure or --recheck, not both", param_hint="--remeasure")
@@ -91,6 +118,10 @@ def gate(
     runs.report_plugin_errors(registry)
     peers = {k.name: k.peer for k in registry.kernels.values()} | _pairs(peer, "--peer", None, str)
     try:
+        chosen = rules.parse_subset(subset)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--subset") from exc
+    try:
         result = rules.evaluate(
             rules.load(run),
             rules.load(baseline),
@@ -98,14 +129,20 @@ def gate(
             peers=peers,
             recheck=rules.load(recheck) if recheck else None,
             remeasure_command=remeasure,
+            subset=chosen,
         )
     except rules.Unusable as exc:
-        console.print(f"[bold red]gate: unusable input:[/] {exc}", soft_wrap=True)
-        raise typer.Exit(2) from exc
+        console.print(f"[bold red]gate: unusable input:[/] {escape(str(exc))}", soft_wrap=True)
+        if as_json:
+            runs.print_json(gate_output.unusable_json(str(exc)))
+        raise typer.Exit(2) from None
     text = gate_output.markdown(result)
     if junit:
         gate_output.junit(result, junit)
     if markdown:
         markdown.write_text(text)
-    print(text)
+    if as_json:
+        runs.print_json(gate_output.as_json(result))
+    else:
+        print(text)
     raise typer.Exit(result.exit_code)

@@ -10,8 +10,15 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from ligerbench import runs
 from ligerbench.gate.rules import PERF_SUITE, Comparison, GateResult
+from ligerbench.records import FIELDS
 from ligerbench.verify.summary import markdown_table
+
+# the run filters (its manifest) that are records columns, so --subset can name them
+CASE_FIELDS = tuple(
+    f for f in FIELDS if f in ("provider", "suite", "reduction", "dtype", "ignore_pattern", "option", "logits")
+)
 
 
 def _comparison_line(c: Comparison) -> str:
@@ -58,7 +65,37 @@ def junit(result: GateResult, path: Path) -> None:
         tc = ET.SubElement(perf, "testcase", classname=f"ligerbench.bench.{r.provider}", name=f"{r.quantity} {r.case}")
         ET.SubElement(tc, "failure" if r.verdict == "fail" else "error", message=r.message).text = r.message
     perf.set("failures", str(len(result.regressions) + len(crashed)))
+    # the evidence itself: the run finished, compared every expected check, kept every kill
+    ev = ET.SubElement(root, "testsuite", name="evidence")
+    problems = (
+        [("run complete", p) for p in result.incomplete]
+        + [("kill matrix", p) for p in result.kill_problems]
+        + [
+            ("missing from the run", f"{r.suite} {r.provider} {r.quantity} {r.case}".strip())
+            for r in result.missing.itertuples(index=False)
+        ]
+    )
+    tc = ET.SubElement(ev, "testcase", classname="ligerbench.evidence", name="run complete")
+    for name, text in problems:
+        tc = ET.SubElement(ev, "testcase", classname="ligerbench.evidence", name=f"{name}: {text}"[:200])
+        ET.SubElement(tc, "failure", message=name).text = text
+    ev.set("tests", str(1 + len(problems)))
+    ev.set("failures", str(len(problems)))
     ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+
+
+def _subset_hint(result: GateResult) -> str:
+    """How to declare a deliberate subset, with the run's own filters (its manifest) when it has any."""
+    filters = (result.run.env.get("run") or {}).get("filters") or {}
+    named = [
+        f"--subset {k}={v}"
+        for k, values in filters.items()
+        if k in ("k", *CASE_FIELDS)
+        for v in (values if isinstance(values, list) else [values])
+    ]
+    if named:
+        return f"The run was filtered: if that was deliberate, say so with `{' '.join(named)}`.\n"
+    return "A deliberate subset? Say so: `--subset FIELD=VALUE` (e.g. reduction=none) or `--subset k=EXPR`.\n"
 
 
 def markdown(result: GateResult) -> str:
@@ -70,12 +107,25 @@ def markdown(result: GateResult) -> str:
         f"Run `{result.run.path.name}` ({run_env.get('device_name')}, commit {run_env.get('git_commit')}) "
         f"against baseline `{result.baseline.path}` ({base_env.get('device_name')}, commit "
         f"{base_env.get('git_commit')}). {len(result.failures)} failures, {len(result.regressions)} regressions, "
-        f"{len(result.comparisons)} performance points compared.\n",
+        f"{len(result.comparisons)} performance points compared; {result.compared} of {result.expected} checks "
+        f"of the baseline compared ({len(result.missing)} missing"
+        + (", a declared subset" if result.subset else "")
+        + ").\n",
         "Performance is compared as ratios to a peer timed in the same run; a regression is a ratio "
         "worse than the baseline's by more than the threshold ("
         + ", ".join(f"{m} {t:.0%}" for m, t in result.thresholds.items())
         + ") that a re-measurement confirms.\n",
     ]
+    if result.incomplete:
+        parts += ["### The run is incomplete\n", *[f"- {p}" for p in result.incomplete], ""]
+    if result.kill_problems:
+        parts += ["### Kill matrix\n", *[f"- {p}" for p in result.kill_problems], ""]
+    if len(result.missing):
+        parts += [
+            f"### Checks of the baseline missing from the run ({len(result.missing)}; first 50)\n",
+            markdown_table(result.missing.head(50), list(result.missing.columns)),
+            _subset_hint(result),
+        ]
     if len(result.failures):
         parts += [
             "### Failures\n",
@@ -93,3 +143,39 @@ def markdown(result: GateResult) -> str:
     if result.notes:
         parts += ["### Notes\n", *[f"- {n}" for n in result.notes], ""]
     return "\n".join(parts)
+
+
+def as_json(result: GateResult) -> dict:
+    code = result.exit_code
+    counts = {
+        "failures": len(result.failures),
+        "regressions": len(result.regressions),
+        "performance_points": len(result.comparisons),
+        "compared": result.compared,
+        "expected": result.expected,
+        "missing": len(result.missing),
+        "kill_problems": len(result.kill_problems),
+    }
+    env = result.run.env
+    return runs.json_report(
+        env,
+        exit_code=code,
+        status=runs.status_word(code),
+        counts=counts,
+        path=result.run.path,
+        kind=result.kind,
+        baseline=str(result.baseline.path),
+        subset=result.subset,
+        incomplete=result.incomplete,
+        kill_problems=result.kill_problems,
+        failures=result.failures[["suite", "provider", "case", "quantity", "verdict", "message"]].to_dict("records"),
+        regressions=[_comparison_line(c) for c in result.regressions],
+        notes=result.notes,
+    )
+
+
+def unusable_json(reason: str) -> dict:
+    counts = dict.fromkeys(
+        ("failures", "regressions", "performance_points", "compared", "expected", "missing", "kill_problems"), 0
+    )
+    return runs.json_report({}, exit_code=2, status="unusable", counts=counts, reason=reason)

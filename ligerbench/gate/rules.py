@@ -18,14 +18,27 @@ Two kinds of problems:
                A change above the metric's threshold is a regression, and it must survive one
                re-measurement (a second run: `recheck`) to count; one that does not is listed as
                cleared. Without a second run a regression counts, marked "not re-measured".
+  missing      every check of the baseline (suite, provider, case, quantity, compared there)
+               must be compared in the run too; one absent or only skipped fails the gate,
+               unless the run is a declared subset (`subset`: FIELD=VALUE / k=EXPR): then only
+               the baseline's checks in that subset are expected. The gate says how many it
+               compared.
+  incomplete   the run's manifest (env.json "run", ligerbench/runs.py) says it was interrupted,
+               never finished, stopped early or completed fewer cases than it planned: it fails
+               the gate (exit 1) whatever its rows say; an interrupted run never reads as passed.
+  kill matrix  a selftest run is judged on its kill matrix, not on its mutants' failing rows
+               (those are the point): a mutant that survives, or a (mutant, suite) kill of the
+               baseline that the run lost, fails the gate.
 Unusable input (exit 2): a folder without records.csv or env.json, records without the Record
-columns, or performance rows that cannot be compared (another GPU, a smoke run, no common
-point, the peer not measured). Each says plainly what is wrong.
+columns; a run or baseline without a manifest, without records (a header only), or whose
+records.csv has fewer rows than its manifest says (truncated); a baseline that is itself
+incomplete; a run of another kind (verify/selftest/converge/bench) or kernel than the baseline;
+performance rows that cannot be compared (another GPU, a smoke run, no common point, the peer
+not measured). Each says plainly what is wrong.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 import subprocess
@@ -35,26 +48,28 @@ from pathlib import Path
 
 import pandas as pd
 
-from ligerbench.records import TARGET_PREFIX, load_records
+from ligerbench.gate.inputs import (
+    CHECK,
+    MEASURED,
+    Run,
+    Unusable,
+    check_inputs,
+    kill_matrix_problems,
+    kind_of,
+    load,
+    missing_checks,
+    parse_subset,
+)
+from ligerbench.records import TARGET_PREFIX
+
+__all__ = ["CHECK", "MEASURED", "GateResult", "Run", "Unusable", "evaluate", "load", "parse_subset"]
 
 PERF_SUITE = "bench"
-MEASURED = "measured"  # bench's verdict for a real measurement; smoke rows say not_a_measurement
 # Defaults: a median of >= 10 timed runs moves 1-3% between runs on an H100, so a ratio of two
 # such medians moves up to ~5%; 10% is outside that noise. Memory is deterministic up to the
 # allocator's rounding, so 5% is already a real change.
 DEFAULT_THRESHOLDS = {"time_ms": 0.10, "extra_mib": 0.05, "peak_mib": 0.05}
 KEY = ["kernel", "case", "quantity", "metric", "provider"]
-
-
-class Unusable(Exception):
-    """The inputs cannot be gated (exit 2); the message says why."""
-
-
-@dataclass(frozen=True)
-class Run:
-    path: Path
-    records: pd.DataFrame
-    env: dict
 
 
 @dataclass(frozen=True)
@@ -90,6 +105,12 @@ class GateResult:
     thresholds: dict[str, float]
     notes: list[str] = field(default_factory=list)
     recheck: Run | None = None
+    missing: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=CHECK))
+    compared: int = 0  # checks of the baseline compared in the run
+    expected: int = 0  # checks of the baseline the run had to compare (all, or the subset's)
+    incomplete: list[str] = field(default_factory=list)  # why the run cannot pass, from its manifest
+    kill_problems: list[str] = field(default_factory=list)  # selftest: survivors and lost kills
+    subset: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def regressions(self) -> list[Comparison]:
@@ -97,22 +118,12 @@ class GateResult:
 
     @property
     def exit_code(self) -> int:
-        return 1 if len(self.failures) or self.regressions else 0
+        bad = len(self.failures) or self.regressions or len(self.missing) or self.incomplete or self.kill_problems
+        return 1 if bad else 0
 
-
-def load(path: Path) -> Run:
-    path = Path(path)
-    if not path.is_dir():
-        raise Unusable(f"{path} is not a folder (expected a run folder with records.csv and env.json)")
-    for name in ("records.csv", "env.json"):
-        if not (path / name).is_file():
-            raise Unusable(f"{path} has no {name}: not a ligerbench run folder")
-    try:
-        records = load_records(path / "records.csv")
-        env = json.loads((path / "env.json").read_text())
-    except (ValueError, KeyError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        raise Unusable(f"{path}: cannot read its records or env.json ({exc})") from exc
-    return Run(path, records, env)
+    @property
+    def kind(self) -> str:
+        return kind_of(self.run)
 
 
 def _missed_targets(records: pd.DataFrame) -> pd.Series:
@@ -239,8 +250,28 @@ def evaluate(
     peers: dict[str, str],
     recheck: Run | None = None,
     remeasure_command: str | None = None,
+    subset: dict[str, list[str]] | None = None,
 ) -> GateResult:
     thresholds = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+    subset = subset or {}
+    incomplete = check_inputs(run, baseline)
+    if kind_of(run) == "selftest":
+        kill_problems, compared, expected, gone = kill_matrix_problems(run, baseline, subset)
+        notes = ["a selftest run is gated on its kill matrix; its mutants' failing rows are the point"]
+        return GateResult(
+            run,
+            baseline,
+            run.records.iloc[0:0],
+            [],
+            thresholds,
+            notes,
+            missing=pd.DataFrame({"provider": gone}).reindex(columns=CHECK, fill_value=""),
+            compared=compared,
+            expected=expected,
+            incomplete=incomplete,
+            kill_problems=kill_problems,
+            subset=subset,
+        )
     comparisons = compare(run, baseline, thresholds, peers)
     hard, known_gaps = failures(run, baseline)
     notes = [
@@ -258,13 +289,22 @@ def evaluate(
         else:
             comparisons = [replace(c, status="not re-measured") if c.status == "regression" else c for c in comparisons]
             notes.append("regressions were not re-measured (pass --remeasure or --recheck): each counts")
-    checks = ["suite", "provider", "case", "quantity"]
-    gone = (
-        baseline.records[checks]
-        .drop_duplicates()
-        .merge(run.records[checks].drop_duplicates(), how="left", indicator=True)
+    gone, compared, expected = missing_checks(run, baseline, subset)
+    if subset:
+        notes.append(
+            "a declared subset (--subset " + " ".join(f"{k}={v}" for k, vs in subset.items() for v in vs) + ")"
+        )
+    return GateResult(
+        run,
+        baseline,
+        hard,
+        comparisons,
+        thresholds,
+        notes,
+        recheck,
+        missing=gone,
+        compared=compared,
+        expected=expected,
+        incomplete=incomplete,
+        subset=subset,
     )
-    missing = int((gone["_merge"] == "left_only").sum())
-    if missing:
-        notes.append(f"{missing} checks of the baseline are not in the run (a filtered run?)")
-    return GateResult(run, baseline, hard, comparisons, thresholds, notes, recheck)

@@ -26,10 +26,12 @@ matplotlib.use("Agg")  # headless: CI and GPU boxes have no display
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ligerbench import runs  # noqa: E402
 from ligerbench.records import load_records  # noqa: E402
 from ligerbench.verify import summary  # noqa: E402
 
 BENCH_METRICS = ("time_ms", "p20_ms", "p80_ms", "ratio_time_ms", "rate", "pct_ceiling", "extra_mib", "peak_mib")
+CHECK_CLIP = 2.0  # report_checks.png: error/limit axis from 0 to 2 (the limit at its middle)
 PLOT_PREFIX = "report_"  # the report's own PNGs; others in the folder are the run's
 
 
@@ -41,18 +43,44 @@ class Block:
     image: Path | None = None
 
 
+class Unreadable(Exception):
+    """The run folder cannot be read (damaged records.csv or env.json): exit 2, said in one line."""
+
+
 def _load(run: Path) -> tuple[pd.DataFrame, dict]:
-    df = load_records(run / "records.csv")
-    env_path = run / "env.json"
-    return df, (json.loads(env_path.read_text()) if env_path.is_file() else {})
+    try:
+        df = load_records(run / "records.csv")
+        env_path = run / "env.json"
+        env = json.loads(env_path.read_text()) if env_path.is_file() else {}
+    except (KeyError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise Unreadable(f"{run}: cannot read its records.csv or env.json ({' '.join(str(exc).split())})") from exc
+    if not isinstance(env, dict):
+        raise Unreadable(f"{run}: env.json is not an object")
+    return df, env
 
 
-def _status(df: pd.DataFrame, run: Path) -> str:
+def verdict(df: pd.DataFrame, env: dict, run: Path) -> tuple[bool, str, list[str]]:
+    """(passed, status line, manifest problems): the rows, read through the run's manifest."""
+    why = runs.problems(env, df)
+    m = env.get("run") or {}
+    if m.get("interrupted"):
+        return False, f"INTERRUPTED: {'; '.join(why)}", why
     if (run / "kill_matrix.csv").is_file():  # selftest: failing rows are the point; the verdict is the matrix
-        left = pd.read_csv(run / "kill_matrix.csv").query("verdict != 'killed'")["mutant"].tolist()
-        return f"FAILED: mutants survived every suite: {', '.join(left)}" if left else "PASSED: every mutant killed"
+        try:
+            left = pd.read_csv(run / "kill_matrix.csv").query("verdict != 'killed'")["mutant"].tolist()
+        except (KeyError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+            raise Unreadable(f"{run / 'kill_matrix.csv'}: cannot read it ({exc})") from exc
+        if left:
+            return False, f"FAILED: mutants survived every suite: {', '.join(left)}", why
+        if why:
+            return False, f"NOT PASSED: {'; '.join(why)}", why
+        return True, "PASSED: every mutant killed", why
     bad = summary.problems(df)
-    return f"FAILED: {len(bad)} failing or erroring rows" if len(bad) else "PASSED: no failing or erroring row"
+    if len(bad):
+        return False, f"FAILED: {len(bad)} failing or erroring rows", why
+    if why:
+        return False, f"NOT PASSED: {'; '.join(why)}", why
+    return True, "PASSED: no failing or erroring row, and the run finished what it planned", why
 
 
 def _environment(env: dict) -> pd.DataFrame:
@@ -69,10 +97,16 @@ def _check_plot(df: pd.DataFrame, path: Path) -> Path | None:
     labels = [f"{s} / {p}" for s, p in worst.index]
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(worst) + 1.5))
     colors = ["tab:red" if v > 1 else "tab:green" for v in worst.values]
-    ax.barh(labels, [max(v, 1e-6) for v in worst.values], color=colors)
+    # bars are compared by length: a linear axis from zero. A failure far past the limit would
+    # flatten every other bar, so bars stop at CLIP x the limit and carry their value as text.
+    shown = [min(v, CHECK_CLIP) for v in worst.values]
+    ax.barh(labels, shown, color=colors)
+    for y, v in enumerate(worst.values):
+        if v > CHECK_CLIP:
+            ax.text(CHECK_CLIP, y, f" {v:.3g} (off scale)", va="center", ha="right", color="white", fontsize=8)
     ax.axvline(1.0, color="black", linewidth=0.8)  # the limit: right of it fails
-    ax.set_xscale("log")
-    ax.set_xlabel("worst error / limit (<= 1 passes)")
+    ax.set_xlim(0, CHECK_CLIP)
+    ax.set_xlabel(f"worst error / limit (<= 1 passes; linear from 0, clipped at {CHECK_CLIP:g})")
     ax.set_title("checks against float64: worst case per suite and provider")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -105,10 +139,12 @@ def _bench_table(bench: pd.DataFrame) -> pd.DataFrame:
     return table[[m for m in BENCH_METRICS if m in table.columns]].reset_index()
 
 
-def blocks(run: Path) -> list[Block]:
-    df, env = _load(run)
+def blocks(run: Path, df: pd.DataFrame, env: dict) -> list[Block]:
+    _, status, _ = verdict(df, env, run)
+    m = env.get("run") or {}
+    done = f"{m.get('completed')} of {m.get('planned')} {m.get('unit')} run; " if m else ""
     out = [
-        Block("text", f"**{_status(df, run)}.** {len(df)} records in `{run.name}/records.csv`."),
+        Block("text", f"**{status}.** {done}{len(df)} records in `{run.name}/records.csv`."),
         Block("h2", "Environment"),
         Block("table", table=_environment(env)),
         Block("h2", "Verdicts per suite and provider"),
@@ -183,13 +219,17 @@ def to_html(title: str, page: list[Block]) -> str:
     return "\n".join(parts)
 
 
-def build(run: Path) -> tuple[Path, Path]:
-    """Writes report.md (+ its PNGs) and report.html into the run folder; returns their paths."""
+def build(run: Path) -> tuple[Path, Path, dict]:
+    """Writes report.md (+ its PNGs) and report.html into the run folder; returns their paths and
+    the run's verdict (passed, status, problems, counts, env). Unreadable on a damaged folder;
+    OSError when the folder cannot be written."""
     run = Path(run)
-    _, env = _load(run)
+    df, env = _load(run)
     title = f"ligerbench {env.get('command', 'run')} report: {run.name}"
-    page = blocks(run)
+    page = blocks(run, df, env)
     md, page_html = run / "report.md", run / "report.html"
     md.write_text(to_markdown(title, page))
     page_html.write_text(to_html(title, page))
-    return md, page_html
+    passed, status, problems = verdict(df, env, run)
+    facts = {"passed": passed, "status": status, "problems": problems, "counts": runs.verdict_counts(df), "env": env}
+    return md, page_html, facts

@@ -12,7 +12,6 @@ suites and providers come from the registry (suites/<kernel>.py or a plugin).
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,9 +19,8 @@ from typing import Annotated, Optional
 import torch
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from ligerbench import named, runs
+from ligerbench import kexpr, named, runs, tables
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
 from ligerbench.distributed import launch
@@ -67,6 +65,21 @@ def verify(
     device: Annotated[str, typer.Option(help="Where to run: auto, cpu or cuda; auto prefers CUDA.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of every case's inputs; same seed, same numbers.")] = 0,
     out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
+    keyword: Annotated[
+        Optional[str],
+        typer.Option("-k", help="Only cases whose id matches EXPR: substrings joined by and/or/not/( ), as in pytest."),
+    ] = None,
+    case: Annotated[
+        Optional[list[str]],
+        typer.Option("--case", help="Only this case id, exactly as a FAIL line prints it (repeatable)."),
+    ] = None,
+    exitfirst: Annotated[bool, typer.Option("-x", "--exitfirst", help="Stop after the first failing case.")] = False,
+    maxfail: Annotated[
+        Optional[int], typer.Option("--maxfail", min=1, help="Stop after N failing cases (then exit 1).")
+    ] = None,
+    collect_only: Annotated[
+        bool, typer.Option("--collect-only", "--dry-run", help="Print the cases a run would take, run nothing.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
     nproc: Annotated[
         int,
@@ -83,7 +96,8 @@ def verify(
 
     Exit status: 0 when every check passes, 1 when any fails or errors (they are named) or
     when a provider named with --provider cannot load or is checked on no case (the reason is
-    printed), 2 on a usage error. Results go to OUT/<run-id>/: records.csv, summary.md, env.json.
+    printed), 2 on a usage error or unusable input, 130 when interrupted (completed rows kept).
+    Results go to OUT/<run-id>/: records.csv, summary.md, env.json (with the run manifest).
 
     Examples:
 
@@ -92,6 +106,12 @@ def verify(
       ligerbench verify --kernel flce --logits confident --dtype bf16
 
       ligerbench verify --kernel ce --provider mypkg.losses:my_ce
+
+      ligerbench verify -k "bf16 and not (sum or mean)" --collect-only
+
+      ligerbench verify --case ce/n16/v1000/fp32/none/up-ones/none/plain/normal --provider ours -x
+
+      ligerbench verify --kernel vp_ce --nproc 2 --device cpu
     """
     dev, mode = runs.resolve_device(device)
     registry = default_registry()
@@ -107,10 +127,20 @@ def verify(
 
     if nproc < 0 or (nproc and dev.type == "cuda" and nproc > torch.cuda.device_count()):
         raise runs.usage_error(f"--nproc must be 0 or at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
+    try:
+        matches = kexpr.compile_expr(keyword) if keyword is not None else None
+    except ValueError as exc:
+        raise runs.usage_error(str(exc), "-k") from exc
+    exact = set(case or [])
 
-    def keep(case: Case) -> bool:
-        ranks_ok = not nproc or case.world == nproc  # --nproc N runs the cases split over N ranks
-        return ranks_ok and all(not allowed or getattr(case, name) in allowed for name, allowed in filters.items())
+    def keep(c: Case) -> bool:
+        if nproc and c.world != nproc:  # --nproc N runs the cases split over N ranks
+            return False
+        if matches is not None and not matches(c.id):
+            return False
+        if exact and c.id not in exact:
+            return False
+        return all(not allowed or getattr(c, name) in allowed for name, allowed in filters.items())
 
     plan = make_plan(
         registry,
@@ -121,23 +151,44 @@ def verify(
         providers=provider,
         case_filter=keep,
     )
+    missing = sorted(exact - {c.id for c in plan.cases})
+    if missing:
+        raise runs.usage_error(f"no such case of kernel {kernel} in this selection: {', '.join(missing)}", "--case")
     if not plan.cases:
         raise typer.BadParameter("no case matches these filters on this device", param_hint="filters")
+    selection = {k: sorted(v) for k, v in filters.items() if v}
+    selection |= {"k": keyword, "case": sorted(exact), "provider": provider, "suite": suite}
+    selection = {k: v for k, v in selection.items() if v}
+    if collect_only:
+        _collect(plan, kernel, preset_name, selection, as_json)
+        raise typer.Exit(0)
 
     run = runs.start(
-        "verify", kernel, device=dev, triton_mode=mode, seed=seed, out=out, preset=preset_name, kernel=kernel
+        "verify",
+        kernel,
+        device=dev,
+        triton_mode=mode,
+        seed=seed,
+        out=out,
+        filters=selection,
+        planned=len(plan.cases),
+        preset=preset_name,
+        kernel=kernel,
     )
     random.seed(seed)
-    interrupted = False
+    interrupted = stopped = False
     done = 0
     facts: dict = {"nproc": nproc} if nproc else {}
+    limit = 1 if exitfirst else maxfail
+    failing = runs.FailingCases(run.writer, limit)
     try:
         with run.progress(f"verify {kernel}", total=len(plan.cases), disable=as_json) as advance:
 
-            def on_case(case: Case) -> None:
+            def on_case(c: Case) -> None:
                 nonlocal done
                 done += 1
-                advance(case.id)
+                advance(c.id)
+                failing.check()
 
             if nproc:  # the ranks' rank 0 writes the records (ligerbench/distributed/launch.py)
                 run.writer.close()
@@ -150,24 +201,60 @@ def verify(
                 run_plan(plan, registry, run_id=run.id, seed=seed, device=dev, writer=run.writer, on_case=on_case)
     except KeyboardInterrupt:
         interrupted = True
+    except runs.StopEarly:
+        stopped = True
     finally:
         # with --nproc the ranks wrote the records: read them back once the writer is closed
         run.writer.close()
         df = load_records(run.path / "records.csv") if nproc else run.writer.frame()
         unchecked = {} if interrupted else named.missing_evidence(df, provider)
-        facts["unchecked_providers"] = unchecked
-        run.finish(interrupted=interrupted, planned_cases=len(plan.cases), completed_cases=done, **facts)
+        run.finish(
+            interrupted=interrupted,
+            planned=len(plan.cases),
+            completed=done,
+            stopped_early=stopped,
+            rows=len(df),
+            unchecked_providers=unchecked,
+            **facts,
+        )
         title = f"ligerbench verify {kernel} ({run.id})"
-        text = summary.summary_markdown(df, run.env, title=title, interrupted=interrupted)
+        text = summary.summary_markdown(df, run.env, title=title)
         (run.path / "summary.md").write_text(named.mark_summary(text, unchecked))
-    code = 130 if interrupted else max(summary.exit_code(df), 1 if unchecked else 0)
+    code = runs.INTERRUPTED if interrupted else max(summary.exit_code(df, run.env), 1 if unchecked else 0)
     if as_json:
-        payload = _json_summary(df, run.id, run.path, code)
-        print(json.dumps({**payload, "unchecked_providers": unchecked}, indent=2, default=str))
+        runs.print_json({**_json_summary(df, run, code), "unchecked_providers": unchecked})
     else:
-        _print_tables(df, run.path)
+        _print_tables(df, run.path, kernel)
     named.print_missing(unchecked)
+    if interrupted:
+        runs.say_interrupted(run)
+    elif stopped:
+        runs.console.print(f"stopped after {failing.count} failing case(s) (-x/--maxfail): {done} of {len(plan.cases)}")
     raise typer.Exit(code)
+
+
+def _collect(plan, kernel: str, preset: str, selection: dict, as_json: bool) -> None:
+    """--collect-only: what a run with these options would take, without running it."""
+    ids = [c.id for c in plan.cases]
+    facts = {
+        "command": "verify",
+        "kernel": kernel,
+        "preset": preset,
+        "filters": selection,
+        "cases": len(ids),
+        "providers": [p.name for p in plan.providers],
+        "suites": [s.name for s in plan.suites],
+        "case_ids": ids,
+    }
+    if as_json:
+        runs.print_json(facts)
+        return
+    for i in ids:
+        print(i)
+    print(
+        f"{len(ids)} cases x {len(plan.providers)} providers ({', '.join(facts['providers'])}); "
+        f"suites {', '.join(facts['suites'])}; preset {preset}"
+    )
 
 
 def _check_names(registry: Registry, kernel: str, providers, suites) -> None:
@@ -196,28 +283,25 @@ def _filters(registry: Registry, kernel: str, preset: str, device_type: str, cho
     return out
 
 
-def _json_summary(df, run_id, path, code) -> dict:
+def _json_summary(df, run: runs.Run, code: int) -> dict:
     bad = summary.problems(df)
-    return {
-        "run_id": run_id,
-        "results": str(path),
-        "exit_code": code,
-        "counts": df["verdict"].value_counts().to_dict(),
-        "failures": bad[["suite", "provider", "case", "quantity", "value", "limit", "verdict", "message"]].to_dict(
-            "records"
-        ),
-    }
+    failures = bad[["suite", "provider", "case", "quantity", "value", "limit", "verdict", "message"]]
+    return runs.json_report(
+        run.env,
+        exit_code=code,
+        status=runs.status_word(code),
+        counts=runs.verdict_counts(df),
+        path=run.path,
+        problems=runs.problems(run.env, df),
+        failures=failures.to_dict("records"),
+    )
 
 
-def _print_tables(df, path: Path) -> None:
+def _print_tables(df, path: Path, kernel: str) -> None:
     out = Console()
-    table = Table(title="verify: per suite and provider")
-    cols = summary.counts(df)
-    for c in cols.columns:
-        table.add_column(str(c), justify="right" if c not in ("suite", "provider") else "left")
-    for _, row in cols.iterrows():
-        table.add_row(*[f"{v:.3g}" if isinstance(v, float) else str(v) for v in row])
-    out.print(table)
+    cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit"})
+    numbers = [c for c in cols.columns if c not in ("suite", "provider")]
+    tables.show(out, "verify: per suite and provider", list(cols.columns), cols.values.tolist(), right=numbers)
     bad = summary.problems(df)
     if len(bad):
         # plain lines, not a table: case ids are long and must survive a narrow terminal
@@ -231,4 +315,10 @@ def _print_tables(df, path: Path) -> None:
             )
         if len(bad) > 50:
             out.print(f"  ... and {len(bad) - 50} more in {path / 'records.csv'}")
+        first = bad.iloc[0]
+        out.print(
+            f"re-run one: ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}",
+            soft_wrap=True,
+            markup=False,
+        )
     out.print(f"results: {path}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ligerbench import runs
 from ligerbench.records import VERDICTS
 
 
@@ -29,9 +30,38 @@ def problems(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["verdict"].isin(["fail", "error"])]
 
 
-def exit_code(df: pd.DataFrame) -> int:
-    """0 when nothing failed or errored, 1 otherwise (skips are reported, not failures)."""
-    return 1 if len(problems(df)) else 0
+def exit_code(df: pd.DataFrame, env: dict | None = None) -> int:
+    """0 when nothing failed or errored and (given env.json) the run's manifest says it finished
+    what it planned and wrote rows; 1 otherwise (skips are reported, not failures)."""
+    if len(problems(df)):
+        return 1
+    return 1 if env is not None and runs.problems(env, df) else 0
+
+
+def status(df: pd.DataFrame, env: dict) -> str:
+    """The run's status line: INTERRUPTED / INCOMPLETE / FAILED / PASSED, from the rows and the manifest."""
+    m = env.get("run") or {}
+    why = runs.problems(env, df)
+    if m.get("interrupted"):
+        done = f"{m.get('completed')} of {m.get('planned')} {m.get('unit')}"
+        return f"INTERRUPTED after {done} (rows below are those completed)"
+    if len(problems(df)):
+        return f"FAILED: {len(problems(df))} failing or erroring checks" + (f"; {why[0]}" if why else "")
+    if why:
+        return "NOT PASSED: " + "; ".join(why)
+    return "PASSED"
+
+
+def skip_reasons(df: pd.DataFrame) -> pd.DataFrame:
+    """Skipped rows as counts: one line per (provider, reason), however many cases."""
+    skipped = df[df["verdict"] == "skip"]
+    if skipped.empty:
+        return pd.DataFrame(columns=["provider", "skipped checks", "cases", "reason"])
+    grouped = skipped.groupby(["provider", "message"], sort=False)
+    out = grouped.agg(checks=("case", "size"), cases=("case", "nunique")).reset_index()
+    return out.rename(columns={"checks": "skipped checks", "message": "reason"})[
+        ["provider", "skipped checks", "cases", "reason"]
+    ]
 
 
 def _fmt(x) -> str:
@@ -52,13 +82,12 @@ def markdown_table(df: pd.DataFrame, columns: list[str]) -> str:
 CASE_COLUMNS = ["suite", "provider", "case", "quantity", "value", "limit", "verdict", "message"]
 
 
-def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, interrupted: bool = False) -> str:
-    status = (
-        "INTERRUPTED (rows below are those completed)" if interrupted else ("FAILED" if exit_code(df) else "PASSED")
-    )
+def summary_markdown(df: pd.DataFrame, env: dict, *, title: str) -> str:
+    m = env.get("run") or {}
     parts = [
         f"# {title}\n",
-        f"**Status: {status}.** {len(df)} records; device {env.get('device_name')} "
+        f"**Status: {status(df, env)}.** {m.get('completed')} of {m.get('planned')} {m.get('unit')} run, "
+        f"{len(df)} records; device {env.get('device_name')} "
         f"({env.get('device_type')}, Triton {env.get('triton_mode')}), seed {env.get('seed')}, "
         f"torch {env.get('torch')}, triton {env.get('triton')}, commit {env.get('git_commit')}.\n",
         "Error is the relative L2 error against the float64 reference; the limit is the tolerance "
@@ -68,9 +97,9 @@ def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, interrupted: bo
         markdown_table(counts(df), ["suite", "provider", *VERDICTS, "worst_error_over_limit"]),
         "## Failures and errors\n",
         markdown_table(problems(df), CASE_COLUMNS),
-        "## Skipped providers\n",
-        markdown_table(df[df["verdict"] == "skip"].drop_duplicates(["provider", "message"]), ["provider", "message"]),
-        "## Every case\n",
-        markdown_table(df, CASE_COLUMNS),
+        "## Skipped (counts per provider and reason)\n",
+        markdown_table(skip_reasons(df), ["provider", "skipped checks", "cases", "reason"]),
+        "## Every compared check\n",
+        markdown_table(df[df["verdict"] != "skip"], CASE_COLUMNS),
     ]
     return "\n".join(parts)
