@@ -14,11 +14,12 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
   C  logits kind (confident: docs/bugs.md, bug 6; large) x {plain, all} x {mean, none random}
   D  odd shapes (one token, odd hidden and vocab sizes), each with one reduction variant in
      turn, with bias and 'all' options and without
-  E  chunk count (bf16, MANY_CHUNK_TOKENS tokens): the providers ours_{dtype,fp32,auto}_72_chunks
+  E  chunk count (bf16, MANY_CHUNK_TOKENS tokens): the providers ours_{fp32,auto}_72_chunks
      (providers/flce.py) cut these into 72 chunks, past the 64 where weight-gradient accumulation
-     error shows, once per accumulation mode; ours (default budget) runs them as one chunk and
-     ours_small_chunks with a partial last chunk. Chunking is a setting of the caller (chunk
-     size, accumulation mode), not of the inputs, so it is a provider axis, not a case axis.
+     error shows, and ours_dtype_32_chunks into the 32 "dtype" is claimed for; ours (default
+     budget) runs them as one chunk and ours_small_chunks with a partial last chunk. Chunking
+     is a setting of the caller (chunk size, accumulation mode), not of the inputs, so it is a
+     provider axis, not a case axis.
 Then, in every preset, an all-pairs covering design (suites/covering.py) adds the cases needed
 for every pair of values of any two axes to appear together in some case, over: dtype,
 (reduction, upstream) (cases.UPSTREAMS), ignore pattern, option, logits kind, layout
