@@ -30,6 +30,8 @@ SLICE = [
     "mean",
     "--ignore-pattern",
     "leading_run",
+    *("--option", "plain", "--logits", "normal"),
+    *("-k", "not lay-"),  # 2-D logits: the NaN planted at [1, 2] below is a 2-D index
 ]
 
 # ad-hoc providers, written to a file the tests load by path
@@ -105,7 +107,7 @@ def test_an_adhoc_provider_is_verified(tmp_path, adhoc_file, spec):
     records = pd.read_csv(Path(payload["results"]) / "records.csv", keep_default_na=False)
     assert set(records["provider"]) == {spec}  # only the named one ran
     assert (records["verdict"] == "pass").all()
-    assert set(records["quantity"]) == {"loss", "grad_logits", "input_unchanged"}
+    assert set(records["quantity"]) == {"loss", "grad_logits", "input_unchanged", "input_layout"}
 
 
 def test_mutates_input_is_declared_not_assumed(tmp_path, adhoc_file):
@@ -171,7 +173,7 @@ def test_a_named_provider_every_case_skips_exits_1_with_the_reason(tmp_path, adh
     assert "checked on no case" in result.stderr and "this kernel runs on TPUs only" in result.stderr
     (run,) = (tmp_path / "out").iterdir()
     summary = (run / "summary.md").read_text()
-    assert "PASSED" not in summary and "checked on no case" in summary
+    assert "Status: PASSED" not in summary and "checked on no case" in summary
     assert json.loads((run / "env.json").read_text())["unchecked_providers"]
     # beside a provider that is checked, the skipped one still fails the run
     both = _verify(tmp_path, "--provider", f"{adhoc_file}:skips_everything", "--provider", "eager")

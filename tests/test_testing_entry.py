@@ -14,7 +14,7 @@ from ligerbench.specs.flce import flce_torch
 from ligerbench.testing import cases, run_provider, verify_provider
 
 # one fp32 case per test where a single case shows the behaviour: mean over a leading run
-ONE = dict(dtype="fp32", reduction="mean", ignore_pattern="leading_run")
+ONE = dict(dtype="fp32", reduction="mean", ignore_pattern="leading_run", option="plain", logits="normal")
 
 
 def loss_one_percent_high(logits, target, **options):
@@ -28,7 +28,9 @@ def raises(logits, target, **options):
 
 def test_a_correct_callable_passes_and_the_result_says_what_was_compared():
     result = verify_provider("ce", ce_torch, **ONE)
-    assert result.passed and result.compared == 3  # loss, gradient, logits unchanged (no z-loss on plain)
+    # loss, gradient, and the contracts: logits unchanged and handed over as built (no z-loss on plain)
+    assert result.passed and result.compared == len(result.records) > 0
+    assert set(result.records["quantity"]) == {"loss", "grad_logits", "input_unchanged", "input_layout"}
     assert set(result.records["verdict"]) == {"pass"}
 
 
@@ -50,7 +52,9 @@ def test_a_wrong_loss_fails_naming_case_error_limit_and_reference():
     with pytest.raises(AssertionError) as caught:
         verify_provider("ce", loss_one_percent_high, **ONE)
     text = str(caught.value)
-    assert "failed 2 of 3 checks" in text  # loss and gradient; the contracts check passes
+    compared = len(verify_provider("ce", ce_torch, **ONE).records)
+    cases = compared // 4  # loss, gradient, and the two contract checks per case
+    assert f"failed {2 * cases} of {compared} checks" in text  # loss and gradient; the contracts pass
     assert "FAIL correctness/loss ce/n16/v1000/fp32/mean/up-ones/leading_run/plain/normal" in text
     assert "error 0.01 > limit" in text and "float64 reference" in text and "got " in text
 
@@ -96,7 +100,7 @@ def test_one_test_per_case(case):
 
 
 def test_a_case_outside_the_grid_is_refused():
-    (case,) = cases("ce", **ONE, option="plain", logits="normal")[:1]
+    (case,) = cases("ce", **ONE)[:1]
     with pytest.raises(ValueError, match="not cases of kernel ce"):
         verify_provider("ce", ce_torch, cases=[case.replace(n=17)])
 

@@ -45,7 +45,7 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
     grid = default_registry().kernels["vp_ce"].grid("quick", "cpu")
     planned = {c.id for c in grid if c.world == 2}
-    assert env["planned_cases"] == env["completed_cases"] == len(planned)
+    assert env["run"]["planned"] == env["run"]["completed"] == len(planned)
     assert set(records["case"]) == planned  # every case split over 2 ranks, and only those
     ours = records[records["provider"] == "ours"]
     assert set(ours["suite"]) == {"correctness", "gradients", "contracts"}
