@@ -70,8 +70,10 @@ def test_a_subclass_of_a_supported_model_is_accepted():
     class MyLlama(tf.LlamaForCausalLM):
         pass
 
-    cfg = tf.LlamaConfig(**COMMON)
-    CausalLMPatch(MyLlama(cfg), "ce")  # no error
+    model = MyLlama(tf.LlamaConfig(**COMMON))
+    with CausalLMPatch(model, "ce"):  # no error, and the instance is patched while inside
+        assert "forward" in vars(model)
+    assert "forward" not in vars(model)
 
 
 def _expected(model, ids, labels, token_weight=None, **options):
