@@ -554,28 +554,40 @@ class CrossEntropyFunction(torch.autograd.Function):
             softcap=softcap,
             z_loss_scale=z_loss_scale,
         )
-        if reduction == "none":
-            loss, zloss = loss_rows.view(shape[:-1]), zloss_rows.view(shape[:-1])
-        elif reduction == "sum":
-            loss, zloss = loss_rows.sum(), zloss_rows.sum()
-        else:
-            loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
-        ctx.mark_non_differentiable(zloss)
-        ctx.grad = grad
-        ctx.grad_shape = shape
-        return loss, zloss
+        return finish_forward(ctx, loss_rows, zloss_rows, reduction, denom, grad, shape)
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_zloss):
-        grad = ctx.grad
-        if grad is None:
-            raise RuntimeError(
-                "cross_entropy backward ran twice on one forward: the gradient is formed in "
-                "forward and scaled in place, so it can be used once (no retain_graph reuse)"
-            )
-        ctx.grad = None
+        grad = take_formed_grad(ctx, "cross_entropy")
         scale_rows_(grad, grad_loss)
         return grad.view(ctx.grad_shape), None, None, None, None, None, None, None, None, None, None
+
+
+def finish_forward(ctx, loss_rows, zloss_rows, reduction: str, denom, grad, shape):
+    """Reduce per-row (loss, z-loss) as asked and keep the gradient formed in forward for
+    backward (shared by the losses that form their gradient in forward)."""
+    if reduction == "none":
+        loss, zloss = loss_rows.view(shape[:-1]), zloss_rows.view(shape[:-1])
+    elif reduction == "sum":
+        loss, zloss = loss_rows.sum(), zloss_rows.sum()
+    else:
+        loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
+    ctx.mark_non_differentiable(zloss)
+    ctx.grad = grad
+    ctx.grad_shape = shape
+    return loss, zloss
+
+
+def take_formed_grad(ctx, name: str) -> torch.Tensor:
+    """The gradient formed in forward, handed out once: backward scales it in place."""
+    grad = ctx.grad
+    if grad is None:
+        raise RuntimeError(
+            f"{name} backward ran twice on one forward: the gradient is formed in forward and "
+            "scaled in place, so it can be used once (no retain_graph reuse)"
+        )
+    ctx.grad = None
+    return grad
 
 
 def cross_entropy(

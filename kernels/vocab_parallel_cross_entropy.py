@@ -43,7 +43,15 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from .cross_entropy import REDUCTIONS, CheckTargets, Reduction, resolve_check, scale_rows_
+from .cross_entropy import (
+    REDUCTIONS,
+    CheckTargets,
+    Reduction,
+    finish_forward,
+    resolve_check,
+    scale_rows_,
+    take_formed_grad,
+)
 
 N_STATS = 6  # columns of the per-rank statistics: m, s_o, x_y, owned, w_y, sum_wx
 _CHUNK_ELEMENTS = 1 << 22  # float32 temporaries per chunk of rows (16 MiB)
@@ -346,26 +354,11 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
             _write_grad(
                 x, grad, merged, local_t, owned, counted, valid, w, tw, denom, (label_smoothing, softcap, z_loss_scale)
             )
-        if reduction == "none":
-            loss, zloss = loss_rows.view(shape[:-1]), z_rows.view(shape[:-1])
-        elif reduction == "sum":
-            loss, zloss = loss_rows.sum(), z_rows.sum()
-        else:
-            loss, zloss = loss_rows.sum() / denom, z_rows.sum() / denom
-        ctx.mark_non_differentiable(zloss)
-        ctx.grad = grad
-        ctx.grad_shape = shape
-        return loss, zloss
+        return finish_forward(ctx, loss_rows, z_rows, reduction, denom, grad, shape)
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_zloss):
-        grad = ctx.grad
-        if grad is None:
-            raise RuntimeError(
-                "vocab_parallel_cross_entropy backward ran twice on one forward: the gradient is "
-                "formed in forward and scaled in place, so it can be used once"
-            )
-        ctx.grad = None
+        grad = take_formed_grad(ctx, "vocab_parallel_cross_entropy")
         _scale_rows(grad, grad_loss)
         return (grad.view(ctx.grad_shape),) + (None,) * 12
 
