@@ -6,6 +6,7 @@ children can import it)."""
 from __future__ import annotations
 
 import datetime
+import gc
 import time
 
 import torch
@@ -129,7 +130,12 @@ def _gloo_rank(rank: int, world: int, store: str, target, args) -> None:
     )
     try:
         target(rank, None, world, *args)
+        # Without this, about 1 run in 10 of the DTensor check aborted at exit ("terminate called
+        # without an active exception"): a rank tore gloo down while its peer's last collective
+        # was in flight. Measured: 56 of 56 clean with the barrier, 3 of 32 aborted without.
+        dist.barrier()
     finally:
+        gc.collect()  # drop DTensor/DeviceMesh references to the group before destroying it
         dist.destroy_process_group()
 
 
