@@ -35,7 +35,8 @@ torch.distributed is not initialized), or any object with `rank()`, `size()` and
 `all_gather_into_tensor(out, inp)` (an in-process simulation of ranks, for tests). A DTensor
 sharded on its last dim over a 1-D mesh may be passed instead of a shard and a group.
 
-The per-shard passes use PyTorch ops in float32 (correctness first; they can become Triton).
+The per-shard passes (statistics, then gradient) are Triton kernels on a GPU
+(kernels/vocab_parallel_passes.py) and PyTorch ops in float32 elsewhere; `PASSES` picks.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from . import vocab_parallel_passes as passes
 from .cross_entropy import (
     REDUCTIONS,
     CheckTargets,
@@ -55,6 +57,15 @@ from .cross_entropy import (
 
 N_STATS = 6  # columns of the per-rank statistics: m, s_o, x_y, owned, w_y, sum_wx
 _CHUNK_ELEMENTS = 1 << 22  # float32 temporaries per chunk of rows (16 MiB)
+# Which implementation makes the per-shard passes: "auto" (Triton on a GPU, PyTorch ops
+# elsewhere: Triton's interpreter costs a program per row), "triton" or "torch".
+PASSES = "auto"
+
+
+def _triton_passes(x: torch.Tensor) -> bool:
+    if PASSES not in ("auto", "triton", "torch"):
+        raise ValueError(f"PASSES must be 'auto', 'triton' or 'torch', got {PASSES!r}")
+    return PASSES == "triton" or (PASSES == "auto" and x.is_cuda)
 
 
 # ----------------------------------------------------------------------------- the group
@@ -115,6 +126,9 @@ def _local_stats(x_shard, local_t, owned, w, label_smoothing, softcap) -> torch.
     stats = torch.zeros(n_rows, N_STATS, dtype=torch.float32, device=x_shard.device)
     stats[:, 0] = float("-inf")
     if n_cols == 0:
+        return stats
+    if _triton_passes(x_shard):
+        passes.shard_stats(x_shard, local_t, owned, w, label_smoothing, softcap, stats)
         return stats
     for r0, r1 in _chunks(n_rows, n_cols):
         x = _capped(x_shard[r0:r1], softcap)
@@ -229,6 +243,11 @@ def _write_grad(x_shard, grad, merged, local_t, owned, counted, valid, w, token_
     if denom is not None:
         scale = scale / denom
     scale = torch.where(valid, scale, float("nan"))
+    if _triton_passes(x_shard):
+        rows = {"m": merged.m, "log_s": merged.log_s, "a": a, "g_y": g_y, "scale": scale}
+        eps_v = (eps / merged.v).float().reshape(1) if eps > 0.0 else None
+        passes.shard_grad(x_shard, grad, local_t, owned, counted, rows, w, eps_v, softcap)
+        return
     for r0, r1 in _chunks(n_rows, n_cols):
         raw = x_shard[r0:r1].float()
         x = _capped(raw, softcap)
