@@ -99,6 +99,11 @@ def markdown(
         "- x best: the figure over the best provider's at the same point (lowest time or memory).",
         "",
     ]
+    outside = df[(df["verdict"] == "error") & (df["case"] == "")]  # e.g. ranks that died (--nproc)
+    if len(outside):
+        lines += ["## Errors", ""]
+        lines += [f"- **{r['provider']}**: {' '.join(str(r['message']).split())}" for _, r in outside.iterrows()]
+        lines.append("")
     targets = df[df["metric"].str.startswith(TARGET_PREFIX)]
     if len(targets):
         lines += [
