@@ -20,7 +20,10 @@ On several ranks (`bench --nproc N`: `plan.ranks` is a ranks.Group, ligerbench/d
 every rank runs the same provider on its own inputs at the same time: the ranks meet before each
 timed run (and before the memory step), and each figure is the worst rank's (max over ranks:
 the step ends with its slowest rank). A provider's rows are written only once every rank has
-said it succeeded; if any rank failed, the point gets one error row. Only rank 0 writes.
+said it succeeded; if any rank failed, the point gets one error row. Only rank 0 writes. A
+failed or timed-out collective ends the run (the ranks are out of step); so does, at the
+collective timeout, a provider that fails on some ranks only, while the others wait in its
+collective.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from ligerbench.bench import memory as mem
-from ligerbench.bench.ranks import LOCAL, Local
+from ligerbench.bench.ranks import LOCAL, Local, collective_failure
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, call
 from ligerbench.bench.timing import Timing, TimingBudget, time_region
 from ligerbench.records import Record, RecordWriter
@@ -95,6 +98,8 @@ def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable
                 fn = provider.load()
                 rows = list(measure_provider(fn, provider, inputs, plan))
             except Exception as exc:  # noqa: BLE001 -- any failure becomes an error row
+                if plan.ranks.world > 1 and collective_failure(exc):
+                    raise  # the ranks are out of step: the run ends here (the launcher names it)
                 error = traceback.format_exception_only(type(exc), exc)[-1].strip()
                 if plan.ranks.world > 1:  # into the ranks' log (launch.log)
                     print(f"ligerbench: rank {plan.ranks.rank}: {provider.name} at {case.id}: {error}", flush=True)
