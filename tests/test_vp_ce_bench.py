@@ -169,7 +169,8 @@ def test_smoke_judges_no_target_and_says_it_is_not_a_measurement(smoke):
     _, run, records = smoke
     assert not records["metric"].str.startswith(TARGET_PREFIX).any()
     assert not (records["verdict"] == "pass").any()
-    assert "NOT A MEASUREMENT" in (run / "summary.md").read_text()
+    summary = (run / "summary.md").read_text()
+    assert "NOT A MEASUREMENT" in summary and "2 ranks (gloo)" in summary
 
 
 @pytest.mark.slow

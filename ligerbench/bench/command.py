@@ -192,6 +192,8 @@ def bench(
     verdict = NOT_A_MEASUREMENT if smoke else "measured"
     console.print("measuring the ceilings (copy bandwidth, bf16 matmul) ...")
     ceiling = ceilings.measure(dev)
+    if nproc and dev.type == "cuda":
+        torch.cuda.empty_cache()  # the ranks (one per GPU) get GPU 0's memory back
     run = runs.start(
         "bench",
         kernel,
