@@ -73,8 +73,8 @@ def markdown(
     if interrupted:
         lines += ["**Interrupted**: the tables hold the points finished before the interrupt.", ""]
     ranks_line = [
-        f"- {env['nproc']} ranks ({env.get('backend') or '?'}), each timing its shard at once: time and memory "
-        "are per rank, the slowest (largest) of the ranks"
+        f"- {env.get('nproc')} ranks ({env.get('backend') or '?'}), each timing its shard at once: time and "
+        "memory are per rank, the slowest (largest) of the ranks"
     ]
     ranks_line = ranks_line if env.get("nproc") else []
     lines += [
