@@ -105,6 +105,19 @@ def load_records(path: Path) -> pd.DataFrame:
     return records
 
 
+def from_frame(df: pd.DataFrame) -> list[Record]:
+    """Records back from a frame of load_records: text as text (an empty cell as ""), counts as
+    int, numbers as float."""
+    kinds = {f.name: f.type for f in dataclasses.fields(Record)}  # "str", "int", "float"
+
+    def cell(name: str, value):
+        if kinds[name] == "str":
+            return "" if isinstance(value, float) and math.isnan(value) else str(value)
+        return int(value) if kinds[name] == "int" else float(value)
+
+    return [Record(**{k: cell(k, row[k]) for k in FIELDS}) for row in df.to_dict("records")]
+
+
 def ratio(value: float, limit: float) -> float:
     """error / limit, the headroom of a check (<= 1 passes)."""
     if limit == 0:

@@ -3,6 +3,7 @@ process group) as ligerbench checks it: spec, case grid, suites, providers and p
 
     ligerbench verify --kernel vp_ce                      # ranks simulated in one process
     ligerbench verify --kernel vp_ce --nproc 2            # real ranks (gloo on CPU, NCCL on GPUs)
+    ligerbench bench --kernel vp_ce --nproc 2             # timed on 2 GPUs beside the peers (vp_ce_bench.py)
 
 Every case is the global `ce` problem plus the world size its vocab is split over; the grid
 crosses, per world size and dtype:
@@ -23,6 +24,7 @@ from ligerbench.providers import vp_ce as providers
 from ligerbench.providers import vp_ce_mutants
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.specs import vp_ce as spec
+from ligerbench.suites import vp_ce_bench
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce_grid import REDUCTION_VARIANTS
 
@@ -68,6 +70,7 @@ KERNEL = KernelSpec(
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",
+    bench=vp_ce_bench.SPEC,
     applies={"z_loss": has_z_loss},
 )
 
@@ -94,4 +97,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_ce_mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_ce_bench.VARIANTS, *vp_ce_mutants.PROVIDERS)

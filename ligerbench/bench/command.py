@@ -5,10 +5,14 @@
     ligerbench bench --kernel ce --sweep tokens --provider ours --provider liger
     ligerbench bench --kernel ce --smoke          # CPU, seconds, NOT a measurement (tests)
     ligerbench bench --kernel ce --provider ours --provider mypkg.losses:my_ce   # your own callable
+    ligerbench bench --kernel vp_ce --nproc 2     # a vocab-parallel kernel on 2 GPUs (NCCL)
+    ligerbench bench --kernel vp_ce --nproc 2 --smoke   # 2 gloo ranks on CPU (tests)
 
 The command only orchestrates: each kernel's inputs, work model and sweeps are its
 `KernelSpec.bench` (suites/<kernel>_bench.py), timing/memory/ceilings/derived figures/report/
-plots are in ligerbench/bench/.
+plots are in ligerbench/bench/. A kernel whose call is collective (`BenchSpec.distributed`)
+runs on N ranks started through torch.distributed.run (`--nproc N`, ligerbench/distributed/):
+rank 0 writes the measured rows, this process the ceilings, derived figures, targets and report.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ import torch
 import typer
 
 from ligerbench import named, runs
+from ligerbench import records as rec
 from ligerbench.bench import ceilings, metrics, pareto, plots
 from ligerbench.bench import report as bench_report
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
-from ligerbench.bench.spec import BenchSpec
+from ligerbench.bench.spec import BenchSpec, on_ranks
 from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
 from ligerbench.builtin import default_registry
+from ligerbench.distributed import launch
 from ligerbench.registry import Provider, Registry
 
 ModeName = Enum("ModeName", {m: m for m in ("full", "forward", "backward")}, type=str)
@@ -100,6 +106,17 @@ def bench(
         bool, typer.Option("--collect-only", "--dry-run", help="Print the points and providers, run nothing.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    nproc: Annotated[
+        int,
+        typer.Option(
+            help="Run on N real ranks started by torch.distributed.run (NCCL on N GPUs; gloo on CPU "
+            "with --smoke), every rank timing the same call at once: for kernels whose call is "
+            "collective (vp_ce), which need it. 0: in this process."
+        ),
+    ] = 0,
+    timeout: Annotated[
+        float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
+    ] = 1800.0,
 ):
     """Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
     for flce, also as % of ceilings measured at the start of the run) of every provider, each also
@@ -120,6 +137,8 @@ def bench(
       ligerbench bench --kernel ce --smoke --collect-only
 
       ligerbench bench --kernel flce --sweep budget
+
+      ligerbench bench --kernel vp_ce --nproc 2
     """
     if baseline and smoke:
         raise typer.BadParameter("a smoke run is not a measurement and cannot be a baseline", param_hint="--baseline")
@@ -142,6 +161,9 @@ def bench(
     chosen = _providers(registry, spec, kernel, provider, sweep_name)
     named.require_loadable(registry, kernel, provider, dev.type)
     points = spec.sweeps[sweep_name](dtype.value, tokens, smoke)
+    _check_nproc(spec, kernel, nproc, dev)
+    if spec.distributed:
+        points = on_ranks(points, nproc)
     budget = SMOKE_BUDGET if smoke else TimingBudget(rep_ms=rep_ms)
     plan = Plan(
         spec=spec,
@@ -154,6 +176,7 @@ def bench(
         smoke=smoke,
     )
     selection = {"sweep": sweep_name, "mode": mode.value, "dtype": dtype.value, "provider": [p.name for p in chosen]}
+    selection |= {"nproc": nproc} if nproc else {}
     if collect_only:
         facts = {"command": "bench", "kernel": kernel, "filters": selection, "points": len(points)}
         facts |= {"steps": len(points) * len(chosen), "case_ids": [p.case.id for p in points]}
@@ -169,6 +192,8 @@ def bench(
     verdict = NOT_A_MEASUREMENT if smoke else "measured"
     console.print("measuring the ceilings (copy bandwidth, bf16 matmul) ...")
     ceiling = ceilings.measure(dev)
+    if nproc and dev.type == "cuda":
+        torch.cuda.empty_cache()  # the ranks (one per GPU) get GPU 0's memory back
     run = runs.start(
         "bench",
         kernel,
@@ -187,17 +212,18 @@ def bench(
         measurement=not smoke,
         note=SMOKE_MESSAGE if smoke else "",
     )
-    writer = run.writer
-    for r in metrics.ceiling_records(
+    ceiling_rows = metrics.ceiling_records(
         ceiling,
         run_id=run.id,
         kernel=kernel,
         verdict=verdict,
         message=SMOKE_MESSAGE if smoke else "measured at the start of the run",
-    ):
-        writer.write(r)
+    )
+    for r in [] if nproc else ceiling_rows:  # with --nproc: written once the ranks' rows are back
+        run.writer.write(r)
     interrupted = False
     done = 0
+    facts: dict = {}
     try:
         with run.progress(f"bench {kernel} {sweep_name}", total=len(points) * len(chosen), disable=as_json) as advance:
 
@@ -206,15 +232,34 @@ def bench(
                 done += 1
                 advance(step)
 
-            run_plan(plan, run_id=run.id, writer=writer, on_step=on_step)
+            if nproc:  # the ranks' rank 0 writes the measured rows (ligerbench/distributed/)
+                run.writer.close()
+                job = {
+                    "command": "bench", "kernel": kernel, "device_type": dev.type, "seed": seed, "run_id": run.id,
+                    "run_path": str(run.path), "sweep": sweep_name, "mode": mode.value, "dtype": dtype.value,
+                    "tokens": tokens, "smoke": smoke, "rep_ms": rep_ms, "mutates_input": mutates_input,
+                    "providers": [p.name for p in chosen], "cases": [p.case.id for p in points],
+                }  # fmt: skip
+                echo = None if as_json else launch.echo_with(advance)
+                planned = len(points) * len(chosen)
+                facts = launch.run_job(job, nproc=nproc, planned=planned, unit="steps", timeout_s=timeout, echo=echo)
+                done = facts.pop("completed_steps")
+            else:
+                run_plan(plan, run_id=run.id, writer=run.writer, on_step=on_step)
     except KeyboardInterrupt:
         interrupted = True
     finally:
+        if nproc:  # records.csv rewritten: the ceilings, the ranks' rows (launcher errors included)
+            ranked = _ranks_rows(run.path / "records.csv")
+            run.writer = rec.RecordWriter(run.path / "records.csv")
+            for r in ceiling_rows + ranked:
+                run.writer.write(r)
+        writer = run.writer
         cases = {p.case.id: p.case for p in points}
         measured = list(writer.rows)
         for r in metrics.derive(measured, spec, cases, ceiling) + metrics.target_records(measured, spec, cases):
             writer.write(r)
-        run.finish(interrupted=interrupted, planned=len(points) * len(chosen), completed=done)
+        run.finish(interrupted=interrupted, planned=len(points) * len(chosen), completed=done, **facts)
     df = writer.frame()
     title = f"ligerbench bench {kernel} --sweep {sweep_name} --mode {mode.value} ({run.id})"
     (run.path / "summary.md").write_text(
@@ -265,6 +310,23 @@ def bench(
         runs.say_interrupted(run)
     named.print_missing(unmeasured)
     raise typer.Exit(code)
+
+
+def _check_nproc(spec: BenchSpec, kernel: str, nproc: int, dev: torch.device) -> None:
+    """A collective kernel needs --nproc; any other kernel would time N copies of one call."""
+    if nproc < 0 or (nproc and dev.type == "cuda" and nproc > torch.cuda.device_count()):
+        raise runs.usage_error(f"--nproc must be 0 or at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
+    if spec.distributed and not nproc:
+        raise runs.usage_error(f"kernel {kernel!r} is collective: its bench runs on ranks, pass --nproc N", "--nproc")
+    if nproc and not spec.distributed:
+        raise runs.usage_error(f"kernel {kernel!r} runs in one process: --nproc is for collective kernels", "--nproc")
+
+
+def _ranks_rows(path: Path) -> list:
+    """The rows the ranks (and the launcher's error record) left in records.csv."""
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    return rec.from_frame(rec.load_records(path))
 
 
 def _spec(registry: Registry, kernel: str) -> BenchSpec:

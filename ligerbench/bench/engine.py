@@ -15,6 +15,15 @@ pristine copy before each run, outside the timed region; the clone a caller woul
 its logits is timed on its own (quantity "clone") and reported beside, never inside, the time.
 Memory is always that of a full step (memory.py). A provider that raises (CUDA out-of-memory
 included) yields one error row for that point and the run goes on.
+
+On several ranks (`bench --nproc N`: `plan.ranks` is a ranks.Group, ligerbench/distributed/)
+every rank runs the same provider on its own inputs at the same time: the ranks meet before each
+timed run (and before the memory step), and each figure is the worst rank's (max over ranks:
+the step ends with its slowest rank). A provider's rows are written only once every rank has
+said it succeeded; if any rank failed, the point gets one error row. Only rank 0 writes. A
+failed or timed-out collective ends the run (the ranks are out of step); so does, at the
+collective timeout, a provider that fails on some ranks only, while the others wait in its
+collective.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from dataclasses import dataclass
 import torch
 
 from ligerbench.bench import memory as mem
+from ligerbench.bench.ranks import LOCAL, Local, collective_failure
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, call
 from ligerbench.bench.timing import Timing, TimingBudget, time_region
 from ligerbench.records import Record, RecordWriter
@@ -48,6 +58,7 @@ class Plan:
     seed: int
     budget: TimingBudget
     smoke: bool
+    ranks: Local = LOCAL  # this process alone, or a ranks.Group (same interface)
 
 
 def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable[[str], None] = lambda s: None) -> None:
@@ -80,25 +91,27 @@ def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable
             if reason:
                 emit(provider.name, plan.mode, "time_ms", math.nan, "ms", verdict="skip", message=reason)
                 continue
+            error = ""
             try:
                 if inputs is None:
                     inputs = plan.spec.make_inputs(case, plan.seed, plan.device)
                 fn = provider.load()
-                for quantity, metric, value, unit, msg in measure_provider(fn, provider, inputs, plan):
-                    emit(
-                        provider.name,
-                        quantity,
-                        metric,
-                        value,
-                        unit,
-                        verdict=verdict,
-                        message="; ".join(m for m in (msg, note) if m),
-                    )
+                rows = list(measure_provider(fn, provider, inputs, plan))
             except Exception as exc:  # noqa: BLE001 -- any failure becomes an error row
-                last = traceback.format_exception_only(type(exc), exc)[-1].strip()
-                emit(provider.name, plan.mode, "time_ms", math.nan, "ms", verdict="error", message=last[:300])
+                if plan.ranks.world > 1 and collective_failure(exc):
+                    raise  # the ranks are out of step: the run ends here (the launcher names it)
+                error = traceback.format_exception_only(type(exc), exc)[-1].strip()
+                if plan.ranks.world > 1:  # into the ranks' log (launch.log)
+                    print(f"ligerbench: rank {plan.ranks.rank}: {provider.name} at {case.id}: {error}", flush=True)
                 if plan.device.type == "cuda":
                     torch.cuda.empty_cache()
+            if plan.ranks.max([1.0 if error else 0.0])[0] > 0:  # did any rank fail?
+                error = error or "another rank failed (its error is in launch.log)"
+                emit(provider.name, plan.mode, "time_ms", math.nan, "ms", verdict="error", message=error[:300])
+                continue
+            for quantity, metric, value, unit, msg in rows:
+                message = "; ".join(m for m in (msg, note) if m)
+                emit(provider.name, quantity, metric, value, unit, verdict=verdict, message=message)
         del inputs
         if plan.device.type == "cuda":
             torch.cuda.empty_cache()
@@ -137,24 +150,41 @@ def measure_provider(fn: Callable, provider: Provider, inputs: BenchInputs, plan
         "backward": (setup_backward, lambda: state.pop("loss").backward()),
     }
     setup, timed = steps[plan.mode]
+    ranks = plan.ranks
+    many = f"; the slowest of {ranks.world} ranks" if ranks.world > 1 else ""
+
+    def met(before: Callable[[], None]) -> Callable[[], None]:
+        """before(), then every rank meets: outside the timed region."""
+        return lambda: (before(), ranks.sync())
+
+    def agree(x: float) -> float:
+        return ranks.max([x])[0]
+
     try:
-        t: Timing = time_region(timed, device=plan.device, setup=setup, budget=plan.budget)
-        spread = f"p20 {t.p20_ms:.4g} / p80 {t.p80_ms:.4g} ms over {t.runs} runs"
-        yield plan.mode, "time_ms", t.median_ms, "ms", spread
-        yield plan.mode, "p20_ms", t.p20_ms, "ms", ""
-        yield plan.mode, "p80_ms", t.p80_ms, "ms", ""
-        if math.isfinite(t.host_ms):
-            yield plan.mode, "host_ms", t.host_ms, "ms", "host time to issue one call (GPU idle at its start)"
-        m = mem.measure(full, device=plan.device, input_bytes=mem.tensor_bytes(*inputs.positional), setup=reset)
-        yield "full", "peak_mib", m.peak_mib, "MiB", ""
-        yield "full", "extra_mib", m.extra_mib, "MiB", "over inputs, gradients included"
-        yield "full", "inputs_mib", m.inputs_mib, "MiB", ""
-        reset()
+        t: Timing = time_region(timed, device=plan.device, setup=met(setup), budget=plan.budget, agree=agree)
+        median, p20, p80, host = ranks.max([t.median_ms, t.p20_ms, t.p80_ms, t.host_ms])
+        spread = f"p20 {p20:.4g} / p80 {p80:.4g} ms over {t.runs} runs{many}"
+        yield plan.mode, "time_ms", median, "ms", spread
+        yield plan.mode, "p20_ms", p20, "ms", ""
+        yield plan.mode, "p80_ms", p80, "ms", ""
+        if math.isfinite(host):
+            yield plan.mode, "host_ms", host, "ms", "host time to issue one call (GPU idle at its start)"
+        m = mem.measure(full, device=plan.device, input_bytes=mem.tensor_bytes(*inputs.positional), setup=met(reset))
+        peak, extra, inputs_mib = ranks.max([m.peak_mib, m.extra_mib, m.inputs_mib])
+        per_rank = f" (per rank: the largest of {ranks.world})" if ranks.world > 1 else ""
+        yield "full", "peak_mib", peak, "MiB", per_rank.strip()
+        yield "full", "extra_mib", extra, "MiB", f"over inputs, gradients included{per_rank}"
+        yield "full", "inputs_mib", inputs_mib, "MiB", per_rank.strip()
+        met(reset)()
         loss = full().detach().float().item()  # the same inputs give every peer the same loss
         yield "full", "loss", loss, "nats", "" if math.isfinite(loss) else "loss is not finite"
         if pristine:
-            c = time_region(lambda: [p.clone() for p in pristine], device=plan.device, budget=plan.budget)
-            yield "clone", "clone_ms", c.median_ms, "ms", "input clone a caller keeping its inputs would add"
+            c = time_region(
+                lambda: [p.clone() for p in pristine], device=plan.device, setup=ranks.sync, budget=plan.budget,
+                agree=agree,
+            )  # fmt: skip
+            (clone_ms,) = ranks.max([c.median_ms])
+            yield "clone", "clone_ms", clone_ms, "ms", "input clone a caller keeping its inputs would add"
     finally:
         reset()  # the next provider sees the original inputs, without gradients
         state.clear()

@@ -72,6 +72,11 @@ def markdown(
         ]
     if interrupted:
         lines += ["**Interrupted**: the tables hold the points finished before the interrupt.", ""]
+    ranks_line = [
+        f"- {env.get('nproc')} ranks ({env.get('backend') or '?'}), each timing its shard at once: time and "
+        "memory are per rank, the slowest (largest) of the ranks"
+    ]
+    ranks_line = ranks_line if env.get("nproc") else []
     lines += [
         f"- device: {env.get('device_name')} ({env.get('device_type')}); torch {env.get('torch')}, "
         f"triton {env.get('triton')}; liger-kernel {env.get('liger_kernel')}, "
@@ -79,6 +84,7 @@ def markdown(
         f"- kernel `{spec.kernel}`, sweep `{sweep}`, mode `{mode}`, dtype {points[0].case.dtype if points else '-'}, "
         f"seed {env.get('seed')}; inputs: random normal, ~10% of targets ignored, reduction mean",
         f"- {FAIRNESS_NOTE}",
+        *ranks_line,
         "- time: median of many runs (p20-p80 beside), "
         + (
             "CUDA events, L2 flushed before each run, the host kept ahead by a sleeping kernel queued "
@@ -99,6 +105,11 @@ def markdown(
         "- x best: the figure over the best provider's at the same point (lowest time or memory).",
         "",
     ]
+    outside = df[(df["verdict"] == "error") & (df["case"] == "")]  # e.g. ranks that died (--nproc)
+    if len(outside):
+        lines += ["## Errors", ""]
+        lines += [f"- **{r['provider']}**: {' '.join(str(r['message']).split())}" for _, r in outside.iterrows()]
+        lines.append("")
     targets = df[df["metric"].str.startswith(TARGET_PREFIX)]
     if len(targets):
         lines += [

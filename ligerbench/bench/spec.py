@@ -81,6 +81,9 @@ class BenchSpec:
     # their names; left out of every other sweep unless named with --provider
     sweep_only: dict[str, tuple[str, ...]] = field(default_factory=dict)
     targets: tuple[Target, ...] = ()
+    # the kernel's call is collective (vocab-parallel): it runs only on real ranks, `bench --nproc
+    # N`, every rank timing its own share (make_inputs draws this rank's part of the problem)
+    distributed: bool = False
 
 
 def device_generator(case: Case, seed: int, device: torch.device) -> torch.Generator:
@@ -115,3 +118,9 @@ def accepted(fn: Callable, options: dict) -> dict:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return options
     return {k: v for k, v in options.items() if k in params}
+
+
+def on_ranks(points: list[SweepPoint], world: int) -> list[SweepPoint]:
+    """A distributed kernel's sweep points split over `world` ranks (`bench --nproc N`): the
+    case's world is part of its id, so the records say how many ranks shared the problem."""
+    return [SweepPoint(p.label, p.x, p.case.replace(world=world)) for p in points]

@@ -22,6 +22,11 @@ since the host waits there and issues the rest late. The host's own cost is meas
 
 On CPU (only `--smoke`, through Triton's interpreter) the host clock is used; those numbers
 are not a measurement and are marked so by the caller.
+
+Over several ranks (`bench --nproc N`) every rank times the same collective call at once:
+`agree(x)` returns the largest x over the ranks, so that every rank sleeps the same lead and
+makes the same number of runs (a rank making one call more would wait for the others forever),
+and the caller's `setup` meets the other ranks at a barrier before each run.
 """
 
 from __future__ import annotations
@@ -79,10 +84,11 @@ def time_region(
     device: torch.device,
     setup: Callable[[], None] = lambda: None,
     budget: TimingBudget = TimingBudget(),
+    agree: Callable[[float], float] = lambda x: x,
 ) -> Timing:
     if device.type != "cuda":
         return _time_host(fn, setup, budget)
-    return _time_cuda(fn, setup, budget, device)
+    return _time_cuda(fn, setup, budget, device, agree)
 
 
 def _time_host(fn, setup, budget: TimingBudget) -> Timing:
@@ -121,7 +127,7 @@ def _sleep_cycles_per_ms(device: torch.device) -> float:
     return cycles / max(s.elapsed_time(e), 1e-3)
 
 
-def _time_cuda(fn, setup, budget: TimingBudget, device: torch.device) -> Timing:
+def _time_cuda(fn, setup, budget: TimingBudget, device: torch.device, agree: Callable[[float], float]) -> Timing:
     flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
     lead_cycles = 0
 
@@ -145,8 +151,8 @@ def _time_cuda(fn, setup, budget: TimingBudget, device: torch.device) -> Timing:
     torch.cuda.synchronize(device)
     host = host_issue_ms(fn, setup, device)
     # a lead of twice the host's issue time (at least 1 ms) covers its run-to-run jitter
-    lead_cycles = int(max(1.0, 2.0 * host) * _sleep_cycles_per_ms(device))
-    estimate = summarize(timed(3)).median_ms
+    lead_cycles = int(agree(max(1.0, 2.0 * host)) * _sleep_cycles_per_ms(device))
+    estimate = agree(summarize(timed(3)).median_ms)
     # Warm-up: clocks up, allocator caches filled, for at least warmup_ms of work.
     timed(min(budget.max_runs, max(1, int(budget.warmup_ms / max(estimate, 1e-3)))))
     t = summarize(timed(runs_for(estimate, budget)))

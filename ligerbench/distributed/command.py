@@ -1,5 +1,6 @@
 """The internal entry point every rank runs, started by torch.distributed.run on behalf of
-`verify --nproc N` (ligerbench/distributed/launch.py writes the job file it reads):
+`verify --nproc N` or `bench --nproc N` (ligerbench/distributed/launch.py writes the job file
+it reads; its "command" picks the job: verify here, bench in bench_worker.py):
 
     python -m torch.distributed.run --nproc-per-node 2 --standalone -m ligerbench.distributed.command JOB.json
 
@@ -27,6 +28,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from ligerbench import device as devices
 from ligerbench.builtin import default_registry
+from ligerbench.distributed.bench_worker import bench_job
 from ligerbench.distributed.launch import DONE_FILE, FAULT_ENV, PROGRESS
 from ligerbench.records import RecordWriter
 from ligerbench.verify.engine import make_plan, run_plan
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     dist.init_process_group(backend, timeout=timeout, **kw)
     try:
         _fault(rank)
-        _verify(job, rank, world, dev, backend)
+        JOBS[job["command"]](job, rank, world, dev, backend)
     finally:
         dist.destroy_process_group()
 
@@ -100,6 +102,12 @@ def _verify(job: dict, rank: int, world: int, dev: torch.device, backend: str) -
         facts = {"completed_cases": done, "world": world, "backend": backend}
         (run_path / DONE_FILE).write_text(json.dumps(facts) + "\n")
 
+
+def _bench(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:
+    bench_job(job, default_registry(), rank=rank, world=world, device=dev, backend=backend)
+
+
+JOBS = {"verify": _verify, "bench": _bench}  # the job file's "command" -> what each rank runs
 
 if __name__ == "__main__":
     main()

@@ -1,5 +1,5 @@
-"""Starting real process groups: `verify --nproc N` runs its plan on N ranks started through
-torch's own launcher,
+"""Starting real process groups: `verify --nproc N` and `bench --nproc N` run their plan on N
+ranks started through torch's own launcher,
 
     python -m torch.distributed.run --nproc-per-node N --standalone -m ligerbench.distributed.command JOB
 
@@ -130,6 +130,9 @@ def launch(
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill_session(proc)
+        except KeyboardInterrupt:  # the ranks live in a session of their own: Ctrl-C never reaches them
+            _kill_session(proc)
+            raise
         reader.join(timeout=10)
     return Launched(proc.returncode, timed_out, round(time.perf_counter() - started, 1), log)
 
@@ -173,30 +176,42 @@ def run_plan_on_ranks(
         "suites": [s.name for s in plan.suites],
         "providers": [p.name for p in plan.providers],
         "cases": [c.id for c in plan.cases],
-        "collective_timeout_s": collective_timeout(timeout_s),
     }
+    return run_job(job, nproc=nproc, planned=len(plan.cases), unit="cases", timeout_s=timeout_s, echo=echo)
+
+
+def run_job(
+    job: dict, *, nproc: int, planned: int, unit: str, timeout_s: float, echo: Callable[[str], None] | None = None
+) -> dict:
+    """Run `job` (a dict with command, kernel, run_id, run_path, ...: what command.py's job
+    function of that name reads) on `nproc` real ranks. Rank 0 writes run_path/records.csv and,
+    at the end, ranks_done.json with `completed_<unit>`; fewer than `planned`, a non-zero exit or
+    the wall clock running out is appended there as an error record. Returns facts for env.json
+    (`completed_<unit>` among them)."""
+    run_path = Path(job["run_path"])
+    job = {**job, "collective_timeout_s": collective_timeout(timeout_s)}
     (run_path / JOB_FILE).write_text(json.dumps(job, indent=2) + "\n")
     result = launch(nproc, [str(run_path / JOB_FILE)], log=run_path / LOG_FILE, timeout_s=timeout_s, echo=echo)
     done_path = run_path / DONE_FILE
     done = json.loads(done_path.read_text()) if done_path.exists() else {}
-    completed = int(done.get("completed_cases", 0))
+    completed = int(done.get(f"completed_{unit}", 0))
     problems = []
     if result.timed_out:
         problems.append(f"the {nproc} ranks did not finish within {timeout_s:.0f} s and were killed")
     elif result.returncode != 0:
         problems.append(f"a rank failed: torch.distributed.run exited {result.returncode}")
-    if completed < len(plan.cases):
-        problems.append(f"only {completed} of {len(plan.cases)} cases completed")
+    if completed < planned:
+        problems.append(f"only {completed} of {planned} {unit} completed")
     if problems:
         message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
-        _append(run_path / "records.csv", _launch_error(plan.kernel, run_id, message))
+        _append(run_path / "records.csv", _launch_error(job["kernel"], job["run_id"], message))
     return {
         "nproc": nproc,
         "backend": done.get("backend", ""),
         "launch_returncode": result.returncode,
         "launch_timed_out": result.timed_out,
         "launch_s": result.seconds,
-        "completed_cases": completed,
+        f"completed_{unit}": completed,
     }
 
 

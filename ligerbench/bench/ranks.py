@@ -1,0 +1,66 @@
+"""The ranks a bench plan runs on: this process alone (`LOCAL`), or every rank of the default
+torch.distributed group (`Group`, for `bench --nproc N`, ligerbench/distributed/).
+
+    ranks = Group(device)      # after init_process_group
+    ranks.sync()               # every rank here before the next timed run
+    ranks.max([t, m])          # [max over ranks of t, of m]: the slowest rank's time, the largest memory
+
+Every rank runs the same provider on its own shard at the same time; a figure of the step is
+the worst rank's (the step ends when its slowest rank does). Only rank 0 writes records.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+
+
+class Local:
+    """One process: nothing to meet, nothing to agree on."""
+
+    rank = 0
+    world = 1
+
+    def sync(self) -> None:
+        pass
+
+    def max(self, values: list[float]) -> list[float]:
+        return [float(v) for v in values]
+
+
+LOCAL = Local()
+
+
+class Group:
+    """Every rank of the default process group (gloo on CPU, NCCL on GPUs)."""
+
+    def __init__(self, device: torch.device):
+        self.device = device
+        self.rank = dist.get_rank()
+        self.world = dist.get_world_size()
+
+    def sync(self) -> None:
+        """All ranks here, the GPU idle: the next timed run starts on every rank together."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        dist.barrier()
+
+    def max(self, values: list[float]) -> list[float]:
+        """Elementwise max over the ranks. NaN (a figure a rank has none of, e.g. memory on CPU)
+        does not compete (backends order NaN differently): NaN only where every rank has NaN."""
+        t = torch.tensor([float(v) for v in values], dtype=torch.float64, device=self.device)
+        t = torch.where(t.isnan(), -math.inf, t)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return [math.nan if v == -math.inf else v for v in t.tolist()]
+
+
+def collective_failure(exc: BaseException) -> bool:
+    """A collective failed or timed out: the ranks are out of step and the run cannot go on (the
+    next collective would pair with another rank's different one)."""
+    dist_error = getattr(dist, "DistError", None)  # torch >= 2.2
+    if dist_error is not None and isinstance(exc, dist_error):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(k in text for k in ("gloo", "nccl", "timed out", "connection"))

@@ -1,0 +1,73 @@
+"""What each rank of `bench --nproc N` runs (command.py hands it the job and the registry):
+
+    bench_job(job, registry, rank=..., world=..., device=..., backend=...)
+
+The rank rebuilds the parent's plan (the kernel's sweep, split over the ranks, the same case ids
+and providers, in order) and runs it with the bench engine on ranks.Group: every rank times the
+same provider at once and each figure is the slowest rank's. Rank 0 writes the records into
+the run folder and, once every step is done, ranks_done.json (`completed_steps`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from ligerbench import named
+from ligerbench.bench.engine import Plan, run_plan
+from ligerbench.bench.ranks import Group
+from ligerbench.bench.spec import on_ranks
+from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
+from ligerbench.distributed.launch import DONE_FILE, PROGRESS
+from ligerbench.records import RecordWriter
+from ligerbench.registry import Registry
+
+
+def bench_plan(job: dict, registry: Registry, *, world: int, device: torch.device) -> Plan:
+    kernel = job["kernel"]
+    named.add_adhoc(registry, kernel, job["providers"], mutates_input=job.get("mutates_input", False))
+    spec = registry.kernels[kernel].bench
+    points = on_ranks(spec.sweeps[job["sweep"]](job["dtype"], job["tokens"], job["smoke"]), world)
+    by_id = {p.case.id: p for p in points}
+    missing = [c for c in job["cases"] if c not in by_id]
+    if missing:
+        raise RuntimeError(f"this rank's sweep lacks {len(missing)} of the job's points: {', '.join(missing)}")
+    budget = SMOKE_BUDGET if job["smoke"] else TimingBudget(rep_ms=float(job["rep_ms"]))
+    return Plan(
+        spec=spec,
+        providers=tuple(registry.provider(kernel, n) for n in job["providers"]),
+        points=tuple(by_id[c] for c in job["cases"]),
+        mode=job["mode"],
+        device=device,
+        seed=int(job["seed"]),
+        budget=budget,
+        smoke=bool(job["smoke"]),
+        ranks=Group(device),
+    )
+
+
+def bench_job(job: dict, registry: Registry, *, rank: int, world: int, device: torch.device, backend: str) -> None:
+    plan = bench_plan(job, registry, world=world, device=device)
+    run_path = Path(job["run_path"])
+    writer = RecordWriter(run_path / "records.csv" if rank == 0 else Path(os.devnull))
+    planned = len(plan.points) * len(plan.providers)
+    done = 0
+
+    def on_step(step: str) -> None:
+        nonlocal done
+        done += 1
+        if rank == 0:
+            print(f"{PROGRESS}{done}/{planned}] {step}", flush=True)
+
+    try:
+        run_plan(plan, run_id=job["run_id"], writer=writer, on_step=on_step)
+    finally:
+        writer.close()
+    dist.barrier()  # every rank finished every step
+    if rank == 0:
+        facts = {"completed_steps": done, "world": world, "backend": backend}
+        (run_path / DONE_FILE).write_text(json.dumps(facts) + "\n")

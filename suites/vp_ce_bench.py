@@ -1,0 +1,258 @@
+"""`bench` of the `vp_ce` kernel (vocab-parallel cross entropy) on real ranks:
+
+    ligerbench bench --kernel vp_ce --nproc 2            # 2 GPUs, NCCL
+    ligerbench bench --kernel vp_ce --nproc 2 --smoke    # 2 gloo ranks on CPU, NOT a measurement
+
+Each rank holds its shard [N, V_local] of the global logits [N, V] (ligerbench/specs/vp_ce.py's
+`shard_bounds`: V_local = ceil(V / world) on the first ranks), drawn on its device from the run
+seed, the case and the rank; the targets are the same on every rank. Every rank times the same
+provider at once; figures are the slowest rank's (ligerbench/bench/engine.py).
+
+Bytes model, per rank (the fewest bytes a rank must move through HBM per step):
+    full     = read its shard once + write its gradient shard once = 2 * N * V_local * e
+    forward  = N * V_local * e,   backward = N * V_local * e
+The statistics exchanged (ours: one all_gather of [N + 1, 6] float32 per rank) are under 0.01%.
+
+Peers (bench-only, each called per rank on its shard):
+  loss_parallel  PyTorch's torch.distributed.tensor.parallel.loss_parallel: the shard as a
+                 DTensor Shard(-1) on a 1-D mesh and F.cross_entropy (forward and backward under
+                 the context manager, as its documentation requires);
+  liger_vp       Liger-Kernel's LigerVocabParallelCEFunction (per-token loss, [S, B, V_local]
+                 logits; the mean over counted tokens taken here), when liger_kernel is importable;
+and the registered providers: ours, ours_inplace, and `gathered` (the shards all-gathered and our
+single-GPU kernel on the full logits: the yardstick).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+import torch
+import torch.distributed as dist
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, ignored_rows
+from ligerbench.bench.spec import device_generator as case_generator
+from ligerbench.cases import DTYPES, Case
+from ligerbench.registry import Provider
+from ligerbench.specs.vp_ce import shard_bounds
+
+PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N * V_local elements per mode
+VOCAB = 128256  # Llama-3's vocabulary: the issue's target shape
+TOKENS = (2048, 4096, 8192)  # small on purpose: the default GPU run fits about two minutes
+VOCABS = (32000, 128256, 256000)
+DEFAULT_TOKENS = 8192
+# --smoke: tiny shapes on CPU. 96 splits evenly over 2 ranks (every peer runs); 97 does not
+# (peers that need even shards are skipped with the reason, ours runs uneven shards)
+SMOKE_TOKENS = (8, 16)
+SMOKE_VOCAB = 96
+SMOKE_VOCABS = (96, 97)
+TARGET = dict(n=8192, v=VOCAB, dtype="bf16", world=2)  # the issue's shape: 2 ranks, bf16
+
+
+def widest_shard(case: Case) -> int:
+    """V_local of the first rank: the widest shard (ceil(V / world))."""
+    lo, hi = shard_bounds(case.v, max(case.world, 1))[0]
+    return hi - lo
+
+
+def element_bytes(case: Case) -> int:
+    return torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+
+
+def bytes_moved(case: Case, mode: str) -> float:
+    return PASSES[mode] * case.n * widest_shard(case) * element_bytes(case)
+
+
+def gradient_shard_mib(case: Case) -> float:
+    """The memory floor of a rank's step that does not write in place: its gradient shard."""
+    return case.n * widest_shard(case) * element_bytes(case) / 2**20
+
+
+def _rank_world() -> tuple[int, int]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def rank_generator(case: Case, seed: int, rank: int, device: torch.device) -> torch.Generator:
+    """Each rank's shard is its own draw (seeded from the run seed, the case and the rank):
+    no rank draws the whole [N, V] (2 GB at the target shape)."""
+    digest = hashlib.sha256(f"{seed}:{case.id}:rank{rank}".encode()).digest()
+    return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
+    """This rank's logits shard (random normal, std 1, the case dtype) and the targets (the same
+    on every rank, ~10% ignored)."""
+    rank, world = _rank_world()
+    if case.world != world:
+        raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
+    lo, hi = shard_bounds(case.v, world)[rank]
+    g = rank_generator(case, seed, rank, device)
+    shard = torch.randn(case.n, hi - lo, generator=g, device=device, dtype=DTYPES[case.dtype])
+    ignore_index, ignored = ignored_rows(case, seed, device)
+    target = torch.randint(0, case.v, (case.n,), generator=case_generator(case, seed, device), device=device)
+    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    shard.requires_grad_(True)
+    options = dict(
+        group=None,  # the default group: every rank of the run
+        vocab_start=lo,
+        class_weight_shard=None,
+        ignore_index=ignore_index,
+        reduction=case.reduction,
+        label_smoothing=0.0,
+        softcap=None,
+        z_loss_scale=0.0,
+        token_weight=None,
+    )
+    return BenchInputs(positional=[shard, target], leaves=[shard], options=options)
+
+
+def _points(sweep: str, dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    """world is left 0 here: `bench --nproc N` splits every point over N ranks (spec.on_ranks)."""
+    base = Case(kernel="vp_ce", n=1, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
+    if sweep == "tokens":
+        v = SMOKE_VOCAB if smoke else VOCAB
+        ns = SMOKE_TOKENS if smoke else tuple(t for t in TOKENS if t <= (tokens or DEFAULT_TOKENS)) or (tokens,)
+        return [SweepPoint(str(n), float(n), base.replace(n=n, v=v)) for n in ns]
+    n = tokens or (SMOKE_TOKENS[0] if smoke else DEFAULT_TOKENS)
+    return [SweepPoint(str(v), float(v), base.replace(n=n, v=v)) for v in (SMOKE_VOCABS if smoke else VOCABS)]
+
+
+def at_target(case: Case) -> bool:
+    return all(getattr(case, k) == v for k, v in TARGET.items())
+
+
+def _even_shards(case: Case) -> str | None:
+    if case.world and case.v % case.world:
+        return f"needs V divisible by the ranks (V={case.v} over {case.world} ranks); ours runs uneven shards"
+    return None
+
+
+# ----------------------------------------------------------------------------- PyTorch loss_parallel
+
+
+@functools.cache
+def _mesh(group, device_type: str):
+    from torch.distributed.device_mesh import DeviceMesh
+
+    return DeviceMesh.from_group(group if group is not None else dist.group.WORLD, device_type)
+
+
+class _LossParallel(torch.autograd.Function):
+    """F.cross_entropy on the shard as a DTensor Shard(-1), forward and backward inside
+    loss_parallel() (its documentation: the backward must run under the context manager too),
+    as one op of the shard, so the harness's plain `loss.backward()` drives it."""
+
+    @staticmethod
+    def forward(ctx, shard, target, group, ignore_index, reduction, label_smoothing):
+        from torch.distributed.tensor import DTensor, Shard
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        mesh = _mesh(group, shard.device.type)
+        with torch.enable_grad():
+            x = shard.detach().requires_grad_(True)
+            logits = DTensor.from_local(x, mesh, [Shard(x.dim() - 1)], run_check=False)
+            with loss_parallel():
+                loss = torch.nn.functional.cross_entropy(
+                    logits, target, ignore_index=ignore_index, reduction=reduction, label_smoothing=label_smoothing
+                )
+            out = loss.full_tensor()  # a plain tensor, still in the DTensor graph
+        ctx.x, ctx.out = x, out
+        return out.detach()
+
+    @staticmethod
+    def backward(ctx, grad):
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        with loss_parallel():
+            torch.autograd.backward(ctx.out, grad)
+        x, ctx.x, ctx.out = ctx.x, None, None
+        return x.grad, None, None, None, None, None
+
+
+def _loss_parallel(logits_shard, target, *, group, ignore_index, reduction, label_smoothing):
+    return _LossParallel.apply(logits_shard, target, group, ignore_index, reduction, label_smoothing)
+
+
+def _load_loss_parallel():
+    from torch.distributed.tensor.parallel import loss_parallel  # noqa: F401 -- unavailable: skipped
+
+    return _loss_parallel
+
+
+# ----------------------------------------------------------------------------- Liger-Kernel
+
+
+def _load_liger_vp():
+    from liger_kernel.ops.vocab_parallel_cross_entropy import LigerVocabParallelCEFunction
+
+    def liger_vp(logits_shard, target, *, group, ignore_index, reduction, label_smoothing):
+        # Liger takes [S, B, V_local] logits and returns the per-token loss; vocab_start is
+        # rank * V_local (even shards), the group a real ProcessGroup (None: one rank)
+        g = group if group is not None else dist.group.WORLD
+        per_token = LigerVocabParallelCEFunction.apply(
+            logits_shard.unsqueeze(1), target.unsqueeze(1), g, ignore_index, label_smoothing, "pytorch", "global"
+        ).reshape(-1)
+        if reduction == "none":
+            return per_token
+        total = per_token.sum()
+        if reduction == "sum":
+            return total
+        return total / (target != ignore_index).sum().clamp(min=1)  # on the device: no host sync
+
+    return liger_vp
+
+
+VARIANTS = (
+    Provider(
+        name="loss_parallel",
+        kernel="vp_ce",
+        description="PyTorch loss_parallel(): F.cross_entropy on a DTensor sharded on the vocab dim",
+        bench_only=True,
+        load=_load_loss_parallel,
+        supports=_even_shards,  # DTensor Shard splits like torch.chunk, our shards like tensor_split
+    ),
+    Provider(
+        name="liger_vp",
+        kernel="vp_ce",
+        description="Liger-Kernel LigerVocabParallelCEFunction (per-token loss; the mean taken here)",
+        bench_only=True,
+        load=_load_liger_vp,
+        supports=_even_shards,  # its vocab_start is rank * V_local
+    ),
+)
+
+SOURCE = "design target (issue): vocab-parallel CE at N=8192, V=128256, bf16, 2 ranks"
+SPEC = BenchSpec(
+    kernel="vp_ce",
+    make_inputs=make_inputs,
+    work=bytes_moved,
+    work_formula="bytes per rank = passes * N * V_local * bytes_per_element, V_local = ceil(V / ranks); "
+    "passes: full 2 (read the shard, write its gradient), forward 1, backward 1",
+    rate_unit="GB/s",
+    rate_scale=1e6,  # bytes per ms / 1e6 = GB/s
+    ceiling="copy_gbps",
+    sweeps={
+        "tokens": functools.partial(_points, "tokens"),
+        "vocab": functools.partial(_points, "vocab"),
+    },
+    targets=(
+        Target(
+            ("ours", "ours_inplace"),
+            metric="time_ms",
+            applies=at_target,
+            limit=1.2,
+            source=f"{SOURCE}: fwd+bwd <= 1.2 ms per rank (Liger 3.56, loss_parallel 10.4)",
+        ),
+        Target(
+            ("ours",),  # not ours_inplace: the target is met without writing in place
+            metric="extra_mib",
+            applies=at_target,
+            limit=gradient_shard_mib,
+            source=f"{SOURCE}: extra memory per rank <= its gradient shard (1,002 MiB), none in place",
+        ),
+    ),
+    distributed=True,
+)
