@@ -169,12 +169,32 @@ def run_plan_on_ranks(
         "device_type": device_type,
         "seed": seed,
         "run_id": run_id,
-        "run_path": str(run_path),
         "suites": [s.name for s in plan.suites],
         "providers": [p.name for p in plan.providers],
         "cases": [c.id for c in plan.cases],
-        "collective_timeout_s": collective_timeout(timeout_s),
     }
+    facts = run_job_on_ranks(
+        job, nproc=nproc, run_path=run_path, planned=len(plan.cases), label=plan.kernel, timeout_s=timeout_s, echo=echo
+    )
+    facts.pop("done")
+    return facts
+
+
+def run_job_on_ranks(
+    job: dict,
+    *,
+    nproc: int,
+    run_path: Path,
+    planned: int,
+    label: str,
+    timeout_s: float,
+    echo: Callable[[str], None] | None = None,
+) -> dict:
+    """Write `job` (its "command" names the ranks' job in ligerbench/distributed/command.py) and
+    run it on `nproc` ranks; rank 0 writes run_path/records.csv and ranks_done.json. A timeout, a
+    failed rank or fewer than `planned` cases completed is appended there as an error record
+    (kernel `label`). Returns facts for env.json; `done` is ranks_done.json as rank 0 wrote it."""
+    job = {**job, "run_path": str(run_path), "collective_timeout_s": collective_timeout(timeout_s)}
     (run_path / JOB_FILE).write_text(json.dumps(job, indent=2) + "\n")
     result = launch(nproc, [str(run_path / JOB_FILE)], log=run_path / LOG_FILE, timeout_s=timeout_s, echo=echo)
     done_path = run_path / DONE_FILE
@@ -185,11 +205,11 @@ def run_plan_on_ranks(
         problems.append(f"the {nproc} ranks did not finish within {timeout_s:.0f} s and were killed")
     elif result.returncode != 0:
         problems.append(f"a rank failed: torch.distributed.run exited {result.returncode}")
-    if completed < len(plan.cases):
-        problems.append(f"only {completed} of {len(plan.cases)} cases completed")
+    if completed < planned:
+        problems.append(f"only {completed} of {planned} cases completed")
     if problems:
         message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
-        _append(run_path / "records.csv", _launch_error(plan.kernel, run_id, message))
+        _append(run_path / "records.csv", _launch_error(label, job["run_id"], message))
     return {
         "nproc": nproc,
         "backend": done.get("backend", ""),
@@ -197,6 +217,7 @@ def run_plan_on_ranks(
         "launch_timed_out": result.timed_out,
         "launch_s": result.seconds,
         "completed_cases": completed,
+        "done": done,
     }
 
 
