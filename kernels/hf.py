@@ -16,9 +16,15 @@ transformers 5.x: run the base model, slice the hidden states by `logits_to_keep
         loss, so the kernel gets the raw `lm_head` output (capping first would apply it twice).
         We replace `forward` rather than `loss_function` for exactly this reason: transformers
         caps the logits before it calls `loss_function`.
+        Logits that are a DTensor sharded on the vocab dim (lm_head column-parallel under tensor
+        parallelism, ColwiseParallel with use_local_output=False) go to the vocab-parallel
+        cross entropy (kernels/vocab_parallel_cross_entropy.py), which takes them as they are.
   flce  in training with labels, the fused linear + cross entropy kernel on the sliced hidden
         states: no logits are materialised and `logits` is None in the output. Without labels
         or in eval mode the logits are needed, so transformers' own path (logits and loss).
+        The kernel runs AS lm_head's forward, through the module's call (call_as_forward), so
+        that FSDP2's hooks gather lm_head's weight once per step when lm_head (or the unit that
+        owns a tied weight) is sharded, and handle its gradient in backward.
   both  flce where it applies, ce everywhere else a loss is taken.
 
 The loss follows transformers' ForCausalLMLoss: labels shifted by one (or `shift_labels`
@@ -255,42 +261,105 @@ class CausalLMPatch:
         return target.reshape(-1), self._token_weight(kwargs, None), reduction, n_items
 
     def _ce_loss(self, raw_logits, labels, position_ids, cap, kwargs):
-        from .cross_entropy import cross_entropy
-
         target, weights, reduction, n_items = self._targets(labels, position_ids, kwargs)
-        flat = raw_logits.reshape(-1, raw_logits.shape[-1])
-        target = target.to(flat.device)
-        self.calls["ce"] += 1
-        loss = cross_entropy(
-            flat,
-            target,
+        common = dict(
             ignore_index=kwargs.get("ignore_index", -100),
             reduction=reduction,
             softcap=cap,
-            token_weight=None if weights is None else weights.to(flat.device),
             inplace_backward=self.inplace_backward,
-            **self._kernel_options(flat.device, "weight"),
         )
+        self.calls["ce"] += 1
+        if _is_dtensor(raw_logits):  # lm_head column-parallel (tensor parallel): logits sharded on the vocab
+            loss = self._vocab_parallel_ce(raw_logits, target, weights, common)
+        else:
+            from .cross_entropy import cross_entropy
+
+            flat = raw_logits.reshape(-1, raw_logits.shape[-1])
+            loss = cross_entropy(
+                flat,
+                target.to(flat.device),
+                token_weight=None if weights is None else weights.to(flat.device),
+                **common,
+                **self._kernel_options(flat.device, "weight"),
+            )
         return _divide(loss, n_items)
+
+    def _vocab_parallel_ce(self, logits, target, weights, common):
+        """Logits a DTensor sharded on its last dim (ColwiseParallel lm_head, use_local_output=False):
+        the vocab-parallel loss takes it as it is (its group and offsets come from the DTensor);
+        the targets and token weights are the same on every rank. Class weights are not sharded
+        here, so they are refused rather than applied to the wrong classes."""
+        from .vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+        if self.options["class_weight"] is not None:
+            raise ValueError("class_weight with vocab-parallel logits is not supported by the patch")
+        device, rows = logits.device, logits.shape[:-1]  # targets shaped like the logits' rows
+        return vocab_parallel_cross_entropy(
+            logits,
+            target.to(device).reshape(rows),
+            token_weight=None if weights is None else weights.to(device).reshape(rows),
+            z_loss_scale=self.options["z_loss_scale"],
+            label_smoothing=self.options["label_smoothing"],
+            **common,
+        )
 
     def _fused_loss(self, model, hidden, labels, position_ids, cap, kwargs):
         fused = _fused_kernel()
         target, weights, reduction, n_items = self._targets(labels, position_ids, kwargs)
         flat = hidden.reshape(-1, hidden.shape[-1])
         extra = {} if weights is None else {"token_weight": weights.to(flat.device)}
+        options = self._kernel_options(flat.device, "class_weight")
+        head = model.lm_head
+
+        def fused_forward(x):  # runs as lm_head's forward: its weight is the one the module sees now
+            if _is_dtensor(head.weight):
+                raise TypeError(
+                    "lm_head's weight is a DTensor inside lm_head's own forward (tensor parallel): the fused "
+                    "kernel needs the whole weight; patch with 'ce' (vocab-parallel cross entropy on the logits)"
+                )
+            return fused(
+                x,
+                head.weight,
+                target.to(x.device),
+                bias=head.bias,
+                ignore_index=kwargs.get("ignore_index", -100),
+                reduction=reduction,
+                softcap=cap,
+                **extra,
+                **options,
+            )
+
         self.calls["flce"] += 1
-        loss = fused(
-            flat,
-            model.lm_head.weight,
-            target.to(flat.device),
-            bias=model.lm_head.bias,
-            ignore_index=kwargs.get("ignore_index", -100),
-            reduction=reduction,
-            softcap=cap,
-            **extra,
-            **self._kernel_options(flat.device, "class_weight"),
-        )
-        return _divide(loss, n_items)
+        return _divide(call_as_forward(head, fused_forward, flat), n_items)
+
+
+def call_as_forward(module: torch.nn.Module, forward, *args):
+    """`module(*args)` with `forward` standing in for the module's forward for this one call.
+
+    The fused loss reads lm_head's weight; calling the module (rather than reading
+    `model.lm_head.weight` from outside) runs the module's hooks around it. Under FSDP2 with
+    lm_head its own unit, those gather the weight before (once per step, not per chunk: the
+    kernel gets the whole weight), reshard it after, and gather again / reduce-scatter its
+    gradient in backward; read from outside, the weight is still sharded (a DTensor, and
+    `aten.mm.out got mixed torch.Tensor and DTensor`). With tied embeddings the weight is owned
+    by the unit that holds the embedding (the root, or a unit grouping embedding and lm_head):
+    then it is gathered there and lm_head's own call adds nothing. Forward hooks on lm_head see
+    the loss as its output during this call. The instance attribute is removed in `finally`."""
+    if "forward" in vars(module):
+        raise RuntimeError(f"{type(module).__name__} instance already has a forward of its own; nest no patches")
+    module.forward = forward
+    try:
+        return module(*args)
+    finally:
+        del module.forward
+
+
+def _is_dtensor(t) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # a torch without DTensor
+        return False
+    return isinstance(t, DTensor)
 
 
 def _divide(loss: torch.Tensor, n_items) -> torch.Tensor:

@@ -84,7 +84,7 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
         case, batches, held_out, on_step=(lambda i, v: on_step("float64", i, v)) if on_step else None
     )
     result = ConvergeResult(ref=ref, ours=ours, truth=truth)
-    _judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
+    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
 
     truth_h, truth_logits = truth_step0(ref, cap)
     pairs = [("hidden_grad@step0", ref.step0.hidden_grad, ours.step0.hidden_grad, truth_h)]
@@ -101,7 +101,7 @@ def check_trajectory(c: Checker, on_step=None) -> ConvergeResult:
     return result
 
 
-def _judge_trajectory(c: Checker, ref: RunResult, ours: RunResult, truth: RunResult, logprobs, held_out) -> None:
+def judge_trajectory(c: Checker, ref: RunResult, ours: RunResult, truth: RunResult, logprobs, held_out) -> None:
     """Rule 3 (ligerbench/converge/tolerance.py): ours' distance to the float64 run, limited by
     FACTOR x transformers' own distance to it in the same dtype + floor."""
     case, p = c.case, c.case.preset

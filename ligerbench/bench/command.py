@@ -244,6 +244,7 @@ def bench(
                 planned = len(points) * len(chosen)
                 facts = launch.run_job(job, nproc=nproc, planned=planned, unit="steps", timeout_s=timeout, echo=echo)
                 done = facts.pop("completed_steps")
+                facts.pop("done")
             else:
                 run_plan(plan, run_id=run.id, writer=run.writer, on_step=on_step)
     except KeyboardInterrupt:

@@ -39,10 +39,16 @@ class ConvergeCase:
     seed: int = 0
     packed: bool = False
     device: str = "cpu"
+    parallel: str = ""  # "", or a plan of ligerbench/converge/parallel.py run on `nproc` ranks
+    nproc: int = 1
+    accum: int = 1  # gradient accumulation micro-batches per step and rank (parallel runs)
 
     @property
     def id(self) -> str:
-        return f"{self.model}-{self.preset.name}-{self.dtype}-{self.patch}" + ("-packed" if self.packed else "")
+        out = f"{self.model}-{self.preset.name}-{self.dtype}-{self.patch}" + ("-packed" if self.packed else "")
+        if self.parallel:
+            out += f"-{self.parallel}x{self.nproc}" + (f"-accum{self.accum}" if self.accum > 1 else "")
+        return out
 
 
 @dataclass

@@ -21,13 +21,19 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
+import torch
 import typer
 from rich.console import Console
 
 from ligerbench import runs, tables
 from ligerbench.converge.models import MODELS, PRESETS
+from ligerbench.converge.mutants import PARALLEL_MUTANTS
+from ligerbench.converge.parallel import DATA_PARALLEL, PLANS
 from ligerbench.converge.plot import loss_curves_png
+from ligerbench.distributed import launch
+from ligerbench.records import load_records
 from ligerbench.suites.converge import PATCHES, ConvergeCase, run_case
+from ligerbench.suites.converge_parallel import PLAN_PATCHES
 from ligerbench.verify import summary
 
 ModelName = Enum("ModelName", {m: m for m in MODELS}, type=str)
@@ -36,6 +42,7 @@ PatchName = Enum("PatchName", {p: p for p in PATCHES}, type=str)
 PRESET_NAMES = {"quick": "tiny", "full": "gpu"}
 ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESET_NAMES, *PRESETS)}, type=str)
 ConvergeDtype = Enum("ConvergeDtype", {d: d for d in ("fp32", "bf16")}, type=str)
+ParallelPlan = Enum("ParallelPlan", {p: p for p in PLANS}, type=str)
 
 
 def converge(
@@ -57,6 +64,7 @@ def converge(
         bool, typer.Option(help="Also check a packed row against the padded batch (docs/bugs.md, bug 4).")
     ] = False,
     steps: Annotated[Optional[int], typer.Option(min=1, help="Training steps (default: the preset's).")] = None,
+    batch: Annotated[Optional[int], typer.Option(min=1, help="Sequences per step (default: the preset's).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda; auto prefers CUDA.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of weights and data; both runs share it.")] = 0,
     out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
@@ -64,6 +72,30 @@ def converge(
         bool, typer.Option("--collect-only", "--dry-run", help="Print the trainings a run would take, run nothing.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    nproc: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Train ours on N real ranks started by torch.distributed.run (gloo on CPU, NCCL on GPUs) "
+            "under --parallel; 0: in this process.",
+        ),
+    ] = 0,
+    parallel: Annotated[
+        Optional[ParallelPlan],
+        typer.Option(
+            help="With --nproc: ddp (DistributedDataParallel), fsdp2 (fully_shard per layer, lm_head its own "
+            "unit, root) or tp (lm_head column-parallel, vocab-parallel loss; --patch ce)."
+        ),
+    ] = None,
+    accum: Annotated[
+        int, typer.Option(min=1, help="With --nproc: gradient accumulation micro-batches per step and rank.")
+    ] = 1,
+    timeout: Annotated[
+        float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
+    ] = 1800.0,
+    mutant: Annotated[
+        Optional[str], typer.Option(hidden=True, help="With --nproc: a planted bug of converge/mutants.py.")
+    ] = None,
 ):
     """Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
     compare loss per step, final parameters and eval top-k log-probs with the float64 run (limit:
@@ -80,6 +112,14 @@ def converge(
       ligerbench converge gemma2-mini --patch both --preset full --packed
 
       ligerbench converge qwen2-mini --collect-only
+
+      ligerbench converge llama-mini --nproc 2 --parallel fsdp2 --patch flce --device cpu --dtype fp32
+
+    With --nproc N --parallel PLAN, ours trains on N ranks under the plan (ddp/fsdp2: each rank
+    its slice of every batch, the loss normalised over the global batch; tp: the same batch) and
+    is judged against the same single-process runs, plus step 0's gradients after the ranks'
+    reduction against float64 (suites/converge_parallel.py); logits_to_keep and packing are
+    single-process checks and are not run.
     """
     dev, mode = runs.resolve_device(device)
     picked = ("full" if dev.type == "cuda" else "quick") if preset.value == "auto" else preset.value
@@ -91,8 +131,13 @@ def converge(
         )
     if steps:
         chosen = dataclasses.replace(chosen, steps=steps)
+    if batch:
+        chosen = dataclasses.replace(chosen, batch=batch)
+    _check_parallel(nproc, parallel, accum, patch.value, packed, mutant, chosen.batch, dev)
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
     selection = {"model": model.value, "patch": patch.value, "dtype": dtypes, "packed": packed}
+    if nproc:
+        selection |= {"nproc": nproc, "parallel": parallel.value, "accum": accum}
     if collect_only:
         facts = {"command": "converge", "preset": picked, "filters": selection, "trainings": len(dtypes)}
         facts["steps"] = chosen.steps
@@ -105,7 +150,7 @@ def converge(
 
     run = runs.start(
         "converge",
-        f"{model.value}-{patch.value}",
+        f"{model.value}-{patch.value}" + (f"-{parallel.value}x{nproc}" if nproc else ""),
         device=dev,
         triton_mode=mode,
         seed=seed,
@@ -120,12 +165,32 @@ def converge(
         dtypes=dtypes,
         packed=packed,
         steps=chosen.steps,
+        batch=chosen.batch,
     )
     curves = []
     interrupted = False
     done = 0
+    facts: dict = {}
     try:
-        for dt in dtypes:
+        if nproc:  # the ranks' rank 0 writes the records (ligerbench/distributed/launch.py)
+            run.writer.close()
+            job = {
+                "command": "converge", "model": model.value, "patch": patch.value, "preset": preset_name,
+                "steps": chosen.steps, "batch": chosen.batch, "dtypes": dtypes, "seed": seed,
+                "device_type": dev.type, "run_id": run.id, "parallel": parallel.value, "accum": accum, "mutant": mutant,
+            }  # fmt: skip
+            title = f"converge {model.value} --parallel {parallel.value} x{nproc}"
+            with run.progress(title, total=len(dtypes), disable=as_json) as advance:
+                facts = launch.run_job(
+                    {**job, "run_path": str(run.path)}, nproc=nproc, planned=len(dtypes), unit="cases",
+                    label=patch.value, timeout_s=timeout, echo=None if as_json else launch.echo_with(advance),
+                )  # fmt: skip
+            done = facts.pop("completed_cases")
+            for dt, c in facts.pop("done").get("curves", {}).items():
+                curves += [(dt, i, *row) for i, row in enumerate(zip(c["ref"], c["ours"], c["truth"], strict=True))]
+                loss_curves_png(run.path / f"loss_{dt}.png", c["ref"], c["ours"], title=f"{title} {dt}",
+                                vocab=chosen.vocab, truth=c["truth"])  # fmt: skip
+        for dt in dtypes if not nproc else ():
             case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
             # ref, ours and (first dtype only: it is shared) the float64 truth run
             total = (3 if dt == dtypes[0] else 2) * chosen.steps
@@ -155,12 +220,13 @@ def converge(
     except KeyboardInterrupt:
         interrupted = True
     finally:
-        run.finish(interrupted=interrupted, planned=len(dtypes), completed=done)
+        run.writer.close()
+        df = load_records(run.path / "records.csv") if nproc else run.writer.frame()
+        run.finish(interrupted=interrupted, planned=len(dtypes), completed=done, rows=len(df), **facts)
         with open(run.path / "curves.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["dtype", "step", "loss_reference", "loss_patched", "loss_float64"])
             w.writerows(curves)
-        df = run.writer.frame()
         title = f"ligerbench converge {model.value} --patch {patch.value} ({run.id})"
         _report(df, run.path, run.env, title=title, quiet=as_json)
     code = runs.INTERRUPTED if interrupted else summary.exit_code(df, run.env)
@@ -179,6 +245,29 @@ def converge(
     if interrupted:
         runs.say_interrupted(run)
     raise typer.Exit(code)
+
+
+def _check_parallel(nproc, parallel, accum, patch, packed, mutant, batch, dev) -> None:
+    """Usage errors of --nproc / --parallel / --accum / --mutant (exit 2, before any run folder)."""
+    if not nproc:
+        if parallel is not None or accum != 1 or mutant is not None:
+            raise runs.usage_error("--parallel, --accum and --mutant need --nproc N", "--nproc")
+        return
+    if parallel is None:
+        raise runs.usage_error(f"--nproc needs --parallel ({', '.join(PLANS)})", "--parallel")
+    if dev.type == "cuda" and nproc > torch.cuda.device_count():
+        raise runs.usage_error(f"--nproc must be at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
+    if patch not in PLAN_PATCHES[parallel.value]:
+        allowed = "/".join(PLAN_PATCHES[parallel.value])
+        raise runs.usage_error(f"--parallel {parallel.value} takes --patch {allowed}", "--patch")
+    if packed:
+        raise runs.usage_error("--packed is a single-process check; leave it out with --nproc", "--packed")
+    ranks = nproc if parallel.value in DATA_PARALLEL else 1
+    if batch < ranks * accum:
+        message = f"{batch} rows per step cannot be split over {ranks} rank(s) x {accum} micro-batches"
+        raise runs.usage_error(message, "--accum")
+    if mutant is not None and mutant not in PARALLEL_MUTANTS:
+        raise runs.usage_error(f"--mutant: one of {', '.join(PARALLEL_MUTANTS)}", "--mutant")
 
 
 def _fmt(v: float) -> str:

@@ -72,3 +72,15 @@ MUTANTS = {
     "loss_scaled": LossScaled,
     "per_token_when_packed": PerTokenWhenPacked,
 }
+
+
+def grad_divided_by_world_twice(world: int) -> float:
+    """Data parallel (converge --parallel ddp|fsdp2): the loss normalised by the GLOBAL token
+    count and backpropagated as it is, while DDP / FSDP2 average the gradients over the ranks
+    again: the gradient comes out `world` times too small (the correct backward scale is `world`:
+    ligerbench/converge/parallel.py, backward_scale). The loss logged is right."""
+    return 1.0
+
+
+# planted bugs of the parallel runs: name -> the data-parallel backward scale they use
+PARALLEL_MUTANTS = {"grad_divided_by_world_twice": grad_divided_by_world_twice}

@@ -1,6 +1,7 @@
 """The internal entry point every rank runs, started by torch.distributed.run on behalf of
-`verify --nproc N` or `bench --nproc N` (ligerbench/distributed/launch.py writes the job file
-it reads; its "command" picks the job: verify here, bench in bench_worker.py):
+`verify --nproc N`, `bench --nproc N` and `converge --nproc N --parallel PLAN` (the job's
+"command" picks: verify and converge here, bench in bench_worker.py; ligerbench/distributed/
+launch.py writes the job file it reads):
 
     python -m torch.distributed.run --nproc-per-node 2 --standalone -m ligerbench.distributed.command JOB.json
 
@@ -8,6 +9,7 @@ Each rank joins the default group (gloo on CPU, NCCL on its GPU), rebuilds the p
 (the same registry, suites, providers and case ids) and runs it with the verify engine, in
 lockstep with the others: a provider's run is collective. Rank 0 writes the records into the
 run folder and, once every case is done, ranks_done.json; the other ranks compare nothing.
+A converge job runs each dtype's case of suites/converge_parallel.py on every rank the same way.
 
 Fault injection for tests (LIGERBENCH_FAULT): "die:R" makes rank R exit with status 3 right after
 joining the group, "hang:R" makes it sleep; either must end the run with a clear error.
@@ -15,6 +17,7 @@ joining the group, "hang:R" makes it sleep; either must end the run with a clear
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -28,9 +31,14 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from ligerbench import device as devices
 from ligerbench.builtin import default_registry
+from ligerbench.converge.checker import ConvergeCase
+from ligerbench.converge.models import PRESETS
+from ligerbench.converge.mutants import PARALLEL_MUTANTS
+from ligerbench.converge.parallel import backward_scale
 from ligerbench.distributed.bench_worker import bench_job
 from ligerbench.distributed.launch import DONE_FILE, FAULT_ENV, PROGRESS
 from ligerbench.records import RecordWriter
+from ligerbench.suites.converge_parallel import run_parallel_case
 from ligerbench.verify.engine import make_plan, run_plan
 
 
@@ -64,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     dist.init_process_group(backend, timeout=timeout, **kw)
     try:
         _fault(rank)
-        JOBS[job["command"]](job, rank, world, dev, backend)
+        JOBS[job.get("command", "verify")](job, rank, world, dev, backend)
     finally:
         dist.destroy_process_group()
 
@@ -107,7 +115,35 @@ def _bench(job: dict, rank: int, world: int, dev: torch.device, backend: str) ->
     bench_job(job, default_registry(), rank=rank, world=world, device=dev, backend=backend)
 
 
-JOBS = {"verify": _verify, "bench": _bench}  # the job file's "command" -> what each rank runs
+def _converge(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:
+    """`converge --nproc N --parallel PLAN`: each dtype's case on every rank (suites/converge_parallel.py);
+    rank 0 writes the records, then ranks_done.json with the loss curves for the plots."""
+    preset = dataclasses.replace(PRESETS[job["preset"]], steps=int(job["steps"]), batch=int(job["batch"]))
+    scale = PARALLEL_MUTANTS[job["mutant"]] if job.get("mutant") else backward_scale
+    run_path = Path(job["run_path"])
+    writer = RecordWriter(run_path / "records.csv" if rank == 0 else Path(os.devnull))
+    curves, done = {}, 0
+    try:
+        for dt in job["dtypes"]:
+            case = ConvergeCase(
+                job["model"], preset, dt, job["patch"], seed=job["seed"], device=dev.type,
+                parallel=job["parallel"], nproc=world, accum=int(job.get("accum", 1)),
+            )  # fmt: skip
+            result = run_parallel_case(case, run_id=job["run_id"], scale=scale, sink=writer.write)
+            curves[dt] = {"ref": result.ref.losses, "ours": result.ours.losses, "truth": result.truth.losses}
+            done += 1
+            if rank == 0:
+                print(f"{PROGRESS}{done}/{len(job['dtypes'])}] {case.id}", flush=True)
+    finally:
+        writer.close()
+    dist.barrier()  # every rank finished every case
+    if rank == 0:
+        facts = {"completed_cases": done, "world": world, "backend": backend, "curves": curves}
+        (run_path / DONE_FILE).write_text(json.dumps(facts) + "\n")
+
+
+JOBS = {"verify": _verify, "bench": _bench, "converge": _converge}  # the job file's "command" -> what each rank runs
+
 
 if __name__ == "__main__":
     main()

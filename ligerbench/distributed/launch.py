@@ -177,17 +177,27 @@ def run_plan_on_ranks(
         "providers": [p.name for p in plan.providers],
         "cases": [c.id for c in plan.cases],
     }
-    return run_job(job, nproc=nproc, planned=len(plan.cases), unit="cases", timeout_s=timeout_s, echo=echo)
+    facts = run_job(job, nproc=nproc, planned=len(plan.cases), unit="cases", timeout_s=timeout_s, echo=echo)
+    facts.pop("done")
+    return facts
 
 
 def run_job(
-    job: dict, *, nproc: int, planned: int, unit: str, timeout_s: float, echo: Callable[[str], None] | None = None
+    job: dict,
+    *,
+    nproc: int,
+    planned: int,
+    unit: str,
+    timeout_s: float,
+    echo: Callable[[str], None] | None = None,
+    label: str | None = None,
 ) -> dict:
-    """Run `job` (a dict with command, kernel, run_id, run_path, ...: what command.py's job
-    function of that name reads) on `nproc` real ranks. Rank 0 writes run_path/records.csv and,
-    at the end, ranks_done.json with `completed_<unit>`; fewer than `planned`, a non-zero exit or
-    the wall clock running out is appended there as an error record. Returns facts for env.json
-    (`completed_<unit>` among them)."""
+    """Run `job` (a dict with command, run_id, run_path, ...: what command.py's job function of
+    that name reads) on `nproc` real ranks. Rank 0 writes run_path/records.csv and, at the end,
+    ranks_done.json with `completed_<unit>`; fewer than `planned`, a non-zero exit or the wall
+    clock running out is appended there as an error record (kernel `label`, by default the
+    job's kernel). Returns facts for env.json (`completed_<unit>` among them) and, under
+    "done", ranks_done.json as rank 0 wrote it (callers pop it)."""
     run_path = Path(job["run_path"])
     job = {**job, "collective_timeout_s": collective_timeout(timeout_s)}
     (run_path / JOB_FILE).write_text(json.dumps(job, indent=2) + "\n")
@@ -204,7 +214,7 @@ def run_job(
         problems.append(f"only {completed} of {planned} {unit} completed")
     if problems:
         message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
-        _append(run_path / "records.csv", _launch_error(job["kernel"], job["run_id"], message))
+        _append(run_path / "records.csv", _launch_error(label or job["kernel"], job["run_id"], message))
     return {
         "nproc": nproc,
         "backend": done.get("backend", ""),
@@ -212,6 +222,7 @@ def run_job(
         "launch_timed_out": result.timed_out,
         "launch_s": result.seconds,
         f"completed_{unit}": completed,
+        "done": done,
     }
 
 

@@ -1,0 +1,179 @@
+"""Training a mini model on several ranks under a parallel plan, our kernels patched in, for
+`converge --nproc N --parallel PLAN` (the checks: suites/converge_parallel.py).
+
+    model = build(case)                                   # every rank, same seed: same weights
+    wrapped = apply_plan(model, "fsdp2", world=2, device=dev)
+    with patch_causal_lm(model, "flce") as patch:
+        run = train_parallel(model, wrapped, batches, plan="fsdp2", lr=1e-2)
+
+Plans (each rank runs one process of the default group):
+  ddp    DistributedDataParallel; each rank its slice of every global batch.
+  fsdp2  fully_shard on each decoder layer, on lm_head as its own unit (as large-model recipes
+         wrap it) and on the root; each rank its slice of every global batch.
+  tp     lm_head column-parallel (ColwiseParallel, output left a DTensor sharded on the vocab,
+         which the `ce` patch hands to the vocab-parallel loss); the rest replicated (every rank
+         computes it from the same inputs; the hidden states' gradient is all-reduced by the
+         column-parallel layer); every rank the same batch.
+
+Data parallel normalisation: the loss is the sum over this rank's counted targets divided by
+the GLOBAL count (`num_items_in_batch`, all-reduced over ranks and accumulation micro-batches),
+so the summed losses equal the mean over the whole batch. DDP and FSDP2 AVERAGE gradients over
+ranks, so the loss is multiplied by the world size for backward (BACKWARD_SCALE): the gradient
+is then exactly that of the single-process run on the whole batch. Getting this wrong divides
+the gradient by the world size twice (the planted bug in ligerbench/converge/mutants.py); Adam
+is nearly blind to a gradient's scale, so that is judged on step 0's gradients.
+
+Gradient accumulation: `accum` micro-batches per step and rank (gradient sync off on all but
+the last: DDP's no_sync, FSDP2's set_requires_gradient_sync), one optimizer step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from ligerbench.converge.data import IGNORE, Batch
+from ligerbench.converge.train import BETAS, WEIGHT_DECAY, RunResult
+
+PLANS: tuple[str, ...] = ("ddp", "fsdp2", "tp")
+DATA_PARALLEL = ("ddp", "fsdp2")
+
+
+def backward_scale(world: int) -> float:
+    """What the data-parallel loss is multiplied by for backward: DDP/FSDP2 average over ranks."""
+    return float(world)
+
+
+def full(t: torch.Tensor) -> torch.Tensor:
+    """The whole tensor of a DTensor (a collective: every rank calls it), or the tensor itself."""
+    return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def apply_plan(model: torch.nn.Module, plan: str, *, world: int, device: torch.device) -> torch.nn.Module:
+    """Parallelise `model` (in place for fsdp2/tp); returns what to call (the DDP wrapper for ddp)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    if plan == "ddp":
+        from torch.nn.parallel import DistributedDataParallel
+
+        return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    mesh = init_device_mesh(device.type, (world,))
+    if plan == "fsdp2":
+        from torch.distributed.fsdp import fully_shard
+
+        for layer in model.model.layers:
+            fully_shard(layer, mesh=mesh)
+        fully_shard(model.lm_head, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+    if plan == "tp":
+        from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+        if model.lm_head.weight is model.model.embed_tokens.weight:
+            raise ValueError("the tp plan shards lm_head alone: a model with tied embeddings is not supported")
+        parallelize_module(model, mesh, {"lm_head": ColwiseParallel(use_local_output=False)})
+        return model
+    raise ValueError(f"unknown parallel plan {plan!r}; choose from {', '.join(PLANS)}")
+
+
+def rows(batch: Batch, rank: int, world: int, plan: str) -> Batch:
+    """This rank's rows of a global batch: its slice for data parallel plans, all of it for tp."""
+    if plan not in DATA_PARALLEL:
+        return batch
+    return split(batch, world)[rank]
+
+
+def split(batch: Batch, parts: int) -> list[Batch]:
+    """The batch's rows in `parts` contiguous slices (torch.tensor_split: sizes differ by at most one)."""
+    idx = torch.tensor_split(torch.arange(batch.input_ids.shape[0]), parts)
+    return [
+        Batch(batch.input_ids[i], batch.attention_mask[i], batch.labels[i], tuple(batch.lengths[j] for j in i.tolist()))
+        for i in idx
+    ]
+
+
+def counted_targets(batch: Batch) -> torch.Tensor:
+    """Targets the loss counts: labels shifted by one (ForCausalLMLoss), != IGNORE."""
+    return (batch.labels[..., 1:] != IGNORE).sum()
+
+
+def _no_sync(wrapped, plan: str, last: bool):
+    if last or plan not in DATA_PARALLEL:
+        return contextlib.nullcontext()
+    if plan == "ddp":
+        return wrapped.no_sync()
+
+    @contextlib.contextmanager
+    def off():
+        wrapped.set_requires_gradient_sync(False)
+        try:
+            yield
+        finally:
+            wrapped.set_requires_gradient_sync(True)
+
+    return off()
+
+
+def train_parallel(
+    model: torch.nn.Module,
+    wrapped: torch.nn.Module,
+    batches: list[Batch],
+    *,
+    plan: str,
+    lr: float,
+    accum: int = 1,
+    scale: Callable[[int], float] = backward_scale,
+    on_step: Callable[[int, float], None] | None = None,
+) -> tuple[RunResult, dict[str, torch.Tensor]]:
+    """AdamW over the global `batches` under `plan` (already applied: `wrapped`); every rank calls
+    it. Returns (losses of the GLOBAL batch per step, full final parameters, in RunResult) and
+    the full parameter gradients of step 0 (after the ranks' reduction, before the update)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    device = next(model.parameters()).device
+    model.train()
+    # foreach=False: the tp plan mixes DTensor (lm_head) and plain parameters in one group
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=WEIGHT_DECAY, foreach=False)
+    dp = plan in DATA_PARALLEL
+    losses: list[float] = []
+    grads0: dict[str, torch.Tensor] = {}
+    for step, batch in enumerate(batches):
+        micro = split(rows(batch, rank, world, plan), accum)
+        total = torch.zeros((), dtype=torch.float32, device=device)
+        n_items = None
+        if dp or accum > 1:  # normalised by the count over every rank and micro-batch of the step
+            n_items = sum(counted_targets(m) for m in micro).to(device)
+            if dp:
+                dist.all_reduce(n_items)
+        for i, m in enumerate(micro):
+            inputs = m.to(device).inputs()
+            if n_items is not None:
+                inputs["num_items_in_batch"] = n_items
+            with _no_sync(wrapped, plan, last=i == len(micro) - 1):
+                loss = wrapped(**inputs).loss
+                (loss * scale(world) if dp else loss).backward()
+            total += loss.detach().float()
+        if dp:  # each rank's share of the global mean: their sum is the global loss
+            dist.all_reduce(total)
+        if step == 0:
+            grads0 = {n: full(p.grad).detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(float(total))
+        if on_step:
+            on_step(step, losses[-1])
+    params = {n: full(p.detach()).clone() for n, p in model.named_parameters()}
+    return RunResult(losses, params), grads0
+
+
+@torch.no_grad()
+def eval_logprobs_parallel(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+    """train.eval_logprobs on a parallelised model: every rank runs the same batch (a collective
+    under fsdp2/tp); vocab-sharded logits are gathered."""
+    model.eval()
+    b = batch.to(next(model.parameters()).device)
+    logits = full(model(input_ids=b.input_ids, attention_mask=b.attention_mask).logits)
+    model.train()
+    return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)

@@ -1,0 +1,125 @@
+"""The convergence suite under a parallel plan: what every rank of
+`converge --nproc N --parallel ddp|fsdp2|tp` checks (ligerbench/distributed/command.py runs it).
+
+    result = run_parallel_case(ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "ce", parallel="fsdp2", nproc=2))
+
+Every rank trains the model under the plan with our kernels patched in (ligerbench/converge/
+parallel.py: ddp and fsdp2 each rank its slice of every global batch, tp the same batch), and,
+in one process of its own, transformers' run in the case's dtype and the float64 run on the
+WHOLE batch (the single-process yardstick and truth of suites/converge.py: no collective, every
+rank computes them, so no rank waits on another). Checks (rank 0's records):
+  patch_active       our training kernel ran on every rank, once per micro-batch
+  grads@step0        all parameters' gradients after step 0's reduction over ranks, against the
+                     float64 gradient of the whole batch, limit: the kernel rule on transformers'
+                     single-process error (tolerance rule 1). A gradient divided by the world
+                     size twice (wrong data-parallel normalisation; the planted bug
+                     grad_divided_by_world_twice) is off by 50% at 2 ranks; Adam's updates are
+                     nearly blind to that scale, so the trajectory alone would not see it.
+  loss_per_step, final_params, eval_topk_logprobs: the trajectory against the float64 run, the
+                     same judgement as the single-process suite (rule 3).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.distributed as dist
+
+from ligerbench.converge import tolerance as tol
+from ligerbench.converge.checker import Checker, ConvergeCase, ConvergeResult, build, float64_truth
+from ligerbench.converge.data import Batch, make_batches
+from ligerbench.converge.models import build_model
+from ligerbench.converge.parallel import apply_plan, backward_scale, eval_logprobs_parallel, train_parallel
+from ligerbench.converge.train import eval_logprobs, flat, float64_causal_lm_loss, grads_of, train
+from ligerbench.kernels.hf import CausalLMPatch
+from ligerbench.records import Record
+from ligerbench.suites.converge import TRAINING_KERNEL, judge_trajectory
+
+# the patches each plan can take: under tp the logits are vocab-sharded, the fused kernel would
+# need lm_head's whole weight (a vocab-parallel fused kernel is another kernel)
+PLAN_PATCHES = {"ddp": ("ce", "flce", "both"), "fsdp2": ("ce", "flce", "both"), "tp": ("ce",)}
+
+
+def grads_at_start(model, batch: Batch, loss_fn=None) -> dict[str, torch.Tensor]:
+    """Parameter gradients of one forward/backward on the whole batch (single process)."""
+    inputs = batch.to(next(model.parameters()).device).inputs()
+    loss = loss_fn(model, inputs) if loss_fn else model(**inputs).loss
+    loss.backward()
+    grads = grads_of(model)
+    model.zero_grad(set_to_none=True)
+    return grads
+
+
+def check_parallel_trajectory(c: Checker, on_step=None, *, scale: Callable[[int], float] = backward_scale):
+    case, p = c.case, c.case.preset
+    batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
+    held_out = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=1, seed=case.seed + 1)[0]
+    tell = (lambda who: lambda i, v: on_step(who, i, v)) if on_step else (lambda who: None)
+
+    # single process, whole batch: transformers in the case's dtype (yardstick), then float64
+    ref_model = build(case)
+    ref_g0 = grads_at_start(ref_model, batches[0])
+    ref = train(ref_model, batches, lr=p.lr, on_step=tell("ref"))
+    ref_lp = eval_logprobs(ref_model, held_out)
+    del ref_model
+    truth_model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
+    truth_g0 = grads_at_start(truth_model, batches[0], float64_causal_lm_loss)
+    del truth_model
+    truth, truth_lp = float64_truth(case, batches, held_out, on_step=tell("float64"))
+
+    # our kernels under the plan, on every rank
+    model = build(case)
+    wrapped = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
+    patch = c.patch(model)
+    with patch:
+        ours, ours_g0 = train_parallel(
+            model, wrapped, batches, plan=case.parallel, lr=p.lr, accum=case.accum, scale=scale, on_step=tell("ours")
+        )
+        our_lp = eval_logprobs_parallel(model, held_out)
+    c.tally(patch)
+    kernel = TRAINING_KERNEL[case.patch]
+    fewest = torch.tensor(patch.calls[kernel], device=case.device)
+    dist.all_reduce(fewest, op=dist.ReduceOp.MIN)
+    expected = p.steps * case.accum
+    c.record(
+        "patch_active",
+        abs(int(fewest) - expected),
+        0,
+        metric="calls_missing",
+        unit="launches",
+        message=f"fewest {kernel} launches on a rank, {p.steps} steps x {case.accum} micro-batches: {int(fewest)}",
+    )
+    del model, wrapped
+
+    if set(ours_g0) != set(truth_g0):
+        raise RuntimeError(f"step-0 gradients of different parameters: {sorted(set(ours_g0) ^ set(truth_g0))}")
+    yard = tol.rel_error(flat(ref_g0), flat(truth_g0))
+    c.record(
+        "grads@step0",
+        tol.rel_error(flat(ours_g0), flat(truth_g0)),
+        tol.kernel_limit(yard, case.dtype),
+        message=f"all parameters after the ranks' reduction vs float64 on the whole batch; "
+        f"transformers' single-process error {yard:.3g}",
+    )
+    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
+    return ConvergeResult(ref=ref, ours=ours, truth=truth)
+
+
+def run_parallel_case(
+    case: ConvergeCase,
+    *,
+    run_id: str = "adhoc",
+    patcher: Callable = CausalLMPatch,
+    scale: Callable[[int], float] = backward_scale,
+    sink: Callable[[Record], None] | None = None,
+    on_step: Callable[[str, int, float], None] | None = None,
+) -> ConvergeResult:
+    """The parallel suite on one case, on every rank of the default group (collectives inside:
+    an exception is raised, not recorded, so that the launcher ends every rank at once)."""
+    if case.patch not in PLAN_PATCHES[case.parallel]:
+        raise ValueError(f"--parallel {case.parallel} takes --patch {'/'.join(PLAN_PATCHES[case.parallel])}")
+    c = Checker(case, run_id, patcher, sink)
+    result = check_parallel_trajectory(c, on_step, scale=scale)
+    result.records = c.records
+    return result
