@@ -17,8 +17,8 @@ size and dtype the grid crosses:
   E  shapes: V=256 (even over 2 ranks; V=257 is uneven over 2 and 3), V=2 over 3 ranks leaves an
      empty shard, one token, and hidden states [B, T, H]
 Chunking is a provider axis (providers/vp_flce.py): `ours` runs the quick cases in one chunk,
-`ours_small_chunks` in 5-token chunks (a statistics gather each, the last one partial: no token
-count here is a multiple of 5). Targets on another rank than a given shard are in every case.
+`ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
+partial). Targets on another rank than a given shard are in every case.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def test_an_unreduced_hidden_gradient_fails_on_real_ranks_too(tmp_path):
 
 
 def test_in_process_verify_simulates_the_ranks_with_many_chunks(tmp_path):
-    result, payload = _verify(tmp_path, "--dtype", "fp32", "--option", "all", "--provider", "ours_small_chunks")
+    result, payload = _verify(tmp_path, "--dtype", "fp32", "--option", "all", "--provider", "ours_3_chunks")
     assert result.exit_code == 0, result.output
     records = pd.read_csv(tmp_path / payload["run_id"] / "records.csv")
     assert {"/w2/", "/w3/"} <= {k for k in ("/w2/", "/w3/") if records["case"].str.contains(k).any()}

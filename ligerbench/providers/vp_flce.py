@@ -1,9 +1,9 @@
 """Providers of the `vp_flce` kernel (vocab-parallel fused linear + cross entropy), each called
 once per rank with that rank's weight shard (ligerbench/specs/vp_flce.py gives the signature):
   ours               kernels/vocab_parallel_fused_linear_cross_entropy.py, default chunk budget;
-  ours_small_chunks  the same in 5-token chunks: many chunks (a statistics gather each), the
-                     last one partial (no token count of the grids is a multiple of 5);
-  ours_fp32_accum    the same with the weight gradient accumulated in fp32;
+  ours_3_chunks      the same in 3 chunks, the last one partial (chunk_tokens = N // 3 + 1),
+                     a statistics gather each (at the quick grid's 12 tokens: 5, 5, 2);
+  ours_fp32_accum    the same in 3 chunks, the weight gradient accumulated in fp32;
   gathered           the yardstick: the weight (and bias, class weight) shards all-gathered, our
                      single-GPU fused kernel on the whole head, this rank's slice of the weight
                      gradient handed back.
@@ -17,15 +17,29 @@ import functools
 from ligerbench.providers.vp_ce import _GatherShards
 from ligerbench.registry import Provider
 
-SMALL_CHUNK_TOKENS = 5
+CHUNKS = 3
 
 
-def _load_ours(**fixed):
+def three_chunks(n_tokens: int) -> int:
+    """Tokens per chunk that cut n_tokens into 3 chunks (fewer below 4 tokens), the last partial."""
+    return n_tokens // CHUNKS + 1
+
+
+def _load_ours(chunked: bool = False, **fixed):
     from ligerbench.kernels.vocab_parallel_fused_linear_cross_entropy import (
         vocab_parallel_fused_linear_cross_entropy,
     )
 
-    return functools.partial(vocab_parallel_fused_linear_cross_entropy, return_z_loss=True, **fixed)
+    if not chunked:
+        return functools.partial(vocab_parallel_fused_linear_cross_entropy, return_z_loss=True, **fixed)
+
+    def call(hidden, weight_shard, target, **opts):
+        tokens = hidden.numel() // max(hidden.shape[-1], 1)
+        return vocab_parallel_fused_linear_cross_entropy(
+            hidden, weight_shard, target, return_z_loss=True, chunk_tokens=three_chunks(tokens), **fixed, **opts
+        )
+
+    return call
 
 
 def _gathered(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard, **opts):
@@ -55,16 +69,16 @@ PROVIDERS = (
         load=_load_ours,
     ),
     Provider(
-        name="ours_small_chunks",
+        name="ours_3_chunks",
         kernel="vp_flce",
-        description=f"the same in {SMALL_CHUNK_TOKENS}-token chunks (many gathers, a partial last chunk)",
-        load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS),
+        description=f"the same in {CHUNKS} chunks, the last one partial (a statistics gather each)",
+        load=lambda: _load_ours(chunked=True),
     ),
     Provider(
         name="ours_fp32_accum",
         kernel="vp_flce",
-        description="the same in 5-token chunks with the weight gradient accumulated in fp32",
-        load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS, grad_weight_accum="fp32"),
+        description=f"the same in {CHUNKS} chunks with the weight gradient accumulated in fp32",
+        load=lambda: _load_ours(chunked=True, grad_weight_accum="fp32"),
     ),
     Provider(
         name="gathered",

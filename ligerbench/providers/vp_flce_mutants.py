@@ -13,6 +13,7 @@ import functools
 import torch
 
 from ligerbench.providers.vp_ce_mutants import local_vocab_merged
+from ligerbench.providers.vp_flce import three_chunks
 from ligerbench.registry import Provider
 
 
@@ -30,9 +31,10 @@ def _with_parts(**parts):
 
     def call(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard, ignore_index,
              reduction, label_smoothing, softcap, z_loss_scale, token_weight):  # fmt: skip
+        chunk = three_chunks(target.numel())
         return Buggy.apply(
             hidden, weight_shard, bias_shard, target, class_weight_shard, token_weight, group, vocab_start,
-            ignore_index, reduction, label_smoothing, softcap, z_loss_scale, 2**20, 5, "auto", False,
+            ignore_index, reduction, label_smoothing, softcap, z_loss_scale, 2**20, chunk, "auto", False,
         )  # fmt: skip
 
     return call
