@@ -99,6 +99,18 @@ def all_gather(inp: torch.Tensor, group) -> torch.Tensor:
     return out
 
 
+def all_reduce_(t: torch.Tensor, group) -> torch.Tensor:
+    """`t` summed over the group, in place, on every rank (a contiguous tensor); returns it."""
+    _, world = group_rank_size(group)
+    if world == 1:
+        return t
+    if _is_torch_group(group):
+        dist.all_reduce(t, group=group)
+    else:
+        group.all_reduce(t)
+    return t
+
+
 def shard_offsets(v_local: int, group, device) -> tuple[int, int]:
     """(vocab_start of this rank, global V) from one all_gather of the shard widths."""
     rank, _ = group_rank_size(group)

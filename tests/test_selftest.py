@@ -39,6 +39,19 @@ MUST_KILL = {
     "mutant_vp_upstream_ignored": "gradients",
     "mutant_vp_mean_of_nothing_is_zero": "correctness",
     "mutant_vp_silent_inplace": "contracts",
+    # vp_flce (tests/test_vp_flce_cli.py runs one on real ranks)
+    "mutant_vpf_local_smoothing": "correctness",
+    "mutant_vpf_dh_not_reduced": "gradients",
+    "mutant_vpf_dh_reduced_twice": "gradients",
+    "mutant_vpf_dh_averaged": "gradients",
+    "mutant_vpf_dh_not_reduced_in_backward": "gradients",
+    "mutant_vpf_even_shards": "correctness",
+    "mutant_vpf_edge_off_by_one": "gradients",
+    "mutant_vpf_ignore_by_local_id": "correctness",
+    "mutant_vpf_local_mean": "correctness",
+    "mutant_vpf_mean_of_nothing_is_zero": "correctness",
+    "mutant_vpf_upstream_ignored": "gradients",
+    "mutant_vpf_dh_in_hidden": "contracts",
     # one per new case-axis value (ligerbench/providers/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
     "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage

@@ -1,7 +1,7 @@
 """Ranks simulated in one process: each rank is a thread, and a `SimulatedGroup` gives them the
-collectives a vocab-parallel op uses (rank(), size(), all_gather_into_tensor(out, inp)), with
-torch.distributed's semantics: every rank passes its tensor, every rank receives all of them in
-rank order.
+collectives a vocab-parallel op uses (rank(), size(), all_gather_into_tensor(out, inp) and
+all_reduce(t), a sum), with torch.distributed's semantics: every rank passes its tensor, every
+rank receives all of them in rank order (or their sum).
 
 Only one rank computes at a time (a turn lock, released only while a rank waits inside a
 collective), so the ranks' work is serialised as if each took its turn: Triton's interpreter,
@@ -66,6 +66,24 @@ class SimulatedGroup:
             out[r].copy_(t)
         self._wait()  # every rank has read: the slots may be reused
         w.slots[self._rank] = None
+
+    def all_reduce(self, t: torch.Tensor) -> None:
+        """t <- the sum of every rank's t, in place; summed in rank order in float32 (float64
+        for float64) and rounded once to t's dtype, so every rank gets the same bits."""
+        w = self.world
+        w.slots[self._rank] = t.detach().clone()
+        self._wait()  # every rank has deposited
+        acc = torch.float64 if t.dtype == torch.float64 else torch.float32
+        total = torch.zeros(t.shape, dtype=acc, device=t.device)
+        for r, s in enumerate(w.slots):
+            if s is None or s.shape != t.shape or s.dtype != t.dtype:
+                got = None if s is None else (tuple(s.shape), s.dtype)
+                mine = (tuple(t.shape), t.dtype)
+                raise RuntimeError(f"simulated all_reduce: rank {r} passed {got}, rank {self._rank} {mine}")
+            total += s.to(acc)
+        self._wait()  # every rank has read: the slots may be reused
+        w.slots[self._rank] = None
+        t.copy_(total)
 
 
 def run_ranks(size: int, fn: Callable[[int, Any], Any], *, timeout_s: float = 60.0) -> list[Any]:

@@ -40,8 +40,9 @@ def _with_parts(owns=None, merged=None, backward=None):
     return call
 
 
-def _local_smoothing():
-    """Label smoothing's eps / V taken with this shard's width (a known bug elsewhere)."""
+def local_vocab_merged():
+    """The merged statistics with label smoothing's eps / V taken with this shard's width (a
+    known bug elsewhere); shared with the fused kernel's planted bugs."""
     from ligerbench.kernels.vocab_parallel_cross_entropy import _Merged
 
     class LocalV(_Merged):
@@ -51,7 +52,12 @@ def _local_smoothing():
             self.w_all = self.w_all if has_w else local
             self.v = local
 
-    return _with_parts(merged=LocalV)
+    return LocalV
+
+
+def _local_smoothing():
+    """Label smoothing's eps / V taken with this shard's width (a known bug elsewhere)."""
+    return _with_parts(merged=local_vocab_merged())
 
 
 def _remote_target_lost():

@@ -62,20 +62,28 @@ def make_problem(case: Case, seed: int, device: torch.device) -> VPProblem:
     if case.world < 1:
         raise ValueError(f"vp_ce case {case.id} needs world >= 1")
     base = ce.make_problem(case, seed, device)
-    if case.targets == "edges":
-        edges = torch.tensor(edge_classes(case.v, case.world), device=device)
-        counted = base.target != base.ignore_index
-        picked = edges[torch.arange(case.n, device=device) % len(edges)]
-        base.target = torch.where(counted, picked, base.target)
-    elif case.targets != "random":
-        raise ValueError(f"unknown targets {case.targets!r}; expected random or edges")
+    base.target = place_targets(case, base.target, base.ignore_index)
     return VPProblem(base=base, world=case.world)
 
 
-def _per_rank(outcome: Outcome, world: int) -> Outcome:
-    """The single-process outcome with the loss (and z-loss) repeated once per rank."""
+def place_targets(case: Case, target: torch.Tensor, ignore_index: int) -> torch.Tensor:
+    """The case's targets: as drawn ("random"), or every counted one moved onto the first or
+    last class of some shard ("edges"), in turn; ignored rows stay ignored."""
+    if case.targets == "random":
+        return target
+    if case.targets != "edges":
+        raise ValueError(f"unknown targets {case.targets!r}; expected random or edges")
+    edges = torch.tensor(edge_classes(case.v, case.world), device=target.device)
+    counted = target != ignore_index
+    picked = edges[torch.arange(target.numel(), device=target.device) % len(edges)].reshape(target.shape)
+    return torch.where(counted, picked, target)
+
+
+def per_rank(outcome: Outcome, world: int, keys: tuple[str, ...] = ("loss", "z_loss")) -> Outcome:
+    """The single-process outcome with `keys` (the loss and z-loss: what every rank returns
+    whole) repeated once per rank."""
     values = dict(outcome.values)
-    for k in ("loss", "z_loss"):
+    for k in keys:
         if k in values:
             values[k] = values[k].unsqueeze(0).expand(world, *values[k].shape)
     return Outcome(values=values, input_mutated=outcome.input_mutated)
@@ -83,12 +91,12 @@ def _per_rank(outcome: Outcome, world: int) -> Outcome:
 
 def reference(problem: VPProblem) -> Outcome:
     """The float64 truth of the global problem, in this process."""
-    return _per_rank(ce.reference(problem.base), problem.world)
+    return per_rank(ce.reference(problem.base), problem.world)
 
 
 def eager_in_dtype(problem: VPProblem) -> Outcome:
     """PyTorch eager on the global problem in the case dtype: the tolerance yardstick."""
-    return _per_rank(ce.eager_in_dtype(problem.base), problem.world)
+    return per_rank(ce.eager_in_dtype(problem.base), problem.world)
 
 
 def _forward(fn, problem: VPProblem, rank: int, group):

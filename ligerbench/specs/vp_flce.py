@@ -1,0 +1,180 @@
+"""The `vp_flce` kernel (vocab-parallel fused linear + cross entropy) as the harness sees it.
+
+A case is the GLOBAL problem of `flce` (ligerbench/specs/flce.py draws it: hidden [N, H], the
+lm_head weight [V, H], bias, targets, options) plus `case.world`, the ranks the vocab is split
+over, and `case.targets` ("edges": every counted target on the first or last class of some
+shard; ligerbench/specs/vp_ce.py). The float64 reference is `flce`'s, on the whole problem in
+one process. `run` splits the weight, the bias and the class weights on the vocab dim
+(vp_ce.shard_bounds: uneven when V is not divisible by the world size, ranks past V get empty
+shards), hands every rank the whole hidden states and targets, runs forward and backward on
+every rank (backward may hold a collective: the hidden gradient's all-reduce for reduction
+none) and puts the results together:
+  - loss, z_loss, grad_hidden: every rank's, stacked ([world, ...]): each must equal the truth
+    (the hidden gradient is the full one on every rank, reduced over the group);
+  - grad_weight, grad_bias: the shards, concatenated on the vocab dim.
+Under torch.distributed (`verify --nproc N`) this process is one rank and everything is
+all-gathered so that rank 0 (which writes the records) compares it all; otherwise the ranks
+are simulated in this process (ligerbench/distributed/simulated.py).
+
+A provider is called per rank as
+    fn(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard,
+       ignore_index, reduction, label_smoothing, softcap, z_loss_scale, token_weight)
+    -> loss | (loss, z_loss)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from ligerbench.cases import Case
+from ligerbench.distributed.simulated import run_ranks
+from ligerbench.specs import flce
+from ligerbench.specs.common import Outcome, same_bits
+from ligerbench.specs.vp_ce import RanksOutOfStep, _collective_failure, _gather, per_rank, place_targets, shard_bounds
+
+SIGNATURE = (
+    "fn(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard, ignore_index, "
+    "reduction, label_smoothing, softcap, z_loss_scale, token_weight) -> loss | (loss, z_loss)"
+)
+QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged")
+_WHOLE = ("loss", "z_loss", "grad_hidden")  # what every rank holds whole
+_SHARDED = ("grad_weight", "grad_bias")  # what every rank holds a vocab shard of
+
+
+@dataclass
+class VPFProblem:
+    base: flce.FLCEProblem  # the global problem
+    world: int
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> VPFProblem:
+    if case.world < 1:
+        raise ValueError(f"vp_flce case {case.id} needs world >= 1")
+    if case.targets == "edges" and case.logits == "confident":
+        raise ValueError("confident hidden states are solved for the drawn targets: not with targets on edges")
+    if case.layout not in ("2d", "3d"):
+        raise ValueError(f"vp_flce hands every rank a copy of hidden: layout {case.layout!r} is not kept")
+    base = flce.make_problem(case, seed, device)
+    base.target = place_targets(case, base.target, base.ignore_index)
+    return VPFProblem(base=base, world=case.world)
+
+
+def reference(problem: VPFProblem) -> Outcome:
+    """The float64 truth of the global problem, in this process."""
+    return per_rank(flce.reference(problem.base), problem.world, _WHOLE)
+
+
+def eager_in_dtype(problem: VPFProblem) -> Outcome:
+    """PyTorch eager on the global problem in the case dtype: the tolerance yardstick."""
+    return per_rank(flce.eager_in_dtype(problem.base), problem.world, _WHOLE)
+
+
+def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
+    """One rank's call, forward and backward, on fresh leaf copies of its inputs."""
+    p = problem.base
+    lo, hi = shard_bounds(p.weight.shape[0], problem.world)[rank]
+
+    def leaf(t):
+        return None if t is None else t.detach().clone().requires_grad_(True)
+
+    hidden, weight, bias = leaf(p.hidden), leaf(p.weight[lo:hi]), leaf(None if p.bias is None else p.bias[lo:hi])
+    mine = {"hidden": hidden, "weight": weight, "bias": bias}
+    before = {k: t.detach().clone() for k, t in mine.items() if t is not None}
+    out = fn(
+        hidden,
+        weight,
+        p.target,
+        group=group,
+        vocab_start=lo,
+        bias_shard=bias,
+        class_weight_shard=None if p.class_weight is None else p.class_weight[lo:hi].clone(),
+        ignore_index=p.ignore_index,
+        reduction=p.reduction,
+        label_smoothing=p.label_smoothing,
+        softcap=p.softcap,
+        z_loss_scale=p.z_loss_scale,
+        token_weight=p.token_weight,
+    )
+    loss, z = out if isinstance(out, tuple) else (out, None)
+    loss.backward(p.upstream.to(loss.dtype).expand_as(loss))
+    result = {"loss": loss.detach().float(), "z_loss": None if z is None else z.detach().float()}
+    for k, t in mine.items():
+        result[f"grad_{k}"] = None if t is None or t.grad is None else t.grad.detach().clone()
+    result["mutated"] = any(not same_bits(mine[k].detach(), b) for k, b in before.items())
+    return result
+
+
+def _outcome(problem: VPFProblem, ranks: list[dict]) -> Outcome:
+    dt = problem.base.hidden.dtype
+    values: dict = {}
+    for k in _WHOLE:
+        parts = [r[k] for r in ranks]
+        if any(p is None for p in parts):
+            if k != "z_loss":  # a z-loss not returned is reported as such; a missing gradient fails
+                values[k] = None
+            continue
+        values[k] = torch.stack([p.to(dt) if k == "grad_hidden" else p for p in parts])
+    for k in _SHARDED:
+        if k == "grad_bias" and problem.base.bias is None:
+            continue
+        parts = [r[k] for r in ranks]
+        values[k] = None if any(p is None for p in parts) else torch.cat([p.to(dt) for p in parts], dim=0)
+    return Outcome(values=values, input_mutated=any(r["mutated"] for r in ranks))
+
+
+def run_vp_flce(fn, problem: VPFProblem) -> Outcome:
+    if dist.is_available() and dist.is_initialized():
+        try:
+            return _run_distributed(fn, problem)
+        except Exception as exc:
+            if _collective_failure(exc):
+                raise RanksOutOfStep(f"{type(exc).__name__}: {exc}") from exc
+            raise
+    # forward and backward in each rank's thread: backward may hold the hidden gradient's all-reduce
+    return _outcome(problem, run_ranks(problem.world, lambda rank, group: _rank(fn, problem, rank, group)))
+
+
+def _padded(t: torch.Tensor | None, shape: tuple[int, ...], device) -> torch.Tensor:
+    """t in float32 (every backend gathers it; 16-bit values convert exactly) in the first rows
+    of a NaN-free zero tensor of `shape`; all NaN when t is None (the flags say so)."""
+    out = torch.zeros(shape, dtype=torch.float32, device=device)
+    if t is None:
+        return out.fill_(float("nan"))
+    out[: t.shape[0]] = t.float()
+    return out
+
+
+def _run_distributed(fn, problem: VPFProblem) -> Outcome:
+    """This process is one rank of the default group; every rank ends with every rank's results."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != problem.world:
+        raise ValueError(f"the case is split over {problem.world} ranks but the group has {world}")
+    mine = _rank(fn, problem, rank, None)
+    p = problem.base
+    dev = p.hidden.device
+    widths = [hi - lo for lo, hi in shard_bounds(p.weight.shape[0], world)]
+    names = ("z_loss", "grad_hidden", "grad_weight", "grad_bias")
+    flags = torch.tensor([float(mine["mutated"])] + [float(mine[k] is None) for k in names], device=dev)
+    all_flags = _gather(flags, world)
+    got = {"loss": _gather(mine["loss"], world)}
+    if not bool(all_flags[:, 1].any()):
+        got["z_loss"] = _gather(mine["z_loss"], world)
+    got["grad_hidden"] = _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), world)
+    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), world)
+    if p.bias is not None:
+        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), world)
+    ranks = []
+    for r in range(world):
+        one = {"mutated": bool(all_flags[r, 0]), "loss": got["loss"][r], "z_loss": None}
+        if "z_loss" in got:
+            one["z_loss"] = got["z_loss"][r]
+        for i, k in enumerate(names[1:], start=2):
+            if k not in got or bool(all_flags[r, i]):
+                one[k] = None
+            else:
+                one[k] = got[k][r] if k == "grad_hidden" else got[k][r, : widths[r]]
+        ranks.append(one)
+    return _outcome(problem, ranks)

@@ -1,0 +1,127 @@
+"""The `vp_flce` kernel (vocab-parallel fused linear + cross entropy: the lm_head weight sharded on
+the vocab dim over a process group, the hidden states replicated) as ligerbench checks it: spec,
+case grid, suites, providers and planted bugs.
+
+    ligerbench verify --kernel vp_flce                    # ranks simulated in one process
+    ligerbench verify --kernel vp_flce --nproc 2          # real ranks (gloo on CPU, NCCL on GPUs)
+
+Every case is the global `flce` problem plus the world size its vocab is split over; per world
+size and dtype the grid crosses:
+  A  ignore pattern x {none with a random upstream (the gradients formed in backward, dh reduced
+     there), mean}: ignored on every rank (`all`), ignore_index equal to a valid class
+  B  option x {sum with a random upstream scalar, none with a random upstream}, half with bias:
+     smoothing over the global vocab, z-loss on the global lse, class weights sharded with the
+     vocab (and the mean's class-weighted denominator), token weights
+  C  targets on shard edges (first and last class of every shard) x options, and x index_is_class
+  D  confident hidden states (docs/bugs.md, bug 6 across ranks) and large logits under softcap
+  E  shapes: V=256 (even over 2 ranks; V=257 is uneven over 2 and 3), V=2 over 3 ranks leaves an
+     empty shard, one token, and hidden states [B, T, H]
+Chunking is a provider axis (providers/vp_flce.py): `ours` runs the quick cases in one chunk,
+`ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
+partial). Targets on another rank than a given shard are in every case.
+"""
+
+from __future__ import annotations
+
+from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
+from ligerbench.providers import vp_flce as providers
+from ligerbench.providers import vp_flce_mutants
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.specs import vp_flce as spec
+from ligerbench.suites.ce import has_z_loss
+
+SIZES = {
+    # preset: (tokens, vocab, hidden, world sizes, odd shapes (tokens, vocab, hidden)); CPU shapes
+    # stay tiny so the real 2-rank gloo run of CI is fast
+    "quick": (12, 257, 16, (2, 3), ((12, 256, 16), (12, 2, 8), (1, 257, 16))),
+    "full": (
+        4096,
+        32001,
+        1024,
+        (2, 4, 8),
+        ((4096, 32000, 1024), (512, 5, 64), (1, 128256, 1024), (2048, 128256, 4096)),
+    ),
+}
+DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+NONE_RANDOM, MEAN_ONES, SUM_RANDOM = ("none", "random"), ("mean", "ones"), ("sum", "random")
+MORE = (("none", "ones"), ("mean", "accum"), ("sum", "grad_scaler"))  # full preset only
+
+
+def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
+    if preset not in SIZES:
+        raise ValueError(f"no vp_flce grid for preset {preset!r}; expected one of {tuple(SIZES)}")
+    n, v, h, worlds, shapes = SIZES[preset]
+    dense = preset != "quick"
+    cases: list[Case] = []
+    for world in worlds:
+        for dtype in DTYPES[device_type]:
+            base = Case(kernel="vp_flce", n=n, v=v, h=h, dtype=dtype, world=world)
+
+            def red(variant, _base=base):
+                return _base.replace(reduction=variant[0], upstream=variant[1])
+
+            extra = MORE if dense and not (dtype == "fp16") else ()
+            for variant in (NONE_RANDOM, MEAN_ONES, *extra):  # A
+                cases += [red(variant).replace(ignore_pattern=p) for p in IGNORE_PATTERNS]
+            for i, option in enumerate(OPTIONS):  # B
+                for variant in (SUM_RANDOM, NONE_RANDOM):
+                    cases.append(red(variant).replace(option=option, bias=(i % 2 == 1)))
+            for variant in (SUM_RANDOM, MEAN_ONES):  # C
+                edges = red(variant).replace(targets="edges")
+                cases += [edges.replace(option=o, bias=o == "all") for o in ("plain", "label_smoothing", "all")]
+                cases.append(edges.replace(ignore_pattern="index_is_class"))
+            cases.append(red(MEAN_ONES).replace(option="class_weight", targets="edges"))
+            for variant in (MEAN_ONES, NONE_RANDOM):  # D
+                cases.append(red(variant).replace(logits="confident", option="all", bias=True))
+                cases.append(red(variant).replace(logits="large", option="softcap"))
+            for i, (sn, sv, sh) in enumerate(shapes):  # E
+                variant = (SUM_RANDOM, NONE_RANDOM, MEAN_ONES)[i % 3]
+                cases.append(red(variant).replace(n=sn, v=sv, h=sh, option="all", bias=True))
+                cases.append(red(variant).replace(n=sn, v=sv, h=sh))
+            cases.append(red(NONE_RANDOM).replace(layout="3d", option="all", bias=True))
+            cases.append(red(SUM_RANDOM).replace(layout="3d"))
+    return list(dict.fromkeys(cases))
+
+
+KERNEL = KernelSpec(
+    name="vp_flce",
+    description="vocab-parallel fused linear + cross entropy: weight [V, H] sharded on the vocab dim, "
+    "hidden [N, H] replicated",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    run=spec.run_vp_flce,
+    quantities=spec.QUANTITIES,
+    grid=vp_flce_cases,
+    signature=spec.SIGNATURE,
+    peer="gathered",
+    control="ours",
+    applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
+)
+
+SUITES = (
+    Suite(
+        name="correctness",
+        kernel="vp_flce",
+        description="every rank's loss (and separately reported z-loss) vs the float64 reference of the global problem",
+        quantities=("loss", "z_loss"),
+    ),
+    Suite(
+        name="gradients",
+        kernel="vp_flce",
+        description="every rank's hidden gradient (reduced over the group), and the weight and bias gradient "
+        "shards put back together, vs the float64 reference",
+        quantities=("grad_hidden", "grad_weight", "grad_bias"),
+    ),
+    Suite(
+        name="contracts",
+        kernel="vp_flce",
+        description="every rank's hidden states, weight shard and bias shard are unchanged unless the provider "
+        "declares it writes them",
+        quantities=("input_unchanged",),
+    ),
+)
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_flce_mutants.PROVIDERS)
