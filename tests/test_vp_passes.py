@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from vp_checks import CONFIGS as CE_CONFIGS
+from vp_checks import check_rank as ce_check_rank
+from vp_flce_checks import CONFIGS as FLCE_CONFIGS
+from vp_flce_checks import check_rank as flce_check_rank
 
+from ligerbench.distributed.simulated import run_ranks
 from ligerbench.kernels import vocab_parallel_cross_entropy as vp
 
 N, V, SPLIT, IGNORE = 13, 37, 20, -100
@@ -118,3 +123,19 @@ def test_the_gpu_path_is_the_triton_one(monkeypatch):
     monkeypatch.setattr(vp, "PASSES", "fast")
     with pytest.raises(ValueError, match="PASSES"):
         vp._local_stats(xs, lt, own, None, 0.0, None)
+
+
+# the whole ops with the Triton passes, against the float64 truth (the checks of
+# tests/test_vp_ce_op.py and tests/test_vp_flce_op.py): world 1 (no collective), 2 and 3 (uneven)
+@pytest.mark.parametrize("world", [1, 2, 3])
+@pytest.mark.parametrize("name", list(CE_CONFIGS))
+def test_vp_ce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name):
+    monkeypatch.setattr(vp, "PASSES", "triton")
+    run_ranks(world, lambda rank, group: ce_check_rank(rank, group, world, name))
+
+
+@pytest.mark.parametrize("world", [1, 2])
+@pytest.mark.parametrize("name", list(FLCE_CONFIGS))
+def test_vp_flce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name):
+    monkeypatch.setattr(vp, "PASSES", "triton")
+    run_ranks(world, lambda rank, group: flce_check_rank(rank, group, world, name))
