@@ -30,7 +30,7 @@ from ligerbench.converge import tolerance as tol
 from ligerbench.converge.checker import Checker, ConvergeCase, ConvergeResult, build, float64_truth
 from ligerbench.converge.data import Batch, make_batches
 from ligerbench.converge.models import build_model
-from ligerbench.converge.parallel import apply_plan, backward_scale, eval_logprobs_parallel, train_parallel
+from ligerbench.converge.parallel import CORRECT, Normalisation, apply_plan, eval_logprobs_parallel, train_parallel
 from ligerbench.converge.train import eval_logprobs, flat, float64_causal_lm_loss, grads_of, train
 from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.records import Record
@@ -51,7 +51,7 @@ def grads_at_start(model, batch: Batch, loss_fn=None) -> dict[str, torch.Tensor]
     return grads
 
 
-def check_parallel_trajectory(c: Checker, on_step=None, *, scale: Callable[[int], float] = backward_scale):
+def check_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation = CORRECT):
     case, p = c.case, c.case.preset
     batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
     held_out = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=1, seed=case.seed + 1)[0]
@@ -74,7 +74,7 @@ def check_parallel_trajectory(c: Checker, on_step=None, *, scale: Callable[[int]
     patch = c.patch(model)
     with patch:
         ours, ours_g0 = train_parallel(
-            model, wrapped, batches, plan=case.parallel, lr=p.lr, accum=case.accum, scale=scale, on_step=tell("ours")
+            model, wrapped, batches, plan=case.parallel, lr=p.lr, accum=case.accum, norm=norm, on_step=tell("ours")
         )
         our_lp = eval_logprobs_parallel(model, held_out)
     c.tally(patch)
@@ -111,7 +111,7 @@ def run_parallel_case(
     *,
     run_id: str = "adhoc",
     patcher: Callable = CausalLMPatch,
-    scale: Callable[[int], float] = backward_scale,
+    norm: Normalisation = CORRECT,
     sink: Callable[[Record], None] | None = None,
     on_step: Callable[[str, int, float], None] | None = None,
 ) -> ConvergeResult:
@@ -120,6 +120,6 @@ def run_parallel_case(
     if case.patch not in PLAN_PATCHES[case.parallel]:
         raise ValueError(f"--parallel {case.parallel} takes --patch {'/'.join(PLAN_PATCHES[case.parallel])}")
     c = Checker(case, run_id, patcher, sink)
-    result = check_parallel_trajectory(c, on_step, scale=scale)
+    result = check_parallel_trajectory(c, on_step, norm=norm)
     result.records = c.records
     return result

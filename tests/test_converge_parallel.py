@@ -1,5 +1,6 @@
 """`converge --nproc 2 --parallel ddp|fsdp2|tp` on 2 real gloo ranks (torch.distributed.run):
-passes with our kernels under each plan, fails on a gradient divided by the world size twice,
+passes with our kernels under each plan, fails on a gradient divided by the world size twice
+and on a mean taken per accumulation micro-batch,
 ends with a clear error when a rank dies, and refuses what it cannot run (exit 2)."""
 
 from __future__ import annotations
@@ -57,6 +58,18 @@ def test_a_gradient_divided_by_the_world_size_twice_fails(tmp_path):
     assert df.loc["grads@step0", "verdict"] == "fail"
     assert abs(float(df.loc["grads@step0", "value"]) - 0.5) < 1e-3  # half the gradient, at 2 ranks
     assert df.loc["patch_active", "verdict"] == "pass"  # the kernel ran; the normalisation is wrong
+
+
+@pytest.mark.slow
+def test_a_mean_per_micro_batch_fails_under_gradient_accumulation(tmp_path):
+    # 2 ranks x 2 micro-batches of unequal counted targets (prompt masks and padding): the mean of
+    # the four micro-batch means is not the mean over the step's targets
+    args = ["--parallel", "ddp", "--patch", "ce", "--steps", "2", "--batch", "4", "--accum", "2"]
+    result, payload, run = _converge(tmp_path, *args, "--mutant", "mean_per_micro_batch")
+    assert result.exit_code == 1, result.output
+    df = pd.read_csv(run / "records.csv", keep_default_na=False).set_index("quantity")
+    assert df.loc["grads@step0", "verdict"] == "fail", df.to_string()
+    assert df.loc["patch_active", "verdict"] == "pass"
 
 
 @pytest.mark.slow

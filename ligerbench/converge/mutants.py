@@ -18,6 +18,7 @@ mutant) trains Gemma-2 without its final-logit softcap: a wrong loss and a wrong
 
 from __future__ import annotations
 
+from ligerbench.converge.parallel import Normalisation
 from ligerbench.kernels.hf import CausalLMPatch
 
 
@@ -82,5 +83,10 @@ def grad_divided_by_world_twice(world: int) -> float:
     return 1.0
 
 
-# planted bugs of the parallel runs: name -> the data-parallel backward scale they use
-PARALLEL_MUTANTS = {"grad_divided_by_world_twice": grad_divided_by_world_twice}
+# planted bugs of the parallel runs: name -> how their data-parallel step normalises
+PARALLEL_MUTANTS = {
+    "grad_divided_by_world_twice": Normalisation(scale=grad_divided_by_world_twice),
+    # each micro-batch (and rank) its own mean, averaged: a micro-batch with few counted targets
+    # weighs as much as one with many (transformers' gradient accumulation before its 2024 fix)
+    "mean_per_micro_batch": Normalisation(scale=lambda world: 1.0, per_micro_batch=True),
+}

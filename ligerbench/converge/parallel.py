@@ -24,13 +24,20 @@ the gradient by the world size twice (the planted bug in ligerbench/converge/mut
 is nearly blind to a gradient's scale, so that is judged on step 0's gradients.
 
 Gradient accumulation: `accum` micro-batches per step and rank (gradient sync off on all but
-the last: DDP's no_sync, FSDP2's set_requires_gradient_sync), one optimizer step.
+the last: DDP's no_sync, FSDP2's set_requires_gradient_sync), one optimizer step. The count
+above covers every micro-batch of the step: a mean taken per micro-batch and averaged over the
+micro-batches and ranks weighs a micro-batch with few targets like one with many (the second
+planted bug; it is what transformers' gradient accumulation did until late 2024).
+
+`Normalisation` says how a step normalises (CORRECT is the above); the planted bugs of
+ligerbench/converge/mutants.py are other Normalisations.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -45,6 +52,19 @@ DATA_PARALLEL = ("ddp", "fsdp2")
 def backward_scale(world: int) -> float:
     """What the data-parallel loss is multiplied by for backward: DDP/FSDP2 average over ranks."""
     return float(world)
+
+
+@dataclass(frozen=True)
+class Normalisation:
+    """How a data-parallel step normalises its loss. `scale(world)`: what the loss is multiplied
+    by for backward. `per_micro_batch`: each micro-batch's loss is the mean over its own counted
+    targets, divided by the number of micro-batches (instead of the sum over the global count)."""
+
+    scale: Callable[[int], float] = backward_scale
+    per_micro_batch: bool = False
+
+
+CORRECT = Normalisation()
 
 
 def full(t: torch.Tensor) -> torch.Tensor:
@@ -125,7 +145,7 @@ def train_parallel(
     plan: str,
     lr: float,
     accum: int = 1,
-    scale: Callable[[int], float] = backward_scale,
+    norm: Normalisation = CORRECT,
     on_step: Callable[[int, float], None] | None = None,
 ) -> tuple[RunResult, dict[str, torch.Tensor]]:
     """AdamW over the global `batches` under `plan` (already applied: `wrapped`); every rank calls
@@ -143,7 +163,9 @@ def train_parallel(
         micro = split(rows(batch, rank, world, plan), accum)
         total = torch.zeros((), dtype=torch.float32, device=device)
         n_items = None
-        if dp or accum > 1:  # normalised by the count over every rank and micro-batch of the step
+        if norm.per_micro_batch:  # each micro-batch its own mean (n_items None), then / accum
+            pass
+        elif dp or accum > 1:  # normalised by the count over every rank and micro-batch of the step
             n_items = sum(counted_targets(m) for m in micro).to(device)
             if dp:
                 dist.all_reduce(n_items)
@@ -153,10 +175,14 @@ def train_parallel(
                 inputs["num_items_in_batch"] = n_items
             with _no_sync(wrapped, plan, last=i == len(micro) - 1):
                 loss = wrapped(**inputs).loss
-                (loss * scale(world) if dp else loss).backward()
+                if norm.per_micro_batch:
+                    loss = loss / len(micro)
+                (loss * norm.scale(world) if dp else loss).backward()
             total += loss.detach().float()
         if dp:  # each rank's share of the global mean: their sum is the global loss
             dist.all_reduce(total)
+            if norm.per_micro_batch:  # each rank logged a mean of its own: average them
+                total /= world
         if step == 0:
             grads0 = {n: full(p.grad).detach().clone() for n, p in model.named_parameters() if p.grad is not None}
         opt.step()

@@ -34,7 +34,7 @@ from ligerbench.builtin import default_registry
 from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
-from ligerbench.converge.parallel import backward_scale
+from ligerbench.converge.parallel import CORRECT
 from ligerbench.distributed.bench_worker import bench_job
 from ligerbench.distributed.launch import DONE_FILE, FAULT_ENV, PROGRESS
 from ligerbench.records import RecordWriter
@@ -119,7 +119,7 @@ def _converge(job: dict, rank: int, world: int, dev: torch.device, backend: str)
     """`converge --nproc N --parallel PLAN`: each dtype's case on every rank (suites/converge_parallel.py);
     rank 0 writes the records, then ranks_done.json with the loss curves for the plots."""
     preset = dataclasses.replace(PRESETS[job["preset"]], steps=int(job["steps"]), batch=int(job["batch"]))
-    scale = PARALLEL_MUTANTS[job["mutant"]] if job.get("mutant") else backward_scale
+    norm = PARALLEL_MUTANTS[job["mutant"]] if job.get("mutant") else CORRECT
     run_path = Path(job["run_path"])
     writer = RecordWriter(run_path / "records.csv" if rank == 0 else Path(os.devnull))
     curves, done = {}, 0
@@ -129,7 +129,7 @@ def _converge(job: dict, rank: int, world: int, dev: torch.device, backend: str)
                 job["model"], preset, dt, job["patch"], seed=job["seed"], device=dev.type,
                 parallel=job["parallel"], nproc=world, accum=int(job.get("accum", 1)),
             )  # fmt: skip
-            result = run_parallel_case(case, run_id=job["run_id"], scale=scale, sink=writer.write)
+            result = run_parallel_case(case, run_id=job["run_id"], norm=norm, sink=writer.write)
             curves[dt] = {"ref": result.ref.losses, "ours": result.ours.losses, "truth": result.truth.losses}
             done += 1
             if rank == 0:
