@@ -28,6 +28,7 @@ from ligerbench.providers import vp_flce as providers
 from ligerbench.providers import vp_flce_mutants
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.specs import vp_flce as spec
+from ligerbench.suites import vp_flce_bench
 from ligerbench.suites.ce import has_z_loss
 
 SIZES = {
@@ -97,6 +98,7 @@ KERNEL = KernelSpec(
     peer="gathered",
     control="ours",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
+    bench=vp_flce_bench.SPEC,
 )
 
 SUITES = (
@@ -124,4 +126,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_flce_mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_flce_bench.VARIANTS, *vp_flce_mutants.PROVIDERS)

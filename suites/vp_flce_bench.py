@@ -1,0 +1,145 @@
+"""`bench` of the `vp_flce` kernel (vocab-parallel fused linear + cross entropy) on real ranks:
+
+    ligerbench bench --kernel vp_flce --nproc 2            # 2 GPUs, NCCL; the Llama-3-8B head
+    ligerbench bench --kernel vp_flce --nproc 2 --smoke    # 2 gloo ranks on CPU, NOT a measurement
+
+Each rank holds the hidden states [N, H] (the same on every rank: drawn from the case alone) and
+its shard [V_local, H] of the head's weight (its own draw, scaled by 1/sqrt(H) so the logits are
+about unit normal); the targets are the same on every rank. Timing as for vp_ce
+(ligerbench/bench/engine.py: every rank times the same provider at once, the slowest counts).
+
+Work model, per rank: FLOPs = 6 * N * H * V_local (the local logits, then dh and dW_shard); the
+collectives move N * H elements (dh's all_reduce) and a few floats per row.
+
+Peers (per rank): `gathered` (the weight shards all-gathered, our single-GPU fused kernel on the
+whole head) and the bench-only `single_gpu`: our single-GPU fused kernel on a whole head held by
+this rank, no collective, the yardstick of the time target below.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, ignored_rows
+from ligerbench.bench.spec import device_generator as case_generator
+from ligerbench.cases import DTYPES
+from ligerbench.registry import Provider
+from ligerbench.specs.vp_ce import shard_bounds
+from ligerbench.suites import bench_shapes
+from ligerbench.suites.vp_ce_bench import _even_shards, _rank_world, element_bytes, rank_generator, widest_shard
+
+MATMULS = {"full": 6, "forward": 2, "backward": 4}
+HEAD = "llama3-8b"  # the issue's target head
+TARGET = dict(n=8192, v=128256, h=4096, dtype="bf16", world=2)
+
+
+def flops(case, mode: str) -> float:
+    return MATMULS[mode] * case.n * case.h * widest_shard(case)
+
+
+def gradients_mib(case) -> float:
+    """A rank's gradients: dh [N, H] and dW_shard [V_local, H] in the inputs' dtype."""
+    return (case.n + widest_shard(case)) * case.h * element_bytes(case) / 2**20
+
+
+def at_target(case) -> bool:
+    return all(getattr(case, k) == v for k, v in TARGET.items())
+
+
+def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
+    rank, world = _rank_world()
+    if case.world != world:
+        raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
+    lo, hi = shard_bounds(case.v, world)[rank]
+    dtype = DTYPES[case.dtype]
+    g = case_generator(case, seed, device)
+    hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype)
+    weight = torch.randn(hi - lo, case.h, generator=rank_generator(case, seed, rank, device), device=device)
+    weight = (weight / math.sqrt(case.h)).to(dtype)
+    ignore_index, ignored = ignored_rows(case, seed, device)
+    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
+    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    hidden.requires_grad_(True)
+    weight.requires_grad_(True)
+    options = dict(
+        group=None,  # the default group: every rank of the run
+        vocab_start=lo,
+        bias_shard=None,
+        class_weight_shard=None,
+        ignore_index=ignore_index,
+        reduction=case.reduction,
+        label_smoothing=0.0,
+        softcap=None,
+        z_loss_scale=0.0,
+        token_weight=None,
+    )
+    return BenchInputs(positional=[hidden, weight, target], leaves=[hidden, weight], options=options)
+
+
+def _load_single_gpu():
+    from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
+
+    held: dict = {}
+
+    def single_gpu(hidden, weight_shard, target, *, ignore_index, reduction):
+        # a whole head [world * V_local, H] held by this rank, built once per shard (outside the
+        # timed calls after the first); its gradient dropped before each call, so that autograd
+        # assigns it rather than adding into the last one
+        key = (weight_shard.data_ptr(), tuple(weight_shard.shape))
+        if held.get("key") != key:
+            _, world = _rank_world()
+            held.update(key=key, weight=weight_shard.detach().repeat(world, 1).requires_grad_(True))
+        weight = held["weight"]
+        weight.grad = None
+        return fused_linear_cross_entropy(hidden, weight, target, ignore_index=ignore_index, reduction=reduction)
+
+    return single_gpu
+
+
+VARIANTS = (
+    Provider(
+        name="single_gpu",
+        kernel="vp_flce",
+        description="our single-GPU fused kernel on a whole head held by each rank (no collective): the time "
+        "yardstick; the head is this rank's shard tiled, so its loss is not the others'",
+        bench_only=True,
+        load=_load_single_gpu,
+        supports=_even_shards,  # the whole head is world copies of the shard
+    ),
+)
+
+SOURCE = "design target (issue): vocab-parallel FLCE at the Llama-3-8B head, N=8192, bf16, 2 ranks"
+SPEC = BenchSpec(
+    kernel="vp_flce",
+    make_inputs=make_inputs,
+    work=flops,
+    work_formula="FLOPs per rank = k * N * H * V_local, V_local = ceil(V / ranks); k: full 6, forward 2, backward 4",
+    rate_unit="TFLOP/s",
+    rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
+    ceiling="matmul_tflops",
+    sweeps={
+        "heads": functools.partial(bench_shapes.heads_points, "vp_flce", (HEAD,)),
+        "tokens": functools.partial(bench_shapes.sweep_points, "vp_flce", "tokens", fused=True),
+    },
+    targets=(
+        Target(
+            ("ours",),
+            metric="time_ms",
+            applies=at_target,
+            peers=("single_gpu",),
+            factor=0.55,
+            source=f"{SOURCE}: time per rank <= 0.55x our single-GPU kernel's at the same N",
+        ),
+        Target(
+            ("ours",),
+            metric="extra_mib",
+            applies=at_target,
+            limit=lambda case: gradients_mib(case) + 256,
+            source=f"{SOURCE}: memory per rank <= its gradients (dh, dW shard) + 256 MiB",
+        ),
+    ),
+    distributed=True,
+)
