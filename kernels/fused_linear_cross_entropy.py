@@ -78,6 +78,11 @@ GradWeightAccum = Literal["auto", "fp32", "dtype"]
 AUTO_DTYPE_MAX_CHUNKS = 32
 
 
+def check_accum(accum: str) -> None:
+    if accum not in ("auto", "fp32", "dtype"):
+        raise ValueError(f"grad_weight_accum must be 'auto', 'fp32' or 'dtype', got {accum!r}")
+
+
 def resolve_accum(accum: str, n_tokens: int, chunk: int) -> str:
     """The accumulation "auto" stands for, given the number of chunks alone (the rule when the
     chunk size is forced by `chunk_tokens`; `plan` adds the memory budget otherwise)."""
@@ -271,8 +276,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         check_targets,
     ):
         _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
-        if grad_weight_accum not in ("auto", "fp32", "dtype"):
-            raise ValueError(f"grad_weight_accum must be 'auto', 'fp32' or 'dtype', got {grad_weight_accum!r}")
+        check_accum(grad_weight_accum)
         shape = target.shape
         n_classes = weight.shape[0]
         h = hidden.reshape(-1, hidden.shape[-1]).contiguous()

@@ -194,6 +194,26 @@ def owns(local_t: torch.Tensor, n_cols: int, counted: torch.Tensor) -> torch.Ten
     return counted & (local_t >= 0) & (local_t < n_cols)
 
 
+def locate_targets(t: torch.Tensor, vocab_start: int, n_cols: int, ignore_index: int, owns_fn=owns):
+    """(counted, local ids clamped into the shard, owned) of the global targets `t` for the shard
+    of `n_cols` classes starting at `vocab_start`; `owns_fn` is `owns` unless a planted bug
+    replaces it."""
+    counted = t != ignore_index
+    local_t = t - vocab_start
+    owned = owns_fn(local_t, n_cols, counted)
+    return counted, local_t.clamp(0, max(n_cols - 1, 0)), owned
+
+
+def check_layout(check_targets, tiling, target: torch.Tensor, ignore_index: int) -> None:
+    """The shards tile [0, V) and the targets lie in it: on the host, on the device (no sync) or
+    not at all, as `check_targets` resolves on the targets' device."""
+    check = resolve_check(check_targets, target.device)
+    if check == "host":
+        _check_layout(tiling, target, ignore_index)
+    elif check == "device":
+        _check_layout_on_device(tiling, target, ignore_index)
+
+
 def _check_layout(merged: _Merged, target: torch.Tensor, ignore_index: int) -> None:
     """Shards must tile [0, V) and targets lie in it (or be ignore_index): one host sync."""
     starts, widths = merged.starts.tolist(), merged.widths.tolist()
@@ -355,10 +375,7 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         w = class_weight.float() if class_weight is not None else None
         if vocab_start is None:
             vocab_start, _ = shard_offsets(n_cols, group, dev)
-        counted = t != ignore_index
-        local_t = t - vocab_start
-        owned = cls.OWNS(local_t, n_cols, counted)
-        local_t = local_t.clamp(0, max(n_cols - 1, 0))
+        counted, local_t, owned = locate_targets(t, vocab_start, n_cols, ignore_index, cls.OWNS)
 
         stats = torch.zeros(n_rows + 1, N_STATS, dtype=torch.float32, device=dev)
         stats[:n_rows] = _local_stats(x, local_t, owned, w, label_smoothing, softcap)
@@ -368,11 +385,7 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
             stats[n_rows, 2] = w.sum()
         rank, _ = group_rank_size(group)
         merged = cls.MERGED(all_gather(stats, group), n_rows, w is not None, rank)  # the one collective
-        check = resolve_check(check_targets, dev)
-        if check == "host":
-            _check_layout(merged, t, ignore_index)
-        elif check == "device":
-            _check_layout_on_device(merged, t, ignore_index)
+        check_layout(check_targets, merged, t, ignore_index)
         valid = merged.owners == 1.0
         loss_rows, z_rows = _rows(merged, counted, valid, tw, label_smoothing, z_loss_scale)
         denom = None

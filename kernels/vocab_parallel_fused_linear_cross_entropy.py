@@ -68,26 +68,27 @@ from types import SimpleNamespace
 
 import torch
 
-from .cross_entropy import CheckTargets, Reduction, resolve_check
+from .cross_entropy import CheckTargets, Reduction
 from .fused_linear_cross_entropy import (
     DEFAULT_CHUNK_BYTES,
     GradWeightAccum,
     _add_product_fp32,
     _scale_,
     _validate,
+    check_accum,
     plan,
 )
 from .vocab_parallel_cross_entropy import (
     N_STATS,
-    _check_layout,
-    _check_layout_on_device,
     _local_stats,
     _Merged,
     _rows,
     _write_grad,
     all_gather,
     all_reduce_,
+    check_layout,
     group_rank_size,
+    locate_targets,
     owns,
     shard_offsets,
 )
@@ -213,8 +214,7 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         check_targets,
     ):
         _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
-        if grad_weight_accum not in ("auto", "fp32", "dtype"):
-            raise ValueError(f"grad_weight_accum must be 'auto', 'fp32' or 'dtype', got {grad_weight_accum!r}")
+        check_accum(grad_weight_accum)
         shape = target.shape
         h = hidden.reshape(-1, hidden.shape[-1]).contiguous()
         w = weight.contiguous()
@@ -225,19 +225,12 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         dev, n, v_local = h.device, h.shape[0], w.shape[0]
         if vocab_start is None:
             vocab_start, _ = shard_offsets(v_local, group, dev)
-        counted = t != ignore_index
-        local_t = t - vocab_start
-        owned = cls.OWNS(local_t, v_local, counted)
-        local_t = local_t.clamp(0, max(v_local - 1, 0))
+        counted, local_t, owned = locate_targets(t, vocab_start, v_local, ignore_index, cls.OWNS)
         rank, _ = group_rank_size(group)
         row = _layout_row(v_local, vocab_start, cw, local_t, owned, dev)
         layout = all_gather(row, group)  # [world, N_STATS]
         tiling = SimpleNamespace(widths=layout[:, 0], starts=layout[:, 1])
-        check = resolve_check(check_targets, dev)
-        if check == "host":
-            _check_layout(tiling, t, ignore_index)
-        elif check == "device":
-            _check_layout_on_device(tiling, t, ignore_index)
+        check_layout(check_targets, tiling, t, ignore_index)
         denom = None
         if reduction == "mean":
             denom = layout[:, 3].sum() if cw is not None else counted.sum(dtype=torch.float32)
