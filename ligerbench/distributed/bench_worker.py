@@ -10,19 +10,17 @@ the run folder and, once every step is done, ranks_done.json (`completed_steps`)
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from ligerbench import named
 from ligerbench.bench.engine import Plan, run_plan
 from ligerbench.bench.ranks import Group
 from ligerbench.bench.spec import on_ranks
 from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
-from ligerbench.distributed.launch import DONE_FILE, PROGRESS
+from ligerbench.distributed.launch import PROGRESS, ranks_done
 from ligerbench.records import RecordWriter
 from ligerbench.registry import Registry
 
@@ -67,7 +65,4 @@ def bench_job(job: dict, registry: Registry, *, rank: int, world: int, device: t
         run_plan(plan, run_id=job["run_id"], writer=writer, on_step=on_step)
     finally:
         writer.close()
-    dist.barrier()  # every rank finished every step
-    if rank == 0:
-        facts = {"completed_steps": done, "world": world, "backend": backend}
-        (run_path / DONE_FILE).write_text(json.dumps(facts) + "\n")
+    ranks_done(run_path, rank, completed_steps=done, world=world, backend=backend)

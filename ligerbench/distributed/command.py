@@ -36,7 +36,7 @@ from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import CORRECT
 from ligerbench.distributed.bench_worker import bench_job
-from ligerbench.distributed.launch import DONE_FILE, FAULT_ENV, PROGRESS
+from ligerbench.distributed.launch import FAULT_ENV, PROGRESS, ranks_done
 from ligerbench.records import RecordWriter
 from ligerbench.suites.converge_parallel import run_parallel_case
 from ligerbench.verify.engine import make_plan, run_plan
@@ -105,10 +105,7 @@ def _verify(job: dict, rank: int, world: int, dev: torch.device, backend: str) -
         run_plan(plan, registry, run_id=job["run_id"], seed=job["seed"], device=dev, writer=writer, on_case=on_case)
     finally:
         writer.close()
-    dist.barrier()  # every rank finished every case
-    if rank == 0:
-        facts = {"completed_cases": done, "world": world, "backend": backend}
-        (run_path / DONE_FILE).write_text(json.dumps(facts) + "\n")
+    ranks_done(run_path, rank, completed_cases=done, world=world, backend=backend)
 
 
 def _bench(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:
@@ -136,10 +133,7 @@ def _converge(job: dict, rank: int, world: int, dev: torch.device, backend: str)
                 print(f"{PROGRESS}{done}/{len(job['dtypes'])}] {case.id}", flush=True)
     finally:
         writer.close()
-    dist.barrier()  # every rank finished every case
-    if rank == 0:
-        facts = {"completed_cases": done, "world": world, "backend": backend, "curves": curves}
-        (run_path / DONE_FILE).write_text(json.dumps(facts) + "\n")
+    ranks_done(run_path, rank, completed_cases=done, world=world, backend=backend, curves=curves)
 
 
 JOBS = {"verify": _verify, "bench": _bench, "converge": _converge}  # the job file's "command" -> what each rank runs

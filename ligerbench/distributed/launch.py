@@ -69,6 +69,16 @@ class Launched:
         return "\n".join(found) if found else self.tail()
 
 
+def ranks_done(run_path: Path, rank: int, **facts) -> None:
+    """Called by every rank at the end of its job: the ranks meet at a barrier (every rank
+    finished every step), then rank 0 writes ranks_done.json with `facts`, which `run_job` reads."""
+    import torch.distributed as dist  # the ranks' side only: the launching process needs none
+
+    dist.barrier()
+    if rank == 0:
+        (run_path / DONE_FILE).write_text(json.dumps(facts) + "\n")
+
+
 PROGRESS = "ligerbench: ["  # rank 0's line per finished case: "ligerbench: [i/N] case-id"
 
 
