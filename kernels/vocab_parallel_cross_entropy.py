@@ -57,15 +57,27 @@ from .cross_entropy import (
 
 N_STATS = 6  # columns of the per-rank statistics: m, s_o, x_y, owned, w_y, sum_wx
 _CHUNK_ELEMENTS = 1 << 22  # float32 temporaries per chunk of rows (16 MiB)
-# Which implementation makes the per-shard passes: "auto" (Triton on a GPU, PyTorch ops
-# elsewhere: Triton's interpreter costs a program per row), "triton" or "torch".
+# Which implementation makes the per-shard passes: "fused" (Triton: the statistics pass, then one
+# finishing kernel that merges, stores the loss rows and writes the gradient), "triton" (the two
+# Triton passes with the merge and the loss rows in PyTorch ops between them), "torch" (PyTorch
+# ops), or "auto": "fused" on a GPU, "torch" elsewhere (Triton's interpreter costs a program per
+# row).
 PASSES = "auto"
+PASSES_CHOICES = ("auto", "fused", "triton", "torch")
+
+
+def _passes(x: torch.Tensor) -> str:
+    """"fused", "triton" or "torch" for logits `x` (module docstring)."""
+    if PASSES not in PASSES_CHOICES:
+        raise ValueError(f"PASSES must be one of {PASSES_CHOICES}, got {PASSES!r}")
+    if PASSES == "auto":
+        return "fused" if x.is_cuda else "torch"
+    return PASSES
 
 
 def _triton_passes(x: torch.Tensor) -> bool:
-    if PASSES not in ("auto", "triton", "torch"):
-        raise ValueError(f"PASSES must be 'auto', 'triton' or 'torch', got {PASSES!r}")
-    return PASSES == "triton" or (PASSES == "auto" and x.is_cuda)
+    """The per-shard passes in Triton (the fused path's, for the callers that stage them)."""
+    return _passes(x) != "torch"
 
 
 # ----------------------------------------------------------------------------- the group
@@ -311,6 +323,49 @@ def _scale_rows(grad: torch.Tensor, upstream: torch.Tensor) -> None:
         grad[r0:r1] = (grad[r0:r1].float() * up[r0:r1, None]).to(grad.dtype)
 
 
+class Tiling:
+    """Every rank's shard (width, vocab_start), read from the gathered statistics' last row."""
+
+    def __init__(self, gathered: torch.Tensor, n_rows: int):
+        self.widths = gathered[:, n_rows, 0]
+        self.starts = gathered[:, n_rows, 1]
+
+
+def _fused_forward(x, want_grad, t, w, tw, group, vocab_start, ignore_index, reduction, opts, check_targets):
+    """The fused path (PASSES "fused", the default on a GPU): the statistics pass, the one
+    all_gather, then one finishing kernel per row that merges the ranks' statistics, stores the
+    loss rows and writes the gradient (kernels/vocab_parallel_passes.py). `want_grad`: None,
+    "buffer" (a new buffer, allocated once the statistics are freed: the peak holds the gradient
+    and the gathered statistics, not both statistics) or "inplace" (into `x`). Returns (loss
+    rows, z-loss rows, the mean's denominator or None, the gradient or None)."""
+    eps, softcap, z = opts
+    n_rows, _ = x.shape
+    t = t.contiguous()
+    stats = torch.empty(n_rows + 1, N_STATS, dtype=torch.float32, device=x.device)
+    passes.located_stats(x, t, vocab_start, ignore_index, w, eps, softcap, stats)
+    gathered = all_gather(stats, group)  # the one collective
+    del stats
+    check = resolve_check(check_targets, x.device)
+    if check == "host":
+        _check_layout(Tiling(gathered, n_rows), t, ignore_index)
+    denom = None
+    if reduction == "mean":  # counted rows, or the sum of their class weights (0 where ignored)
+        counted_w = gathered[:, :n_rows, 4]
+        denom = counted_w.sum() if w is not None else (t != ignore_index).sum(dtype=torch.float32)
+    grad = x if want_grad == "inplace" else (torch.empty_like(x) if want_grad == "buffer" else None)
+    loss_rows = torch.empty(n_rows, dtype=torch.float32, device=x.device)
+    z_rows = torch.empty_like(loss_rows)
+    bad = torch.zeros(1, dtype=torch.int32, device=x.device) if check == "device" else None
+    if n_rows:
+        passes.finish(
+            x, grad, t, tw.contiguous() if tw is not None else None, gathered, denom, w, loss_rows, z_rows, bad,
+            vocab_start=vocab_start, ignore_index=ignore_index, label_smoothing=eps, softcap=softcap, z_loss_scale=z,
+        )  # fmt: skip
+    if bad is not None:
+        torch._assert_async(bad[0] == 0, "vocab shards do not tile [0, V), or a target is outside it and not ignore_index")
+    return loss_rows, z_rows, denom, grad
+
+
 # ----------------------------------------------------------------------------- autograd
 
 
@@ -375,6 +430,15 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         w = class_weight.float() if class_weight is not None else None
         if vocab_start is None:
             vocab_start, _ = shard_offsets(n_cols, group, dev)
+        if _passes(x) == "fused" and cls.OWNS is owns and cls.MERGED is _Merged:
+            # (a subclass that replaces OWNS or MERGED, a planted bug, takes the staged path,
+            # where those parts run)
+            want = ("inplace" if inplace_backward else "buffer") if ctx.needs_input_grad[0] else None
+            loss_rows, z_rows, denom, grad = _fused_forward(
+                x, want, target.reshape(-1), w, tw, group, vocab_start, ignore_index, reduction,
+                (label_smoothing, softcap, z_loss_scale), check_targets,
+            )  # fmt: skip
+            return finish_forward(ctx, loss_rows, z_rows, reduction, denom, grad, shape)
         counted, local_t, owned = locate_targets(t, vocab_start, n_cols, ignore_index, cls.OWNS)
 
         stats = torch.zeros(n_rows + 1, N_STATS, dtype=torch.float32, device=dev)

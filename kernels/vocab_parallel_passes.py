@@ -29,6 +29,90 @@ from .triton_math import cap_block, softcap_and_slope, to_store
 
 
 @triton.jit
+def _shard_row_stats(x_row, t_here, V, w_ptr, cap, BLOCK_V: tl.constexpr, SOFTCAP: tl.constexpr,
+                     SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr):  # fmt: skip
+    """One read of a row of the shard: (max, sum of exp(x - max) over the classes but the one at
+    local id t_here (-1: none here), the smoothing sum sum_j w_j x_j), in float32."""
+    offs = tl.arange(0, BLOCK_V)
+    m = float("-inf")
+    s_o = 0.0
+    swx = 0.0
+    for b in range(0, tl.cdiv(V, BLOCK_V)):
+        cols = b * BLOCK_V + offs
+        in_row = cols < V
+        x_raw = tl.load(x_row + cols, mask=in_row, other=float("-inf"))
+        x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
+        m_new = tl.maximum(m, tl.max(x, 0))
+        # the target's term is left out of the sum rather than subtracted from it: p_y - 1 =
+        # -s_o / s stays exact when p_y is close to 1
+        e = tl.where(cols == t_here, 0.0, tl.exp(x - m_new))
+        s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
+        if SMOOTH:
+            if HAS_CLASS_W:
+                w = tl.load(w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
+            else:
+                w = tl.where(in_row, 1.0, 0.0)
+            swx += tl.sum(w * tl.where(in_row, x, 0.0), 0)  # (x is -inf past the row's end)
+        m = m_new
+    return m, s_o, swx
+
+
+@triton.jit
+def _store_row_stats(x_row, out, lt, own, m, s_o, swx, w_ptr, cap, SOFTCAP: tl.constexpr, HAS_CLASS_W: tl.constexpr):
+    """The row's 6 statistics (columns as N_STATS) at `out`: the target's (capped) logit and
+    class weight only where this shard owns the target."""
+    x_y = tl.load(x_row + lt, mask=own, other=0.0).to(tl.float32)
+    if SOFTCAP:
+        x_y, _ = softcap_and_slope(x_y, cap)
+    if HAS_CLASS_W:
+        w_y = tl.load(w_ptr + lt, mask=own, other=0.0).to(tl.float32)
+    else:
+        w_y = 1.0
+    tl.store(out, m)
+    tl.store(out + 1, s_o)
+    tl.store(out + 2, tl.where(own, x_y, 0.0))
+    tl.store(out + 3, tl.where(own, 1.0, 0.0))
+    tl.store(out + 4, tl.where(own, w_y, 0.0))
+    tl.store(out + 5, swx)
+
+
+@triton.jit
+def _write_row_grad(x_row, g_row, t_here, V, m, log_s, a, g_y, scale, w_ptr, eps_v, cap, BLOCK_V: tl.constexpr,
+                    SOFTCAP: tl.constexpr, SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr,
+                    ROUND_BY_HAND: tl.constexpr):  # fmt: skip
+    """One read of a row, one write of its gradient: (p_j * a - eps_v * w_j, or g_y at the
+    target) * scale, times the softcap's slope."""
+    offs = tl.arange(0, BLOCK_V)
+    for b in range(0, tl.cdiv(V, BLOCK_V)):
+        cols = b * BLOCK_V + offs
+        in_row = cols < V
+        x_raw = tl.load(x_row + cols, mask=in_row, other=0.0)
+        x, dx = cap_block(x_raw, in_row, cap, SOFTCAP)
+        g = tl.exp((x - m) - log_s) * a
+        if SMOOTH:
+            if HAS_CLASS_W:
+                w = tl.load(w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
+            else:
+                w = 1.0
+            g -= eps_v * w
+        g = tl.where(cols == t_here, g_y, g) * scale
+        if SOFTCAP:
+            g = g * dx
+        tl.store(g_row + cols, to_store(g, g_row.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
+
+
+@triton.jit
+def _zero_row(g_row, V, BLOCK_V: tl.constexpr):
+    offs = tl.arange(0, BLOCK_V)
+    for b in range(0, tl.cdiv(V, BLOCK_V)):
+        cols = b * BLOCK_V + offs
+        tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=g_row.dtype.element_ty), mask=cols < V)
+
+
+# ----------------------------------------------------------------------------- the staged passes
+
+
+@triton.jit
 def _stats_kernel(
     x_ptr,
     stride_x,
@@ -47,40 +131,8 @@ def _stats_kernel(
     x_row = x_ptr + row * stride_x
     own = tl.load(own_ptr + row) != 0
     lt = tl.load(lt_ptr + row).to(tl.int64)
-    t_here = tl.where(own, lt, -1)
-    offs = tl.arange(0, BLOCK_V)
-    m = float("-inf")
-    s_o = 0.0
-    swx = 0.0
-    for b in range(0, tl.cdiv(V, BLOCK_V)):
-        cols = b * BLOCK_V + offs
-        in_row = cols < V
-        x_raw = tl.load(x_row + cols, mask=in_row, other=float("-inf"))
-        x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
-        m_new = tl.maximum(m, tl.max(x, 0))
-        e = tl.where(cols == t_here, 0.0, tl.exp(x - m_new))
-        s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
-        if SMOOTH:
-            if HAS_CLASS_W:
-                w = tl.load(w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-            else:
-                w = tl.where(in_row, 1.0, 0.0)
-            swx += tl.sum(tl.where(in_row, w * x, 0.0), 0)
-        m = m_new
-    x_y = tl.load(x_row + lt, mask=own, other=0.0).to(tl.float32)
-    if SOFTCAP:
-        x_y, _ = softcap_and_slope(x_y, cap)
-    if HAS_CLASS_W:
-        w_y = tl.load(w_ptr + lt, mask=own, other=0.0).to(tl.float32)
-    else:
-        w_y = 1.0
-    out = stats_ptr + row * 6
-    tl.store(out, m)
-    tl.store(out + 1, s_o)
-    tl.store(out + 2, tl.where(own, x_y, 0.0))
-    tl.store(out + 3, tl.where(own, 1.0, 0.0))
-    tl.store(out + 4, tl.where(own, w_y, 0.0))
-    tl.store(out + 5, swx)
+    m, s_o, swx = _shard_row_stats(x_row, tl.where(own, lt, -1), V, w_ptr, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W)
+    _store_row_stats(x_row, stats_ptr + row * 6, lt, own, m, s_o, swx, w_ptr, cap, SOFTCAP, HAS_CLASS_W)
 
 
 @triton.jit
@@ -110,36 +162,204 @@ def _grad_kernel(
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     g_row = g_ptr + row * stride_g
-    offs = tl.arange(0, BLOCK_V)
-    n_blocks = tl.cdiv(V, BLOCK_V)
     if tl.load(counted_ptr + row) != 0:
         own = tl.load(own_ptr + row) != 0
         t_here = tl.where(own, tl.load(lt_ptr + row).to(tl.int64), -1)
-        m = tl.load(m_ptr + row)
-        log_s = tl.load(log_s_ptr + row)
-        a = tl.load(a_ptr + row)
-        g_y = tl.load(gy_ptr + row)
-        scale = tl.load(scale_ptr + row)
-        for b in range(0, n_blocks):
-            cols = b * BLOCK_V + offs
-            in_row = cols < V
-            x_raw = tl.load(x_row + cols, mask=in_row, other=0.0)
-            x, dx = cap_block(x_raw, in_row, cap, SOFTCAP)
-            g = tl.exp((x - m) - log_s) * a
-            if SMOOTH:
-                if HAS_CLASS_W:
-                    w = tl.load(w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-                else:
-                    w = 1.0
-                g -= tl.load(eps_v_ptr) * w
-            g = tl.where(cols == t_here, g_y, g) * scale
-            if SOFTCAP:
-                g = g * dx
-            tl.store(g_row + cols, to_store(g, g_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
+        eps_v = 0.0
+        if SMOOTH:
+            eps_v = tl.load(eps_v_ptr)
+        _write_row_grad(
+            x_row, g_row, t_here, V, tl.load(m_ptr + row), tl.load(log_s_ptr + row), tl.load(a_ptr + row),
+            tl.load(gy_ptr + row), tl.load(scale_ptr + row), w_ptr, eps_v, cap, BLOCK_V, SOFTCAP, SMOOTH,
+            HAS_CLASS_W, ROUND_BY_HAND,
+        )  # fmt: skip
     else:
-        for b in range(0, n_blocks):
-            cols = b * BLOCK_V + offs
-            tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=g_ptr.dtype.element_ty), mask=cols < V)
+        _zero_row(g_row, V, BLOCK_V)
+
+
+# ----------------------------------------------------------------------------- the fused path
+
+
+@triton.jit
+def _located_stats_kernel(
+    x_ptr,
+    stride_x,
+    t_ptr,  # GLOBAL target ids [N]
+    w_ptr,  # class weights of the shard (read only if HAS_CLASS_W)
+    stats_ptr,  # [N + 1, 6] float32: the rows' statistics, then the shard's row
+    n_rows,
+    vocab_start,
+    ignore_index,
+    V,
+    cap,
+    BLOCK_V: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    SMOOTH: tl.constexpr,
+    HAS_CLASS_W: tl.constexpr,
+):
+    """Pass 1 with the targets located here (counted, local id, owned) rather than by PyTorch
+    ops; program 0 also writes the shard's row: width, vocab_start, class-weight sum."""
+    row = tl.program_id(0).to(tl.int64)
+    if row < n_rows:  # (one program runs when there are no rows, for the shard's row)
+        x_row = x_ptr + row * stride_x
+        t = tl.load(t_ptr + row).to(tl.int64)
+        lt = t - vocab_start
+        own = (t != ignore_index) & (lt >= 0) & (lt < V)
+        lt = tl.minimum(tl.maximum(lt, 0), tl.maximum(V - 1, 0))
+        m, s_o, swx = _shard_row_stats(
+            x_row, tl.where(own, lt, -1), V, w_ptr, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W
+        )  # fmt: skip
+        _store_row_stats(x_row, stats_ptr + row * 6, lt, own, m, s_o, swx, w_ptr, cap, SOFTCAP, HAS_CLASS_W)
+    if row == 0:
+        w_sum = 0.0
+        if HAS_CLASS_W:
+            offs = tl.arange(0, BLOCK_V)
+            for b in range(0, tl.cdiv(V, BLOCK_V)):
+                cols = b * BLOCK_V + offs
+                w_sum += tl.sum(tl.load(w_ptr + cols, mask=cols < V, other=0.0).to(tl.float32), 0)
+        shard = stats_ptr + n_rows * 6
+        tl.store(shard, V + 0.0)  # (+ 0.0: an int argument equal to 1 arrives as a constant)
+        tl.store(shard + 1, vocab_start + 0.0)
+        tl.store(shard + 2, w_sum)
+        tl.store(shard + 3, 0.0)
+        tl.store(shard + 4, 0.0)
+        tl.store(shard + 5, 0.0)
+
+
+@triton.jit
+def _tiling_is_bad(shards_ptr, world, rank_stride):
+    """1 unless the shards (width, start at shards_ptr + r * rank_stride) tile [0, V): each
+    start equals the widths of the shards that start before it, and no two non-empty shards
+    start at the same class."""
+    bad = 0
+    for r in range(0, world):
+        w_r = tl.load(shards_ptr + r * rank_stride)
+        s_r = tl.load(shards_ptr + r * rank_stride + 1)
+        before = 0.0
+        twins = 0
+        for q in range(0, world):
+            w_q = tl.load(shards_ptr + q * rank_stride)
+            s_q = tl.load(shards_ptr + q * rank_stride + 1)
+            before += tl.where(s_q < s_r, w_q, 0.0)
+            twins += tl.where((q != r) & (s_q == s_r) & (w_q > 0) & (w_r > 0), 1, 0)
+        bad = tl.where((before != s_r) | (twins > 0), 1, bad)
+    return bad
+
+
+@triton.jit
+def _finish_kernel(
+    x_ptr,
+    stride_x,
+    g_ptr,
+    stride_g,
+    t_ptr,  # GLOBAL target ids [N]
+    tw_ptr,  # token weights [N] float32 (read only if HAS_TW)
+    gath_ptr,  # [world, N + 1, 6] float32: every rank's statistics, in rank order
+    denom_ptr,  # [1] float32: the mean's denominator (read only if HAS_DENOM)
+    w_ptr,  # class weights of the shard (read only if HAS_CLASS_W)
+    loss_ptr,  # [N] float32 out: the rows' loss
+    z_ptr,  # [N] float32 out: the rows' z-loss
+    bad_ptr,  # [1] int32: set to 1 by a target outside [0, V) or shards not tiling (if CHECK)
+    world,
+    n_rows,
+    vocab_start,
+    ignore_index,
+    V,
+    eps,
+    z_scale,
+    cap,
+    BLOCK_V: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    SMOOTH: tl.constexpr,
+    HAS_CLASS_W: tl.constexpr,
+    HAS_TW: tl.constexpr,
+    HAS_DENOM: tl.constexpr,
+    Z_LOSS: tl.constexpr,
+    WRITE_GRAD: tl.constexpr,
+    CHECK: tl.constexpr,
+    ROUND_BY_HAND: tl.constexpr,
+):
+    """After the all_gather: per row, merge every rank's statistics, store the row's loss and
+    z-loss, and write this shard's gradient row (one more read of the row, one write)."""
+    row = tl.program_id(0).to(tl.int64)
+    rank_stride = (n_rows + 1) * 6
+    shards = gath_ptr + n_rows * 6
+    t = tl.load(t_ptr + row).to(tl.int64)
+    counted = t != ignore_index
+    lt = t - vocab_start
+    own = counted & (lt >= 0) & (lt < V)
+    # the global V and class-weight sum, from the shards' rows
+    v_all = 0.0
+    w_all = 0.0
+    for r in range(0, world):
+        v_all += tl.load(shards + r * rank_stride)
+        w_all += tl.load(shards + r * rank_stride + 2)
+    if not HAS_CLASS_W:
+        w_all = v_all
+    # merge: the global max first, then every rank's sum rescaled to it
+    m = float("-inf")
+    for r in range(0, world):
+        m = tl.maximum(m, tl.load(gath_ptr + r * rank_stride + row * 6))
+    s_o = 0.0
+    x_y = 0.0
+    owners = 0.0
+    w_y = 0.0
+    swx = 0.0
+    for r in range(0, world):
+        st = gath_ptr + r * rank_stride + row * 6
+        s_o += tl.load(st + 1) * tl.exp(tl.load(st) - m)
+        x_y += tl.load(st + 2)
+        owners += tl.load(st + 3)
+        w_y += tl.load(st + 4)
+        swx += tl.load(st + 5)
+    valid = owners == 1.0
+    e_y = tl.exp(x_y - m)
+    s = s_o + e_y
+    log_s = tl.log(s)
+    lse = m + log_s
+    eps_v = eps / v_all
+    loss = w_y * ((m - x_y) + log_s)
+    if SMOOTH:
+        loss = (1.0 - eps) * loss + eps_v * (w_all * lse - swx)
+    zl = 0.0
+    if Z_LOSS:
+        zl = z_scale * lse * lse
+    tw = 1.0
+    if HAS_TW:
+        tw = tl.load(tw_ptr + row)
+    nan = float("nan")
+    tl.store(loss_ptr + row, tl.where(counted, tl.where(valid, tw * (loss + zl), nan), 0.0))
+    tl.store(z_ptr + row, tl.where(counted, tl.where(valid, tw * zl, nan), 0.0))
+    if CHECK:
+        bad = counted & ((t < 0) | (t.to(tl.float32) >= v_all))
+        if row == 0:
+            bad = bad | (_tiling_is_bad(shards, world, rank_stride) != 0)
+        if bad:
+            tl.store(bad_ptr, 1)
+    if WRITE_GRAD:
+        x_row = x_ptr + row * stride_x
+        g_row = g_ptr + row * stride_g
+        if counted:
+            p_y = e_y / s
+            a = w_y
+            g_y = w_y * (-s_o / s)  # p_y - 1 = -s_o / s, exact
+            if SMOOTH:
+                a = (1.0 - eps) * w_y + eps * w_all / v_all
+                g_y = (1.0 - eps) * g_y + eps_v * (w_all * p_y - w_y)
+            if Z_LOSS:
+                a = a + 2.0 * z_scale * lse
+                g_y = g_y + 2.0 * z_scale * lse * p_y
+            scale = tw
+            if HAS_DENOM:
+                scale = scale / tl.load(denom_ptr)
+            scale = tl.where(valid, scale, nan)
+            t_here = tl.where(own, lt, -1)
+            _write_row_grad(
+                x_row, g_row, t_here, V, m, log_s, a, g_y, scale, w_ptr, eps_v, cap, BLOCK_V, SOFTCAP, SMOOTH,
+                HAS_CLASS_W, ROUND_BY_HAND,
+            )  # fmt: skip
+        else:
+            _zero_row(g_row, V, BLOCK_V)
 
 
 def _flags(t: torch.Tensor) -> torch.Tensor:
@@ -194,6 +414,73 @@ def shard_grad(x, grad, local_t, owned, counted, rows: dict, w, eps_v, softcap) 
         SOFTCAP=bool(softcap),
         SMOOTH=eps_v is not None,
         HAS_CLASS_W=w is not None,
+        ROUND_BY_HAND=_INTERPRETED,
+        num_warps=num_warps,
+    )
+
+
+def located_stats(x, t, vocab_start: int, ignore_index: int, w, label_smoothing: float, softcap, out) -> None:
+    """Pass 1 of the fused path into `out` [N + 1, 6] float32: the rows' statistics with the
+    targets located in the kernel, then the shard's row (width, vocab_start, class-weight sum)."""
+    n_rows, n_cols = x.shape
+    block_v, num_warps = _launch_config(n_cols, x.device)
+    _located_stats_kernel[(max(n_rows, 1),)](
+        x,
+        x.stride(0),
+        t,
+        w if w is not None else out,
+        out,
+        n_rows,
+        vocab_start,
+        ignore_index,
+        n_cols,
+        float(softcap) if softcap else 1.0,
+        BLOCK_V=block_v,
+        SOFTCAP=bool(softcap),
+        SMOOTH=label_smoothing > 0.0,
+        HAS_CLASS_W=w is not None,
+        num_warps=num_warps,
+    )
+
+
+def finish(x, grad, t, tw, gathered, denom, w, loss_rows, z_rows, bad, *, vocab_start: int, ignore_index: int,
+           label_smoothing: float, softcap, z_loss_scale: float) -> None:  # fmt: skip
+    """The fused path after the all_gather: the rows' loss and z-loss into `loss_rows`,
+    `z_rows`, and (if `grad` is not None) the shard's gradient into `grad` (which may be `x`).
+    `gathered` [world, N + 1, 6]; `denom` a float32 [1] tensor or None (no division); `bad` an
+    int32 [1] tensor that a bad target or shard layout sets to 1, or None (no check)."""
+    n_rows, n_cols = x.shape
+    block_v, num_warps = _launch_config(n_cols, x.device)
+    _finish_kernel[(n_rows,)](
+        x,
+        x.stride(0),
+        grad if grad is not None else x,
+        grad.stride(0) if grad is not None else x.stride(0),
+        t,
+        tw if tw is not None else loss_rows,
+        gathered,
+        denom if denom is not None else loss_rows,
+        w if w is not None else loss_rows,
+        loss_rows,
+        z_rows,
+        bad if bad is not None else loss_rows,
+        gathered.shape[0],
+        n_rows,
+        vocab_start,
+        ignore_index,
+        n_cols,
+        float(label_smoothing),
+        float(z_loss_scale),
+        float(softcap) if softcap else 1.0,
+        BLOCK_V=block_v,
+        SOFTCAP=bool(softcap),
+        SMOOTH=label_smoothing > 0.0,
+        HAS_CLASS_W=w is not None,
+        HAS_TW=tw is not None,
+        HAS_DENOM=denom is not None,
+        Z_LOSS=z_loss_scale != 0.0,
+        WRITE_GRAD=grad is not None,
+        CHECK=bad is not None,
         ROUND_BY_HAND=_INTERPRETED,
         num_warps=num_warps,
     )

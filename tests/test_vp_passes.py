@@ -108,29 +108,144 @@ def test_the_triton_gradient_pass_matches_the_pytorch_one(monkeypatch, name, dty
     assert err <= 2 * ulp, f"{name} {dtype}: {err:.3g}"
 
 
-def test_the_gpu_path_is_the_triton_one(monkeypatch):
-    """A GPU tensor takes the Triton passes ("auto"), and a planted failure in them surfaces:
-    proof that the tests above compare two different implementations."""
+def test_the_staged_passes_are_the_triton_ones(monkeypatch):
+    """"triton" and "fused" make the statistics pass in Triton, "auto" on a CPU tensor in
+    PyTorch, and a planted failure in the Triton pass surfaces: proof that the tests above
+    compare two different implementations."""
     calls = []
     monkeypatch.setattr(vp.passes, "shard_stats", lambda *a: calls.append("stats"))
     x, t, _ = _problem(torch.float32)
     xs, lt, own, _, _ = _shard_inputs(x, t, None, 0, SPLIT, False)
-    monkeypatch.setattr(vp, "PASSES", "triton")
-    vp._local_stats(xs, lt, own, None, 0.0, None)
-    monkeypatch.setattr(vp, "PASSES", "auto")
-    vp._local_stats(xs, lt, own, None, 0.0, None)  # a CPU tensor: the PyTorch pass
-    assert calls == ["stats"]
+    for which in ("triton", "fused", "auto"):
+        monkeypatch.setattr(vp, "PASSES", which)
+        vp._local_stats(xs, lt, own, None, 0.0, None)  # "auto", a CPU tensor: the PyTorch pass
+    assert calls == ["stats", "stats"]
     monkeypatch.setattr(vp, "PASSES", "fast")
     with pytest.raises(ValueError, match="PASSES"):
         vp._local_stats(xs, lt, own, None, 0.0, None)
 
 
+# ----------------------------------------------------------------------------- the fused path
+
+
+def _op_on_two_ranks(monkeypatch, which, x, t, w, *, reduction, upstream=None, tw=None, **kw):
+    """(loss, z-loss, the gradient [N, V]) of the op on two simulated ranks, with PASSES=`which`."""
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+    monkeypatch.setattr(vp, "PASSES", which)
+
+    def rank(r, group):
+        lo, hi = ((0, SPLIT), (SPLIT, V))[r]
+        leaf = x[:, lo:hi].clone().requires_grad_(True)
+        loss, z = vocab_parallel_cross_entropy(
+            leaf, t, group=group, vocab_start=lo, reduction=reduction, token_weight=tw, return_z_loss=True,
+            class_weight_shard=None if w is None else w[lo:hi], ignore_index=IGNORE, **kw,
+        )  # fmt: skip
+        loss.backward(upstream if reduction == "none" else torch.tensor(1.5))
+        return loss.detach(), z, leaf.grad
+
+    (l0, z0, g0), (l1, z1, g1) = run_ranks(2, rank)
+    assert torch.equal(l0, l1) and torch.equal(z0, z1), "the ranks disagree on the loss"
+    return l0, z0, torch.cat([g0, g1], dim=1)
+
+
+# every reduction in float32; bf16 once (mean): its rounding is the same in every reduction
+@pytest.mark.parametrize(
+    "reduction, dtype",
+    [("none", torch.float32), ("mean", torch.float32), ("sum", torch.float32), ("mean", torch.bfloat16)],
+)
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_the_fused_path_matches_the_pytorch_one(monkeypatch, name, reduction, dtype):
+    """Loss, z-loss and gradient of the fused path (statistics kernel, finishing kernel) within
+    a rounding or two of the PyTorch path's, on a problem with a confident row, targets on both
+    shard edges, ignored rows, token weights and a random upstream."""
+    opts = dict(OPTIONS[name])
+    x, t, w = _problem(dtype)
+    w = w if opts.pop("class_weight", False) else None
+    g = torch.Generator().manual_seed(5)
+    tw, up = torch.rand(N, generator=g) + 0.5, torch.rand(N, generator=g) - 0.3
+    ref = _op_on_two_ranks(monkeypatch, "torch", x, t, w, reduction=reduction, upstream=up, tw=tw, **opts)
+    got = _op_on_two_ranks(monkeypatch, "fused", x, t, w, reduction=reduction, upstream=up, tw=tw, **opts)
+    for what, a, b in zip(("loss", "z_loss"), got[:2], ref[:2], strict=True):
+        torch.testing.assert_close(a, b, rtol=4e-6, atol=1e-6, msg=f"{what} differs")
+    if reduction == "none":
+        assert torch.equal(got[0][[5, 9]], torch.zeros(2)), "ignored rows' loss not 0"
+    grad, ref_grad = got[2].float(), ref[2].float()
+    assert torch.equal(grad[[5, 9]], torch.zeros_like(grad[[5, 9]])), "ignored rows' gradient not 0"
+    # the row sums come from two implementations (a Triton block sum, a PyTorch sum), a few ulps
+    # apart, and every probability of the row inherits that: 4 roundings of the dtype
+    err = (grad - ref_grad).abs().amax() / ref_grad.abs().amax()
+    assert err <= 4 * torch.finfo(dtype).eps, f"{name} {reduction} {dtype}: gradient {err:.3g} apart"
+
+
+def test_the_fused_path_is_the_one_that_runs(monkeypatch):
+    """The op on "fused" goes through the finishing kernel (a planted failure there surfaces);
+    a subclass that replaces OWNS (a planted bug) takes the staged path, where OWNS runs."""
+    x, t, w = _problem(torch.float32)
+
+    def broken(*a, **k):
+        raise RuntimeError("the finishing kernel ran")
+
+    monkeypatch.setattr(vp.passes, "finish", broken)
+    with pytest.raises(RuntimeError, match="the finishing kernel ran"):
+        _op_on_two_ranks(monkeypatch, "fused", x, t, None, reduction="sum")
+    _op_on_two_ranks(monkeypatch, "triton", x, t, None, reduction="sum")  # staged: not called
+
+    seen = []
+
+    class Planted(vp.VocabParallelCrossEntropyFunction):
+        OWNS = staticmethod(lambda *a: seen.append(1) or vp.owns(*a))
+
+    xs, ts = x[:, :V].clone().requires_grad_(True), t
+    Planted.apply(xs, ts, None, None, None, 0, IGNORE, "sum", 0.0, None, 0.0, False, True)
+    assert seen == [1]
+
+
+def _layout_call(which, monkeypatch, *, target=None, starts=(0, SPLIT), check="device"):
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+    monkeypatch.setattr(vp, "PASSES", which)
+    x, t, _ = _problem(torch.float32)
+    t = t if target is None else target
+
+    def rank(r, group):
+        lo, hi = ((0, SPLIT), (SPLIT, V))[r]
+        return vocab_parallel_cross_entropy(
+            x[:, lo:hi], t, group=group, vocab_start=starts[r], ignore_index=IGNORE, reduction="none",
+            check_targets=check,
+        )  # fmt: skip
+
+    return run_ranks(2, rank)
+
+
+@pytest.mark.parametrize("check", ["device", "host"])
+@pytest.mark.parametrize("which", ["torch", "fused"])
+def test_the_fused_path_checks_the_layout_as_the_pytorch_one(monkeypatch, which, check):
+    """A target past V, shards that overlap or leave a hole: an error on every path (on CPU the
+    device check's torch._assert_async raises RuntimeError; the host check a ValueError)."""
+    err = RuntimeError if check == "device" else ValueError
+    _, t, _ = _problem(torch.float32)
+    for target, starts in ((t.clone().index_fill_(0, torch.tensor([3]), V), (0, SPLIT)),  # past V
+                           (t, (0, 0)),  # overlap (and a hole at the end)
+                           (t, (0, SPLIT + 1)),  # a hole between the shards
+                           (t, (SPLIT, 0))):  # out of rank order: fine  # fmt: skip
+        if starts == (SPLIT, 0):
+            continue
+        with pytest.raises(err, match="outside|do not tile"):
+            _layout_call(which, monkeypatch, target=target, starts=starts, check=check)
+    assert all(torch.isfinite(loss).all() for loss in _layout_call(which, monkeypatch, check=check))
+    bad_t = t.clone().index_fill_(0, torch.tensor([3]), V)
+    for loss in _layout_call(which, monkeypatch, target=bad_t, check=False):  # unchecked: NaN there
+        assert torch.isnan(loss[3]) and torch.isfinite(loss[[0, 1, 2]]).all()
+
+
 # the whole ops with the Triton passes, against the float64 truth (the checks of
 # tests/test_vp_ce_op.py and tests/test_vp_flce_op.py): world 1 (no collective), 2 and 3 (uneven)
+@pytest.mark.parametrize("which", ["triton", "fused"])
 @pytest.mark.parametrize("world", [1, 2, 3])
 @pytest.mark.parametrize("name", list(CE_CONFIGS))
-def test_vp_ce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name):
-    monkeypatch.setattr(vp, "PASSES", "triton")
+def test_vp_ce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name, which):
+    monkeypatch.setattr(vp, "PASSES", which)
     run_ranks(world, lambda rank, group: ce_check_rank(rank, group, world, name))
 
 
