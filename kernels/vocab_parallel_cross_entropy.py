@@ -25,18 +25,25 @@ is vocab order): pass it to keep one collective. None in backward.
 
 Memory: the gradient is formed in forward into a buffer of the shard's size and dtype
 ([N, V_local]; `inplace_backward=True` writes it into `logits_shard` instead, destroying it),
-plus float32 temporaries of at most _CHUNK_ELEMENTS elements (rows are processed in chunks) and
-the gathered statistics (world * (N + 1) * 6 floats). Backward rescales the rows in place by the
-upstream gradient (kernels/cross_entropy.py's scale_rows_: rows whose factor is 1 are not
-touched, decided on the device), so one backward per forward.
+plus the gathered statistics (world * (N + 1) * 6 floats) and the loss rows (2 * N floats); the
+PyTorch path adds float32 temporaries of at most _CHUNK_ELEMENTS elements (rows in chunks).
+Backward rescales the rows in place by the upstream gradient (kernels/cross_entropy.py's
+scale_rows_: rows whose factor is 1 are not touched, decided on the device), so one backward per
+forward.
 
 `group`: a torch.distributed ProcessGroup, None for the default group (or a single process when
 torch.distributed is not initialized), or any object with `rank()`, `size()` and
 `all_gather_into_tensor(out, inp)` (an in-process simulation of ranks, for tests). A DTensor
 sharded on its last dim over a 1-D mesh may be passed instead of a shard and a group.
 
-The per-shard passes (statistics, then gradient) are Triton kernels on a GPU
-(kernels/vocab_parallel_passes.py) and PyTorch ops in float32 elsewhere; `PASSES` picks.
+On a GPU (`PASSES` "fused") the op is two Triton kernels around the collective
+(kernels/vocab_parallel_passes.py): the statistics pass, which also locates the targets in the
+shard, and a finishing kernel whose program per row merges every rank's statistics of the row,
+stores the row's loss and z-loss, checks the layout (a flag, then one torch._assert_async) and
+writes the gradient row. Apart from them a forward issues the all_gather, the mean's
+denominator and the final sums: about a dozen launches, none of them a host sync. Elsewhere the
+passes are PyTorch ops in float32 ("torch"); "triton" stages the two Triton passes with the
+merge in PyTorch ops between them (as the vocab-parallel FLCE runs each of its chunks).
 """
 
 from __future__ import annotations
@@ -67,7 +74,7 @@ PASSES_CHOICES = ("auto", "fused", "triton", "torch")
 
 
 def _passes(x: torch.Tensor) -> str:
-    """"fused", "triton" or "torch" for logits `x` (module docstring)."""
+    """ "fused", "triton" or "torch" for logits `x` (module docstring)."""
     if PASSES not in PASSES_CHOICES:
         raise ValueError(f"PASSES must be one of {PASSES_CHOICES}, got {PASSES!r}")
     if PASSES == "auto":
@@ -240,6 +247,9 @@ def _check_layout(merged: _Merged, target: torch.Tensor, ignore_index: int) -> N
         raise ValueError(f"target holds {first}, outside [0, {int(pos)}) and not ignore_index={ignore_index}")
 
 
+LAYOUT_ERROR = "vocab shards do not tile [0, V), or a target is outside it and not ignore_index"
+
+
 def _check_layout_on_device(merged: _Merged, target: torch.Tensor, ignore_index: int) -> None:
     """The same checks with no host sync (torch._assert_async: on a GPU the error comes back at
     the next CUDA call, on CPU it raises RuntimeError)."""
@@ -248,7 +258,7 @@ def _check_layout_on_device(merged: _Merged, target: torch.Tensor, ignore_index:
     tiles = (starts == torch.cumsum(widths, 0) - widths).all()
     v = widths.sum()
     bad = (((target < 0) | (target >= v)) & (target != ignore_index)).any()
-    torch._assert_async(tiles & ~bad, "vocab shards do not tile [0, V), or a target is outside it and not ignore_index")
+    torch._assert_async(tiles & ~bad, LAYOUT_ERROR)
 
 
 def _rows(merged: _Merged, counted, valid, token_weight, label_smoothing, z_loss_scale):
@@ -362,7 +372,7 @@ def _fused_forward(x, want_grad, t, w, tw, group, vocab_start, ignore_index, red
             vocab_start=vocab_start, ignore_index=ignore_index, label_smoothing=eps, softcap=softcap, z_loss_scale=z,
         )  # fmt: skip
     if bad is not None:
-        torch._assert_async(bad[0] == 0, "vocab shards do not tile [0, V), or a target is outside it and not ignore_index")
+        torch._assert_async(bad[0] == 0, LAYOUT_ERROR)
     return loss_rows, z_rows, denom, grad
 
 

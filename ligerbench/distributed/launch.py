@@ -214,14 +214,18 @@ def run_job(
     result = launch(nproc, [str(run_path / JOB_FILE)], log=run_path / LOG_FILE, timeout_s=timeout_s, echo=echo)
     done_path = run_path / DONE_FILE
     done = json.loads(done_path.read_text()) if done_path.exists() else {}
-    completed = int(done.get(f"completed_{unit}", 0))
+    # ranks stopped before rank 0 reported: count what its records show instead
+    completed = int(done[f"completed_{unit}"]) if done else cases_with_records(run_path / "records.csv")
     problems = []
     if result.timed_out:
         problems.append(f"the {nproc} ranks did not finish within {timeout_s:.0f} s and were killed")
     elif result.returncode != 0:
         problems.append(f"a rank failed: torch.distributed.run exited {result.returncode}")
     if completed < planned:
-        problems.append(f"only {completed} of {planned} {unit} completed")
+        problems.append(
+            f"only {completed} of {planned} {unit} completed"
+            + ("" if done else " (the ranks never reported: counted from the cases in records.csv)")
+        )
     if problems:
         message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
         _append(run_path / "records.csv", _launch_error(label or job["kernel"], job["run_id"], message))
@@ -232,8 +236,17 @@ def run_job(
         "launch_timed_out": result.timed_out,
         "launch_s": result.seconds,
         f"completed_{unit}": completed,
+        "completed_counted_from": "ranks_done.json" if done else "records.csv",
         "done": done,
     }
+
+
+def cases_with_records(path: Path) -> int:
+    """How many distinct cases have rows in records.csv (0 when there is none)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return 0
+    with open(path, newline="") as f:
+        return len({row["case"] for row in csv.DictReader(f) if row.get("case")})
 
 
 def _launch_error(kernel: str, run_id: str, message: str) -> Record:
