@@ -1,6 +1,6 @@
 """Issue 16: no host sync on any default path of our kernels on a GPU (forward and backward of
-cross_entropy, fused_linear_cross_entropy and the transformers patch), and out-of-range
-targets still caught there, on the device.
+cross_entropy, fused_linear_cross_entropy, the vocab-parallel CE in one process and the
+transformers patch), and out-of-range targets still caught there, on the device.
 
 Each call runs once first (Triton compiles; cuBLAS makes its handles), then again under
 `torch.cuda.set_sync_debug_mode("error")`, where any synchronizing call (.item(), bool(tensor),
@@ -70,6 +70,29 @@ def test_cross_entropy_forward_backward_never_syncs(opts):
         x = logits.clone().requires_grad_()
         extra = {"weight": weight, "token_weight": token_weight} if "label_smoothing" in opts else {}
         out = cross_entropy(x, target, **opts, **extra)
+        loss = out[0] if isinstance(out, tuple) else out
+        up = torch.rand_like(loss) if loss.dim() else torch.full((), 2.0, device="cuda")
+        loss.backward(up)
+        return x.grad
+
+    grad = _twice(step)
+    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("opts", CE_OPTIONS, ids=[str(sorted(o)) for o in CE_OPTIONS])
+def test_vocab_parallel_fused_path_never_syncs(opts):
+    """The vocab-parallel CE's GPU path (statistics kernel, gather, finishing kernel) in one
+    process (world 1: the gather is a copy), vocab_start given: no host sync either way."""
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+    logits, target = _ce_inputs()
+    weight = torch.rand(logits.shape[1], device="cuda")
+    token_weight = torch.rand(logits.shape[0], device="cuda")
+
+    def step():
+        x = logits.clone().requires_grad_()
+        extra = {"class_weight_shard": weight, "token_weight": token_weight} if "label_smoothing" in opts else {}
+        out = vocab_parallel_cross_entropy(x, target, vocab_start=0, **opts, **extra)
         loss = out[0] if isinstance(out, tuple) else out
         up = torch.rand_like(loss) if loss.dim() else torch.full((), 2.0, device="cuda")
         loss.backward(up)
