@@ -419,16 +419,22 @@ def shard_grad(x, grad, local_t, owned, counted, rows: dict, w, eps_v, softcap) 
     )
 
 
+def _held(t: torch.Tensor | None, stand_in: torch.Tensor) -> torch.Tensor:
+    """`t`, or `stand_in` where `t` is None or holds no element (an empty shard: the kernels
+    never dereference it, and an empty tensor has no memory for Triton to point at)."""
+    return t if t is not None and t.numel() else stand_in
+
+
 def located_stats(x, t, vocab_start: int, ignore_index: int, w, label_smoothing: float, softcap, out) -> None:
     """Pass 1 of the fused path into `out` [N + 1, 6] float32: the rows' statistics with the
     targets located in the kernel, then the shard's row (width, vocab_start, class-weight sum)."""
     n_rows, n_cols = x.shape
     block_v, num_warps = _launch_config(n_cols, x.device)
     _located_stats_kernel[(max(n_rows, 1),)](
-        x,
+        _held(x, out),
         x.stride(0),
-        t,
-        w if w is not None else out,
+        _held(t, out),
+        _held(w, out),
         out,
         n_rows,
         vocab_start,
@@ -452,18 +458,18 @@ def finish(x, grad, t, tw, gathered, denom, w, loss_rows, z_rows, bad, *, vocab_
     n_rows, n_cols = x.shape
     block_v, num_warps = _launch_config(n_cols, x.device)
     _finish_kernel[(n_rows,)](
-        x,
+        _held(x, loss_rows),
         x.stride(0),
-        grad if grad is not None else x,
+        _held(grad, loss_rows),
         grad.stride(0) if grad is not None else x.stride(0),
         t,
-        tw if tw is not None else loss_rows,
+        _held(tw, loss_rows),
         gathered,
-        denom if denom is not None else loss_rows,
-        w if w is not None else loss_rows,
+        _held(denom, loss_rows),
+        _held(w, loss_rows),
         loss_rows,
         z_rows,
-        bad if bad is not None else loss_rows,
+        _held(bad, loss_rows),
         gathered.shape[0],
         n_rows,
         vocab_start,

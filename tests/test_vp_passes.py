@@ -254,3 +254,38 @@ def test_vp_ce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name, w
 def test_vp_flce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name):
     monkeypatch.setattr(vp, "PASSES", "triton")
     run_ranks(world, lambda rank, group: flce_check_rank(rank, group, world, name))
+
+
+@pytest.mark.parametrize(
+    "device", [pytest.param("cpu", marks=pytest.mark.interpreter), pytest.param("cuda", marks=pytest.mark.gpu)]
+)
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_the_fused_path_takes_an_empty_shard(monkeypatch, reduction, device):
+    """V=2 over 3 ranks: the last shard is empty (its kernels get stand-in pointers and touch
+    nothing: compiled Triton refuses a tensor without memory); every rank's loss and gradient
+    equal the PyTorch path's. On CPU through the interpreter, on a GPU compiled."""
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+    from ligerbench.specs.vp_ce import shard_bounds
+
+    g = torch.Generator().manual_seed(2)
+    x, t = torch.randn(6, 2, generator=g).to(device), torch.tensor([0, 1, 1, -100, 0, 1], device=device)
+    bounds = shard_bounds(2, 3)
+    assert bounds[-1][0] == bounds[-1][1], "the last shard should be empty"
+
+    def run(which):
+        monkeypatch.setattr(vp, "PASSES", which)
+
+        def rank(r, group):
+            lo, hi = bounds[r]
+            leaf = x[:, lo:hi].clone().requires_grad_(True)
+            loss = vocab_parallel_cross_entropy(leaf, t, group=group, vocab_start=lo, reduction=reduction)
+            loss.backward(torch.ones_like(loss))
+            return loss.detach(), leaf.grad
+
+        return run_ranks(3, rank)
+
+    ref, got = run("torch"), run("fused")
+    for (l_ref, g_ref), (l_got, g_got) in zip(ref, got, strict=True):
+        torch.testing.assert_close(l_got, l_ref, rtol=4e-6, atol=1e-6)
+        torch.testing.assert_close(g_got, g_ref, rtol=4e-6, atol=1e-6)
+    assert got[-1][1].shape == (6, 0)
