@@ -17,9 +17,12 @@ gradient. Every rank returns the same loss, in float32; `loss.backward()` on eac
 its shard the gradient of that global loss. A target outside [0, V) gives NaN, as on one GPU.
 
 Collectives: ONE all_gather of a float32 [N + 1, 6] statistics tensor per rank (per row: local
-max, local sum of exp over the non-target classes, the target's logit and class weight where the
-target lives, an ownership flag, and the smoothing sum sum_j w_j x_j; one more row with the shard
-width, its vocab_start and its class-weight sum), merged identically on every rank. When
+max m_r, local sum of exp over the non-target classes, the target's logit and class weight where
+the target lives, an ownership flag, and the smoothing sum sum_j w_j (m_r - x_j); one more row
+with the shard width, its vocab_start and its class-weight sum), merged identically on every
+rank. Label smoothing's term W * lse - sum_j w_j x_j is taken as W * log s + sum_j w_j (m - x_j)
+(each rank's smoothing sum moved to the global max m): sums of terms >= 0, no cancellation (as
+in kernels/cross_entropy.py; the subtraction loses every digit when the two are close). When
 `vocab_start` is not given it is derived from one more all_gather of the shard widths (rank order
 is vocab order): pass it to keep one collective. None in backward.
 
@@ -62,7 +65,7 @@ from .cross_entropy import (
     take_formed_grad,
 )
 
-N_STATS = 6  # columns of the per-rank statistics: m, s_o, x_y, owned, w_y, sum_wx
+N_STATS = 6  # columns of the per-rank statistics: m, s_o, x_y, owned, w_y, sum_j w_j (m - x_j)
 _CHUNK_ELEMENTS = 1 << 22  # float32 temporaries per chunk of rows (16 MiB)
 # Which implementation makes the per-shard passes: "fused" (Triton: the statistics pass, then one
 # finishing kernel that merges, stores the loss rows and writes the gradient), "triton" (the two
@@ -177,7 +180,8 @@ def _local_stats(x_shard, local_t, owned, w, label_smoothing, softcap) -> torch.
         stats[r0:r1, 3] = own.float()
         stats[r0:r1, 4] = torch.where(own, w[lt] if w is not None else 1.0, 0.0)
         if label_smoothing > 0.0:
-            stats[r0:r1, 5] = (x * w).sum(dim=1) if w is not None else x.sum(dim=1)
+            gap = m[:, None] - x  # >= 0: the smoothing sum without cancellation (module docstring)
+            stats[r0:r1, 5] = (gap * w).sum(dim=1) if w is not None else gap.sum(dim=1)
     return stats
 
 
@@ -194,11 +198,15 @@ class _Merged:
         self.x_y = self.rows[..., 2].sum(dim=0)
         self.owners = self.rows[..., 3].sum(dim=0)
         self.w_y = self.rows[..., 4].sum(dim=0)
-        self.sum_wx = self.rows[..., 5].sum(dim=0)
         self.widths = extra[:, 0]
         self.starts = extra[:, 1]
         self.v = extra[:, 0].sum()  # global V, a device scalar
-        self.w_all = extra[:, 2].sum() if has_w else self.v
+        w_r = extra[:, 2] if has_w else self.widths  # each shard's class-weight sum
+        self.w_all = w_r.sum()
+        # sum_j w_j (m - x_j) over the global vocab: each rank's sum about its own max, moved to
+        # the global max (every term >= 0; an empty shard adds nothing)
+        lift = torch.where(w_r[:, None] > 0, w_r[:, None] * (self.m - m_r), 0.0)
+        self.gap_w = (self.rows[..., 5] + lift).sum(dim=0)
         self.derive()
 
     def derive(self) -> None:
@@ -267,7 +275,8 @@ def _rows(merged: _Merged, counted, valid, token_weight, label_smoothing, z_loss
     nll = (merged.m - merged.x_y) + merged.log_s
     loss = merged.w_y * nll
     if eps > 0.0:
-        loss = (1.0 - eps) * loss + eps / merged.v * (merged.w_all * merged.lse - merged.sum_wx)
+        # W * lse - sum_j w_j x_j = W * log s + sum_j w_j (m - x_j): two sums of terms >= 0
+        loss = (1.0 - eps) * loss + eps / merged.v * (merged.w_all * merged.log_s + merged.gap_w)
     zl = z_loss_scale * merged.lse * merged.lse if z_loss_scale else torch.zeros_like(loss)
     tw = token_weight if token_weight is not None else 1.0
     loss, zl = tw * (loss + zl), tw * zl

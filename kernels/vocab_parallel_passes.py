@@ -5,7 +5,7 @@ over a rank's logits shard [N, V_local] with the one all_gather of row statistic
 
   pass 1  `shard_stats`: per row, this shard's max m, sum of exp(x - m) over the non-target
           classes s_o, the (capped) target logit where the target lives here, an ownership flag,
-          the target's class weight, and the smoothing sum sum_j w_j x_j: the [N, 6] float32
+          the target's class weight, and the smoothing sum sum_j w_j (m - x_j): the [N, 6] float32
           statistics the ranks exchange (columns as N_STATS there);
   pass 2  `shard_grad`: from the merged global per-row quantities (m, log s, the factor a on
           every probability, the target's own gradient g_y, the row scale), the gradient of
@@ -31,12 +31,13 @@ from .triton_math import cap_block, softcap_and_slope, to_store
 @triton.jit
 def _shard_row_stats(x_row, t_here, V, w_ptr, cap, BLOCK_V: tl.constexpr, SOFTCAP: tl.constexpr,
                      SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr):  # fmt: skip
-    """One read of a row of the shard: (max, sum of exp(x - max) over the classes but the one at
-    local id t_here (-1: none here), the smoothing sum sum_j w_j x_j), in float32."""
+    """One read of a row of the shard: (max m, sum of exp(x - m) over the classes but the one at
+    local id t_here (-1: none here), the smoothing sum sum_j w_j (m - x_j)), in float32."""
     offs = tl.arange(0, BLOCK_V)
     m = float("-inf")
     s_o = 0.0
-    swx = 0.0
+    gap = 0.0  # sum_j w_j (m - x_j) over the blocks read, about the running max: terms >= 0
+    w_seen = 0.0  # sum_j w_j over the blocks read
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
         in_row = cols < V
@@ -52,13 +53,15 @@ def _shard_row_stats(x_row, t_here, V, w_ptr, cap, BLOCK_V: tl.constexpr, SOFTCA
                 w = tl.load(w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
             else:
                 w = tl.where(in_row, 1.0, 0.0)
-            swx += tl.sum(w * tl.where(in_row, x, 0.0), 0)  # (x is -inf past the row's end)
+            lift = tl.where(w_seen > 0.0, w_seen * (m_new - m), 0.0)  # the sum so far, moved to m_new
+            gap += lift + tl.sum(tl.where(in_row, w * (m_new - x), 0.0), 0)  # (x is -inf past the end)
+            w_seen += tl.sum(w, 0)
         m = m_new
-    return m, s_o, swx
+    return m, s_o, gap
 
 
 @triton.jit
-def _store_row_stats(x_row, out, lt, own, m, s_o, swx, w_ptr, cap, SOFTCAP: tl.constexpr, HAS_CLASS_W: tl.constexpr):
+def _store_row_stats(x_row, out, lt, own, m, s_o, gap, w_ptr, cap, SOFTCAP: tl.constexpr, HAS_CLASS_W: tl.constexpr):
     """The row's 6 statistics (columns as N_STATS) at `out`: the target's (capped) logit and
     class weight only where this shard owns the target."""
     x_y = tl.load(x_row + lt, mask=own, other=0.0).to(tl.float32)
@@ -73,7 +76,7 @@ def _store_row_stats(x_row, out, lt, own, m, s_o, swx, w_ptr, cap, SOFTCAP: tl.c
     tl.store(out + 2, tl.where(own, x_y, 0.0))
     tl.store(out + 3, tl.where(own, 1.0, 0.0))
     tl.store(out + 4, tl.where(own, w_y, 0.0))
-    tl.store(out + 5, swx)
+    tl.store(out + 5, gap)
 
 
 @triton.jit
@@ -131,8 +134,8 @@ def _stats_kernel(
     x_row = x_ptr + row * stride_x
     own = tl.load(own_ptr + row) != 0
     lt = tl.load(lt_ptr + row).to(tl.int64)
-    m, s_o, swx = _shard_row_stats(x_row, tl.where(own, lt, -1), V, w_ptr, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W)
-    _store_row_stats(x_row, stats_ptr + row * 6, lt, own, m, s_o, swx, w_ptr, cap, SOFTCAP, HAS_CLASS_W)
+    m, s_o, gap = _shard_row_stats(x_row, tl.where(own, lt, -1), V, w_ptr, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W)
+    _store_row_stats(x_row, stats_ptr + row * 6, lt, own, m, s_o, gap, w_ptr, cap, SOFTCAP, HAS_CLASS_W)
 
 
 @triton.jit
@@ -206,10 +209,10 @@ def _located_stats_kernel(
         lt = t - vocab_start
         own = (t != ignore_index) & (lt >= 0) & (lt < V)
         lt = tl.minimum(tl.maximum(lt, 0), tl.maximum(V - 1, 0))
-        m, s_o, swx = _shard_row_stats(
+        m, s_o, gap = _shard_row_stats(
             x_row, tl.where(own, lt, -1), V, w_ptr, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W
         )  # fmt: skip
-        _store_row_stats(x_row, stats_ptr + row * 6, lt, own, m, s_o, swx, w_ptr, cap, SOFTCAP, HAS_CLASS_W)
+        _store_row_stats(x_row, stats_ptr + row * 6, lt, own, m, s_o, gap, w_ptr, cap, SOFTCAP, HAS_CLASS_W)
     if row == 0:
         w_sum = 0.0
         if HAS_CLASS_W:
@@ -296,7 +299,7 @@ def _finish_kernel(
         w_all += tl.load(shards + r * rank_stride + 2)
     if not HAS_CLASS_W:
         w_all = v_all
-    # merge: the global max first, then every rank's sum rescaled to it
+    # merge: the global max first, then every rank's sums moved to it
     m = float("-inf")
     for r in range(0, world):
         m = tl.maximum(m, tl.load(gath_ptr + r * rank_stride + row * 6))
@@ -304,14 +307,20 @@ def _finish_kernel(
     x_y = 0.0
     owners = 0.0
     w_y = 0.0
-    swx = 0.0
+    gap = 0.0  # sum_j w_j (m - x_j) over the global vocab
     for r in range(0, world):
         st = gath_ptr + r * rank_stride + row * 6
-        s_o += tl.load(st + 1) * tl.exp(tl.load(st) - m)
+        m_r = tl.load(st)
+        s_o += tl.load(st + 1) * tl.exp(m_r - m)
         x_y += tl.load(st + 2)
         owners += tl.load(st + 3)
         w_y += tl.load(st + 4)
-        swx += tl.load(st + 5)
+        if SMOOTH:
+            if HAS_CLASS_W:  # the shard's class-weight sum, or its width
+                w_r = tl.load(shards + r * rank_stride + 2)
+            else:
+                w_r = tl.load(shards + r * rank_stride)
+            gap += tl.load(st + 5) + tl.where(w_r > 0.0, w_r * (m - m_r), 0.0)
     valid = owners == 1.0
     e_y = tl.exp(x_y - m)
     s = s_o + e_y
@@ -319,8 +328,8 @@ def _finish_kernel(
     lse = m + log_s
     eps_v = eps / v_all
     loss = w_y * ((m - x_y) + log_s)
-    if SMOOTH:
-        loss = (1.0 - eps) * loss + eps_v * (w_all * lse - swx)
+    if SMOOTH:  # W * lse - sum_j w_j x_j, as W * log s + sum_j w_j (m - x_j): no cancellation
+        loss = (1.0 - eps) * loss + eps_v * (w_all * log_s + gap)
     zl = 0.0
     if Z_LOSS:
         zl = z_scale * lse * lse
