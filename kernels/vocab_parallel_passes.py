@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .cross_entropy import _INTERPRETED, _launch_config
+from .cross_entropy import _INTERPRETED, _launch_config, _zero_row
 from .triton_math import cap_block, softcap_and_slope, to_store
 
 
@@ -104,14 +104,6 @@ def _write_row_grad(x_row, g_row, t_here, V, m, log_s, a, g_y, scale, w_ptr, eps
         tl.store(g_row + cols, to_store(g, g_row.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
 
 
-@triton.jit
-def _zero_row(g_row, V, BLOCK_V: tl.constexpr):
-    offs = tl.arange(0, BLOCK_V)
-    for b in range(0, tl.cdiv(V, BLOCK_V)):
-        cols = b * BLOCK_V + offs
-        tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=g_row.dtype.element_ty), mask=cols < V)
-
-
 # ----------------------------------------------------------------------------- the staged passes
 
 
@@ -177,7 +169,7 @@ def _grad_kernel(
             HAS_CLASS_W, ROUND_BY_HAND,
         )  # fmt: skip
     else:
-        _zero_row(g_row, V, BLOCK_V)
+        _zero_row(g_row, V, g_ptr, BLOCK_V)
 
 
 # ----------------------------------------------------------------------------- the fused path
@@ -368,7 +360,7 @@ def _finish_kernel(
                 HAS_CLASS_W, ROUND_BY_HAND,
             )  # fmt: skip
         else:
-            _zero_row(g_row, V, BLOCK_V)
+            _zero_row(g_row, V, g_ptr, BLOCK_V)
 
 
 def _flags(t: torch.Tensor) -> torch.Tensor:

@@ -60,8 +60,20 @@ CE_OPTIONS = [
 ]
 
 
+def _vocab_parallel(x, target, weight=None, **kw):
+    """The vocab-parallel CE in one process (world 1: its gather is a copy), vocab_start given."""
+    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
+
+    return vocab_parallel_cross_entropy(x, target, vocab_start=0, class_weight_shard=weight, **kw)
+
+
+# cross_entropy, and the vocab-parallel CE's GPU path (statistics kernel, gather, finishing kernel)
+CE_OPS = {"cross_entropy": cross_entropy, "vocab_parallel": _vocab_parallel}
+
+
+@pytest.mark.parametrize("op", list(CE_OPS))
 @pytest.mark.parametrize("opts", CE_OPTIONS, ids=[str(sorted(o)) for o in CE_OPTIONS])
-def test_cross_entropy_forward_backward_never_syncs(opts):
+def test_cross_entropy_forward_backward_never_syncs(opts, op):
     logits, target = _ce_inputs()
     weight = torch.rand(logits.shape[1], device="cuda")
     token_weight = torch.rand(logits.shape[0], device="cuda")
@@ -69,30 +81,7 @@ def test_cross_entropy_forward_backward_never_syncs(opts):
     def step():
         x = logits.clone().requires_grad_()
         extra = {"weight": weight, "token_weight": token_weight} if "label_smoothing" in opts else {}
-        out = cross_entropy(x, target, **opts, **extra)
-        loss = out[0] if isinstance(out, tuple) else out
-        up = torch.rand_like(loss) if loss.dim() else torch.full((), 2.0, device="cuda")
-        loss.backward(up)
-        return x.grad
-
-    grad = _twice(step)
-    assert torch.isfinite(grad).all() and grad.abs().sum() > 0
-
-
-@pytest.mark.parametrize("opts", CE_OPTIONS, ids=[str(sorted(o)) for o in CE_OPTIONS])
-def test_vocab_parallel_fused_path_never_syncs(opts):
-    """The vocab-parallel CE's GPU path (statistics kernel, gather, finishing kernel) in one
-    process (world 1: the gather is a copy), vocab_start given: no host sync either way."""
-    from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
-
-    logits, target = _ce_inputs()
-    weight = torch.rand(logits.shape[1], device="cuda")
-    token_weight = torch.rand(logits.shape[0], device="cuda")
-
-    def step():
-        x = logits.clone().requires_grad_()
-        extra = {"class_weight_shard": weight, "token_weight": token_weight} if "label_smoothing" in opts else {}
-        out = vocab_parallel_cross_entropy(x, target, vocab_start=0, **opts, **extra)
+        out = CE_OPS[op](x, target, **opts, **extra)
         loss = out[0] if isinstance(out, tuple) else out
         up = torch.rand_like(loss) if loss.dim() else torch.full((), 2.0, device="cuda")
         loss.backward(up)
