@@ -67,7 +67,7 @@ PASSES_CHOICES = ("auto", "fused", "triton", "torch")
 
 
 def _passes(x: torch.Tensor) -> str:
-    """"fused", "triton" or "torch" for logits `x` (module docstring)."""
+    """ "fused", "triton" or "torch" for logits `x` (module docstring)."""
     if PASSES not in PASSES_CHOICES:
         raise ValueError(f"PASSES must be one of {PASSES_CHOICES}, got {PASSES!r}")
     if PASSES == "auto":
@@ -362,7 +362,8 @@ def _fused_forward(x, want_grad, t, w, tw, group, vocab_start, ignore_index, red
             vocab_start=vocab_start, ignore_index=ignore_index, label_smoothing=eps, softcap=softcap, z_loss_scale=z,
         )  # fmt: skip
     if bad is not None:
-        torch._assert_async(bad[0] == 0, "vocab shards do not tile [0, V), or a target is outside it and not ignore_index")
+        message = "vocab shards do not tile [0, V), or a target is outside it and not ignore_index"
+        torch._assert_async(bad[0] == 0, message)
     return loss_rows, z_rows, denom, grad
 
 

@@ -109,7 +109,7 @@ def test_the_triton_gradient_pass_matches_the_pytorch_one(monkeypatch, name, dty
 
 
 def test_the_staged_passes_are_the_triton_ones(monkeypatch):
-    """"triton" and "fused" make the statistics pass in Triton, "auto" on a CPU tensor in
+    """ "triton" and "fused" make the statistics pass in Triton, "auto" on a CPU tensor in
     PyTorch, and a planted failure in the Triton pass surfaces: proof that the tests above
     compare two different implementations."""
     calls = []
