@@ -7,6 +7,7 @@ single-step tolerance (ligerbench/converge/tolerance.py, rule 2)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 
@@ -72,6 +73,17 @@ def _compare(where: str, loss, grads, ref_loss, ref_grads) -> None:
         assert err <= limit, f"{where}: gradient of {name}: rel error {err:.3g} > {limit}"
 
 
+@contextlib.contextmanager
+def _counting_calls(module: torch.nn.Module):
+    """[number of calls of `module`] while active (a forward hook, removed on exit)."""
+    count = [0]
+    handle = module.register_forward_hook(lambda *_: count.__setitem__(0, count[0] + 1))
+    try:
+        yield count
+    finally:
+        handle.remove()
+
+
 def _wrap(model, how: dict, mesh) -> None:
     from torch.distributed.fsdp import fully_shard
 
@@ -98,10 +110,13 @@ def check_fsdp2(rank: int, group, world: int, names: list[str], kinds: list[str]
             model = build_model(how["model"], TINY, seed=0, dtype=torch.float32)
             _wrap(model, how, mesh)
             ids, labels = _batch(TINY.vocab)
-            with patch_causal_lm(model, kind) as patch:
+            with patch_causal_lm(model, kind) as patch, _counting_calls(model.lm_head) as head_calls:
                 loss = model(input_ids=ids, labels=labels).loss
                 loss.backward()
             assert patch.calls[kind] == 1, patch.calls
+            # every loss through lm_head's call, so that FSDP2's hooks gather its weight (the
+            # same batch on every rank would hide the fused loss taken on the shards instead)
+            assert head_calls == [1], (name, kind, head_calls)
             grads = _grads(model)
             if how["model"] == "gemma2-mini":  # tied: one parameter under two names in the reference
                 ref = {n: g for n, g in ref_grads.items() if n in grads}
@@ -177,11 +192,13 @@ def check_tp(rank: int, group, world: int, names: list[str], mutant: str | None 
         ref_loss, ref_grads = _reference("llama-mini", preset)
         model = _tp_model(preset, mesh)
         ids, labels = _batch(preset.vocab)
-        with patcher(model, kind) as patch:
+        with patcher(model, kind) as patch, _counting_calls(model.lm_head) as head_calls:
             out = model(input_ids=ids, labels=labels)
             out.loss.backward()
         kernel = "ce" if kind == "ce" else "flce"
         assert patch.calls[kernel] == 1, (name, patch.calls)
+        # the fused kernel on the shards, not through lm_head's call (ColwiseParallel's hooks)
+        assert head_calls == [1 if kernel == "ce" else 0], (name, head_calls)
         assert (out.logits is None) == (kernel == "flce"), name  # the fused kernel stores no logits
         _compare(f"tp/{name} rank {rank}", out.loss.detach(), _grads(model), ref_loss, ref_grads)
         # eval with labels: the logits are needed, vocab-sharded, so the vocab-parallel cross
