@@ -31,10 +31,11 @@ transformers 5.x: run the base model, slice the hidden states by `logits_to_keep
         vocab, Shard(0) on a 1-D mesh, and no FSDP2 in the model) the weight is sharded for good:
         the vocab-parallel fused kernel (kernels/vocab_parallel_fused_linear_cross_entropy.py)
         runs on this rank's shard (`weight.to_local()`, whose gradient reaches the parameter),
-        the mesh's group and the shard's first global row (`vocab_shard`: uneven shards
-        included), NOT through lm_head's call (ColwiseParallel's hooks expect a DTensor output).
-        The hidden states are the same on every rank; the kernel sums their gradient over the
-        group. Other placements, and class weights, are refused with a ValueError.
+        the mesh's group and the shard's first global row (kernels/hf_parallel.py's
+        `vocab_shard`: uneven shards included), NOT through lm_head's call (ColwiseParallel's
+        hooks expect a DTensor output). The hidden states are the same on every rank; the
+        kernel sums their gradient over the group. Other placements, and class weights, are
+        refused with a ValueError.
   both  flce where it applies, ce everywhere else a loss is taken.
 
 The loss follows transformers' ForCausalLMLoss: labels shifted by one (or `shift_labels`
@@ -342,7 +343,7 @@ class CausalLMPatch:
 
     def vocab_shard(self, head):
         """(weight shard, bias shard or None, process group, vocab_start) of a column-parallel
-        lm_head: `vocab_shard(head)` below. A method so that a planted bug can replace it."""
+        lm_head: kernels/hf_parallel.py's `vocab_shard`. A method so that a planted bug can replace it."""
         return vocab_shard(head)
 
     def _vocab_parallel_fused(self, head, hidden, target, weights, common):
