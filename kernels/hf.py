@@ -21,10 +21,21 @@ transformers 5.x: run the base model, slice the hidden states by `logits_to_keep
         cross entropy (kernels/vocab_parallel_cross_entropy.py), which takes them as they are.
   flce  in training with labels, the fused linear + cross entropy kernel on the sliced hidden
         states: no logits are materialised and `logits` is None in the output. Without labels
-        or in eval mode the logits are needed, so transformers' own path (logits and loss).
+        or in eval mode the logits are needed, so transformers' own path (logits and loss;
+        vocab-sharded DTensor logits, which transformers' loss cannot take, go to the
+        vocab-parallel cross entropy as under `ce`).
         The kernel runs AS lm_head's forward, through the module's call (call_as_forward), so
         that FSDP2's hooks gather lm_head's weight once per step when lm_head (or the unit that
         owns a tied weight) is sharded, and handle its gradient in backward.
+        Under tensor parallelism (lm_head ColwiseParallel: its weight a DTensor sharded on the
+        vocab, Shard(0) on a 1-D mesh, and no FSDP2 in the model) the weight is sharded for good:
+        the vocab-parallel fused kernel (kernels/vocab_parallel_fused_linear_cross_entropy.py)
+        runs on this rank's shard (`weight.to_local()`, whose gradient reaches the parameter),
+        the mesh's group and the shard's first global row (kernels/hf_parallel.py's
+        `vocab_shard`: uneven shards included), NOT through lm_head's call (ColwiseParallel's
+        hooks expect a DTensor output). The hidden states are the same on every rank; the
+        kernel sums their gradient over the group. Other placements, and class weights, are
+        refused with a ValueError.
   both  flce where it applies, ce everywhere else a loss is taken.
 
 The loss follows transformers' ForCausalLMLoss: labels shifted by one (or `shift_labels`
@@ -62,6 +73,7 @@ from typing import Literal
 
 import torch
 
+from .hf_parallel import call_as_forward, is_dtensor, replicated_local, under_fsdp, vocab_shard
 from .packing import per_sequence_token_weights, shift_labels_packed
 
 PatchKind = Literal["ce", "flce", "both"]
@@ -206,7 +218,8 @@ class CausalLMPatch:
             if cap is not None:  # the same three operations, in the same order, as Gemma-2's forward
                 logits = torch.tanh(raw / cap) * cap
             if labels is not None:
-                if self.kind in ("ce", "both") or self._has_options(kwargs):
+                # vocab-sharded DTensor logits (tensor parallel): transformers' loss cannot take them
+                if self.kind in ("ce", "both") or self._has_options(kwargs) or is_dtensor(raw):
                     loss = self._ce_loss(raw, labels, position_ids, cap, kwargs)
                 else:
                     loss = model.loss_function(logits, labels, model.config.vocab_size, **kwargs)
@@ -269,7 +282,7 @@ class CausalLMPatch:
             inplace_backward=self.inplace_backward,
         )
         self.calls["ce"] += 1
-        if _is_dtensor(raw_logits):  # lm_head column-parallel (tensor parallel): logits sharded on the vocab
+        if is_dtensor(raw_logits):  # lm_head column-parallel (tensor parallel): logits sharded on the vocab
             loss = self._vocab_parallel_ce(raw_logits, target, weights, common)
         else:
             from .cross_entropy import cross_entropy
@@ -304,62 +317,66 @@ class CausalLMPatch:
         )
 
     def _fused_loss(self, model, hidden, labels, position_ids, cap, kwargs):
-        fused = _fused_kernel()
         target, weights, reduction, n_items = self._targets(labels, position_ids, kwargs)
+        common = dict(ignore_index=kwargs.get("ignore_index", -100), reduction=reduction, softcap=cap)
+        head = model.lm_head
+        if is_dtensor(head.weight) and not under_fsdp(model):  # tensor parallel: the weight stays sharded
+            loss = self._vocab_parallel_fused(head, hidden, target, weights, common)
+            self.calls["flce"] += 1  # counted once it ran (a refusal raises before)
+            return _divide(loss, n_items)
+        fused = _fused_kernel()
         flat = hidden.reshape(-1, hidden.shape[-1])
         extra = {} if weights is None else {"token_weight": weights.to(flat.device)}
         options = self._kernel_options(flat.device, "class_weight")
-        head = model.lm_head
 
         def fused_forward(x):  # runs as lm_head's forward: its weight is the one the module sees now
-            if _is_dtensor(head.weight):
+            if is_dtensor(head.weight):
                 raise TypeError(
-                    "lm_head's weight is a DTensor inside lm_head's own forward (tensor parallel): the fused "
-                    "kernel needs the whole weight; patch with 'ce' (vocab-parallel cross entropy on the logits)"
+                    "lm_head's weight is still a DTensor inside lm_head's own forward under FSDP2 (FSDP2 "
+                    "composed with tensor parallelism?): the fused kernel needs the whole weight there; the "
+                    "patch takes tensor parallelism alone (lm_head ColwiseParallel) or FSDP2 alone"
                 )
-            return fused(
-                x,
-                head.weight,
-                target.to(x.device),
-                bias=head.bias,
-                ignore_index=kwargs.get("ignore_index", -100),
-                reduction=reduction,
-                softcap=cap,
-                **extra,
-                **options,
-            )
+            return fused(x, head.weight, target.to(x.device), bias=head.bias, **common, **extra, **options)
 
         self.calls["flce"] += 1
         return _divide(call_as_forward(head, fused_forward, flat), n_items)
 
+    def vocab_shard(self, head):
+        """(weight shard, bias shard or None, process group, vocab_start) of a column-parallel
+        lm_head: kernels/hf_parallel.py's `vocab_shard`. A method so that a planted bug can replace it."""
+        return vocab_shard(head)
 
-def call_as_forward(module: torch.nn.Module, forward, *args):
-    """`module(*args)` with `forward` standing in for the module's forward for this one call.
+    def _vocab_parallel_fused(self, head, hidden, target, weights, common):
+        """lm_head column-parallel (tensor parallel: its weight a DTensor sharded on the vocab,
+        Shard(0) on a 1-D mesh), the hidden states replicated: the vocab-parallel fused kernel on
+        this rank's weight shard. Not through lm_head's call: its ColwiseParallel hooks would make
+        the input a DTensor and expect a DTensor output, and the weight is sharded for good (there
+        is nothing to gather). `to_local()` is differentiable: the shard's gradient reaches the
+        parameter as its Shard(0) gradient. The hidden gradient comes back summed over the group
+        (the kernel's all_reduce), as ColwiseParallel's backward gives it. Class weights are not
+        sharded here, so they are refused rather than applied to the wrong classes."""
+        from .vocab_parallel_fused_linear_cross_entropy import vocab_parallel_fused_linear_cross_entropy
 
-    The fused loss reads lm_head's weight; calling the module (rather than reading
-    `model.lm_head.weight` from outside) runs the module's hooks around it. Under FSDP2 with
-    lm_head its own unit, those gather the weight before (once per step, not per chunk: the
-    kernel gets the whole weight), reshard it after, and gather again / reduce-scatter its
-    gradient in backward; read from outside, the weight is still sharded (a DTensor, and
-    `aten.mm.out got mixed torch.Tensor and DTensor`). With tied embeddings the weight is owned
-    by the unit that holds the embedding (the root, or a unit grouping embedding and lm_head):
-    then it is gathered there and lm_head's own call adds nothing. Forward hooks on lm_head see
-    the loss as its output during this call. The instance attribute is removed in `finally`."""
-    if "forward" in vars(module):
-        raise RuntimeError(f"{type(module).__name__} instance already has a forward of its own; nest no patches")
-    module.forward = forward
-    try:
-        return module(*args)
-    finally:
-        del module.forward
-
-
-def _is_dtensor(t) -> bool:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # a torch without DTensor
-        return False
-    return isinstance(t, DTensor)
+        if self.options["class_weight"] is not None:
+            raise ValueError(
+                "class_weight with a vocab-parallel (column-parallel) lm_head is not supported by the patch"
+            )
+        weight, bias, group, vocab_start = self.vocab_shard(head)
+        if is_dtensor(hidden):  # our plans hand plain tensors; a Replicate DTensor is the same on every rank
+            hidden = replicated_local(hidden)
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        return vocab_parallel_fused_linear_cross_entropy(
+            flat,
+            weight,
+            target.to(flat.device),
+            group=group,
+            vocab_start=vocab_start,
+            bias_shard=bias,
+            token_weight=None if weights is None else weights.to(flat.device),
+            z_loss_scale=self.options["z_loss_scale"],
+            label_smoothing=self.options["label_smoothing"],
+            **common,
+        )
 
 
 def _divide(loss: torch.Tensor, n_items) -> torch.Tensor:

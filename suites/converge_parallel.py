@@ -36,9 +36,10 @@ from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.records import Record
 from ligerbench.suites.converge import TRAINING_KERNEL, judge_trajectory
 
-# the patches each plan can take: under tp the logits are vocab-sharded, the fused kernel would
-# need lm_head's whole weight (a vocab-parallel fused kernel is another kernel)
-PLAN_PATCHES = {"ddp": ("ce", "flce", "both"), "fsdp2": ("ce", "flce", "both"), "tp": ("ce",)}
+# the patches each plan can take: every one; under tp, ce takes the vocab-sharded logits to the
+# vocab-parallel cross entropy and flce (both) takes lm_head's weight shard to the vocab-parallel
+# fused kernel (kernels/hf.py). A plan that cannot take one is refused here, before any rank starts.
+PLAN_PATCHES = {"ddp": ("ce", "flce", "both"), "fsdp2": ("ce", "flce", "both"), "tp": ("ce", "flce", "both")}
 
 
 def grads_at_start(model, batch: Batch, loss_fn=None) -> dict[str, torch.Tensor]:

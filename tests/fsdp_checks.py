@@ -7,13 +7,20 @@ single-step tolerance (ligerbench/converge/tolerance.py, rule 2)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import re
+
 import torch
+import torch.distributed as dist
 
 from ligerbench.converge import tolerance as tol
 from ligerbench.converge.models import PRESETS, build_model
-from ligerbench.kernels.hf import patch_causal_lm
+from ligerbench.kernels.hf import CausalLMPatch, patch_causal_lm
 
 TINY = PRESETS["tiny"]
+# V odd: torch's Shard(0) puts 128 rows on rank 0 and 127 on rank 1 (rank * width is wrong there)
+UNEVEN = dataclasses.replace(TINY, vocab=TINY.vocab - 1)
 
 # How the model is wrapped; each is there for one reason.
 WRAPPINGS = {
@@ -38,9 +45,9 @@ def _batch(vocab: int):
     return ids, labels
 
 
-def _reference(model_name: str):
-    model = build_model(model_name, TINY, seed=0, dtype=torch.float32)
-    ids, labels = _batch(TINY.vocab)
+def _reference(model_name: str, preset=TINY):
+    model = build_model(model_name, preset, seed=0, dtype=torch.float32)
+    ids, labels = _batch(preset.vocab)
     loss = model(input_ids=ids, labels=labels).loss
     loss.backward()
     return loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters()}
@@ -48,6 +55,12 @@ def _reference(model_name: str):
 
 def _full(t: torch.Tensor) -> torch.Tensor:
     return t.full_tensor() if hasattr(t, "full_tensor") else t
+
+
+def _grads(model) -> dict[str, torch.Tensor]:
+    """Every parameter's whole gradient (gathered when sharded); a parameter without one is left
+    out, so that _compare names it."""
+    return {n: _full(p.grad) for n, p in model.named_parameters() if p.grad is not None}
 
 
 def _compare(where: str, loss, grads, ref_loss, ref_grads) -> None:
@@ -58,6 +71,17 @@ def _compare(where: str, loss, grads, ref_loss, ref_grads) -> None:
     for name in sorted(ref_grads):
         err = tol.rel_error(grads[name], ref_grads[name])
         assert err <= limit, f"{where}: gradient of {name}: rel error {err:.3g} > {limit}"
+
+
+@contextlib.contextmanager
+def _counting_calls(module: torch.nn.Module):
+    """[number of calls of `module`] while active (a forward hook, removed on exit)."""
+    count = [0]
+    handle = module.register_forward_hook(lambda *_: count.__setitem__(0, count[0] + 1))
+    try:
+        yield count
+    finally:
+        handle.remove()
 
 
 def _wrap(model, how: dict, mesh) -> None:
@@ -86,11 +110,14 @@ def check_fsdp2(rank: int, group, world: int, names: list[str], kinds: list[str]
             model = build_model(how["model"], TINY, seed=0, dtype=torch.float32)
             _wrap(model, how, mesh)
             ids, labels = _batch(TINY.vocab)
-            with patch_causal_lm(model, kind) as patch:
+            with patch_causal_lm(model, kind) as patch, _counting_calls(model.lm_head) as head_calls:
                 loss = model(input_ids=ids, labels=labels).loss
                 loss.backward()
             assert patch.calls[kind] == 1, patch.calls
-            grads = {n: _full(p.grad) for n, p in model.named_parameters()}
+            # every loss through lm_head's call, so that FSDP2's hooks gather its weight (the
+            # same batch on every rank would hide the fused loss taken on the shards instead)
+            assert head_calls == [1], (name, kind, head_calls)
+            grads = _grads(model)
             if how["model"] == "gemma2-mini":  # tied: one parameter under two names in the reference
                 ref = {n: g for n, g in ref_grads.items() if n in grads}
             else:
@@ -98,27 +125,126 @@ def check_fsdp2(rank: int, group, world: int, names: list[str], kinds: list[str]
             _compare(f"{name}/{kind} rank {rank}", loss.detach(), grads, ref_loss, ref)
 
 
-def check_tp(rank: int, group, world: int) -> None:
-    """lm_head column-parallel with DTensor output: `ce` goes to the vocab-parallel loss and equals
-    the unsharded model; `flce` is refused with a clear error (it needs the whole weight)."""
-    from torch.distributed.device_mesh import init_device_mesh
+# Tensor parallelism: lm_head ColwiseParallel(use_local_output=False), the rest replicated, every
+# rank the same batch. (patch kind, preset); each is there for one reason.
+TP_CASES = {
+    # the logits a DTensor sharded on the vocab: the vocab-parallel cross entropy on them
+    "ce": ("ce", TINY),
+    # the fused kernel on lm_head's weight shard, shards uneven (128 + 127 rows): vocab_start
+    # must come from the DTensor's layout
+    "flce_uneven": ("flce", UNEVEN),
+    # `both` trains with the fused kernel; even shards
+    "both": ("both", TINY),
+}
+
+
+class EvenWidthStart(CausalLMPatch):
+    """Planted bug: vocab_start taken as rank * local width (right only when the shards are even)."""
+
+    def vocab_shard(self, head):
+        weight, bias, group, _ = super().vocab_shard(head)
+        return weight, bias, group, dist.get_rank(group) * weight.shape[0]
+
+
+class DetachedShard(CausalLMPatch):
+    """Planted bug: the weight shard cut from the graph (no gradient reaches lm_head's weight)."""
+
+    def vocab_shard(self, head):
+        weight, bias, group, start = super().vocab_shard(head)
+        return weight.detach(), bias, group, start
+
+
+class ReversedShards(CausalLMPatch):
+    """Planted bug: the shards taken in reverse rank order (they still tile [0, V), so the
+    kernel's layout check passes: only the loss and gradients can tell)."""
+
+    def vocab_shard(self, head):
+        weight, bias, group, start = super().vocab_shard(head)
+        return weight, bias, group, head.weight.shape[0] - start - weight.shape[0]
+
+
+TP_MUTANTS = {
+    "even_width_start": EvenWidthStart,
+    "detached_weight_shard": DetachedShard,
+    "reversed_shards": ReversedShards,
+}
+
+
+def _tp_model(preset, mesh, plan=None):
     from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
 
+    model = build_model("llama-mini", preset, seed=0, dtype=torch.float32)
+    parallelize_module(model, mesh, {"lm_head": plan or ColwiseParallel(use_local_output=False)})
+    return model
+
+
+def check_tp(rank: int, group, world: int, names: list[str], mutant: str | None = None, refusals=False) -> None:
+    """For each TP case: one forward/backward with lm_head column-parallel and our patch (or a
+    planted bug of TP_MUTANTS), against the unsharded model with transformers' loss: the loss,
+    and every parameter's gradient (lm_head's gathered from its shards; the embedding's and the
+    layers' carry the hidden states' gradient, summed over the ranks)."""
+    from torch.distributed.device_mesh import init_device_mesh
+
     mesh = init_device_mesh("cpu", (world,))
-    ref_loss, ref_grads = _reference("llama-mini")
-    model = build_model("llama-mini", TINY, seed=0, dtype=torch.float32)
-    parallelize_module(model, mesh, {"lm_head": ColwiseParallel(use_local_output=False)})
-    ids, labels = _batch(TINY.vocab)
-    with patch_causal_lm(model, "ce") as patch:
-        loss = model(input_ids=ids, labels=labels).loss
-        loss.backward()
-    assert patch.calls["ce"] == 1, patch.calls
-    grads = {n: _full(p.grad) for n, p in model.named_parameters()}
-    _compare(f"tp/ce rank {rank}", loss.detach(), grads, ref_loss, ref_grads)
-    with patch_causal_lm(model, "flce"):
+    patcher = TP_MUTANTS[mutant] if mutant else CausalLMPatch
+    for name in names:
+        kind, preset = TP_CASES[name]
+        ref_loss, ref_grads = _reference("llama-mini", preset)
+        model = _tp_model(preset, mesh)
+        ids, labels = _batch(preset.vocab)
+        with patcher(model, kind) as patch, _counting_calls(model.lm_head) as head_calls:
+            out = model(input_ids=ids, labels=labels)
+            out.loss.backward()
+        kernel = "ce" if kind == "ce" else "flce"
+        assert patch.calls[kernel] == 1, (name, patch.calls)
+        # the fused kernel on the shards, not through lm_head's call (ColwiseParallel's hooks)
+        assert head_calls == [1 if kernel == "ce" else 0], (name, head_calls)
+        assert (out.logits is None) == (kernel == "flce"), name  # the fused kernel stores no logits
+        _compare(f"tp/{name} rank {rank}", out.loss.detach(), _grads(model), ref_loss, ref_grads)
+        # eval with labels: the logits are needed, vocab-sharded, so the vocab-parallel cross
+        # entropy takes the loss (transformers' cannot take a DTensor); the weights are unchanged
+        # (no step) and nothing is random in the model, so it is the training loss again
+        model.eval()
+        with patcher(model, kind) as patch, torch.no_grad():
+            loss = model(input_ids=ids, labels=labels).loss
+        assert patch.calls == {"ce": 1, "flce": 0}, (name, patch.calls)
+        err = tol.rel_error(loss, ref_loss)
+        assert err <= tol.SINGLE_STEP["fp32"], f"tp/{name} rank {rank}: eval loss {float(loss)} vs {float(ref_loss)}"
+    if refusals:  # in the same ranks: their start-up is the larger cost
+        check_tp_refusals(rank, group, world)
+
+
+def check_tp_mutants(rank: int, group, world: int, expected: dict[str, str]) -> None:
+    """Each planted bug of TP_MUTANTS, on the uneven shards, must make check_tp fail with the
+    message `expected[mutant]` (a regex). The ranks fail at the same point (the same data), so
+    the next bug runs on ranks in step."""
+    for mutant, says in expected.items():
         try:
-            model(input_ids=ids, labels=labels)
-        except TypeError as exc:
-            assert "patch with 'ce'" in str(exc), exc
+            check_tp(rank, group, world, ["flce_uneven"], mutant)
+        except (AssertionError, ValueError) as exc:
+            assert re.search(says, str(exc)), f"{mutant} failed, but not with {says!r}: {exc}"
         else:
-            raise AssertionError("flce with a column-parallel lm_head was not refused")
+            raise AssertionError(f"the planted bug {mutant} passed the TP check")
+
+
+def check_tp_refusals(rank: int, group, world: int) -> None:
+    """What the fused patch cannot do under TP is refused with a clear error, before any collective."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import RowwiseParallel
+
+    mesh = init_device_mesh("cpu", (world,))
+    ids, labels = _batch(TINY.vocab)
+    refusals = [
+        # class weights are not sharded by the patch: they would weigh the wrong classes
+        (_tp_model(TINY, mesh), dict(class_weight=torch.ones(TINY.vocab)), "class_weight"),
+        # row-parallel lm_head: the weight sharded on the hidden dim (Shard(1)), not the vocab
+        (_tp_model(TINY, mesh, RowwiseParallel()), {}, "Shard(0)"),
+    ]
+    for model, options, says in refusals:
+        with patch_causal_lm(model, "flce", **options):
+            try:
+                model(input_ids=ids, labels=labels)
+            except ValueError as exc:
+                assert says in str(exc), exc
+            else:
+                raise AssertionError(f"flce under TP with {options or 'a row-parallel lm_head'} was not refused")

@@ -31,11 +31,17 @@ def _converge(tmp_path, *args, env=None):
 # Each plan with the patch its reason needs: fsdp2 + flce is the reported failure (lm_head its
 # own unit: the fused loss must find lm_head's weight gathered); ddp + ce with gradient
 # accumulation (2 ranks x 2 micro-batches: the loss normalised over all four); tp + ce: the
-# logits vocab-sharded, the vocab-parallel loss. 4 steps: enough for the trajectory checks.
+# logits vocab-sharded, the vocab-parallel loss; tp + flce: lm_head's weight shard to the
+# vocab-parallel fused kernel. 4 steps: enough for the trajectory checks.
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "plan, patch, extra",
-    [("fsdp2", "flce", []), ("ddp", "ce", ["--batch", "4", "--accum", "2"]), ("tp", "ce", [])],
+    [
+        ("fsdp2", "flce", []),
+        ("ddp", "ce", ["--batch", "4", "--accum", "2"]),
+        ("tp", "ce", []),
+        ("tp", "flce", []),
+    ],
 )
 def test_parallel_plan_passes_against_the_single_process_float64_run(tmp_path, plan, patch, extra):
     result, payload, run = _converge(tmp_path, "--parallel", plan, "--patch", patch, "--steps", "4", *extra)
@@ -85,7 +91,6 @@ def test_a_rank_that_dies_ends_the_converge_run_with_a_clear_error(tmp_path):
     "args, why",
     [
         (["--patch", "ce"], "needs --parallel"),  # --nproc without a plan
-        (["--parallel", "tp", "--patch", "flce"], "takes --patch ce"),  # fused kernel on vocab-sharded lm_head
         (["--parallel", "ddp", "--packed"], "single-process"),  # packing is not a parallel check
         (["--parallel", "ddp", "--accum", "2"], "cannot be split"),  # 2 rows over 2 ranks x 2
         (["--parallel", "ddp", "--mutant", "nonsense"], "--mutant"),

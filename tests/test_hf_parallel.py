@@ -8,7 +8,7 @@ and DTensor"; the patch now runs the fused kernel as lm_head's forward."""
 from __future__ import annotations
 
 import pytest
-from fsdp_checks import WRAPPINGS, check_fsdp2, check_tp
+from fsdp_checks import TP_CASES, TP_MUTANTS, WRAPPINGS, check_fsdp2, check_tp, check_tp_mutants
 from vp_checks import run_gloo
 
 pytestmark = pytest.mark.interpreter  # our kernels on CPU tensors
@@ -21,4 +21,22 @@ def test_patch_under_fsdp2_matches_the_unsharded_model(tmp_path, kind):
 
 
 def test_patch_under_tensor_parallel_lm_head(tmp_path):
-    run_gloo(2, check_tp, store=str(tmp_path / "store"), timeout_s=180)
+    # every TP case (ce, flce on uneven shards, both), then what flce refuses, in one spawn
+    run_gloo(2, check_tp, list(TP_CASES), None, True, store=str(tmp_path / "store"), timeout_s=180)
+
+
+# Each planted bug on the uneven shards, with what the check fails on: a start taken as rank *
+# local width leaves a gap between the shards (the kernel's layout check); shards in reverse
+# order tile [0, V) but put each class's logit on the wrong row of the weight (the loss
+# compared); a detached shard leaves lm_head's weight without a gradient (the gradients compared).
+# One spawn for the three.
+TP_BUGS_CAUGHT = {
+    "even_width_start": "vocab shards do not tile",
+    "reversed_shards": r"tp/flce_uneven rank \d: loss",
+    "detached_weight_shard": r"\('tp/flce_uneven rank \d', \{'lm_head\.weight'\}\)",
+}
+
+
+def test_planted_bugs_in_the_fused_patch_under_tensor_parallel_fail(tmp_path):
+    assert set(TP_BUGS_CAUGHT) == set(TP_MUTANTS)
+    run_gloo(2, check_tp_mutants, TP_BUGS_CAUGHT, store=str(tmp_path / "store"), timeout_s=180)

@@ -84,7 +84,8 @@ def converge(
         Optional[ParallelPlan],
         typer.Option(
             help="With --nproc: ddp (DistributedDataParallel), fsdp2 (fully_shard per layer, lm_head its own "
-            "unit, root) or tp (lm_head column-parallel, vocab-parallel loss; --patch ce)."
+            "unit, root) or tp (lm_head column-parallel: vocab-parallel cross entropy with --patch ce, "
+            "vocab-parallel fused kernel with flce/both)."
         ),
     ] = None,
     accum: Annotated[

@@ -11,9 +11,10 @@ Plans (each rank runs one process of the default group):
   fsdp2  fully_shard on each decoder layer, on lm_head as its own unit (as large-model recipes
          wrap it) and on the root; each rank its slice of every global batch.
   tp     lm_head column-parallel (ColwiseParallel, output left a DTensor sharded on the vocab,
-         which the `ce` patch hands to the vocab-parallel loss); the rest replicated (every rank
+         which the `ce` patch hands to the vocab-parallel loss; `flce` hands lm_head's weight
+         shard to the vocab-parallel fused kernel instead); the rest replicated (every rank
          computes it from the same inputs; the hidden states' gradient is all-reduced by the
-         column-parallel layer); every rank the same batch.
+         column-parallel layer, or by the fused kernel); every rank the same batch.
 
 Data parallel normalisation: the loss is the sum over this rank's counted targets divided by
 the GLOBAL count (`num_items_in_batch`, all-reduced over ranks and accumulation micro-batches),

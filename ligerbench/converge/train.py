@@ -59,7 +59,7 @@ def _capture_step0(model, store: StepZero) -> list:
 
     def on_head(_module, _args, output):
         # under the flce patch the fused loss runs as lm_head's forward: its output is then the
-        # scalar loss, not logits (kernels/hf.py, call_as_forward), and there are no logits
+        # scalar loss, not logits (kernels/hf_parallel.py, call_as_forward), and there are no logits
         if output.requires_grad and output.dim() >= 2:
             output.register_hook(lambda g: setattr(store, "logits_grad", g.detach().clone()))
 
