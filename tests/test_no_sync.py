@@ -122,10 +122,12 @@ def test_fused_linear_forward_backward_never_syncs(opts):
     assert torch.isfinite(gh).all() and torch.isfinite(gw).all() and gw.abs().sum() > 0
 
 
-class _FakeCausalLM(torch.nn.Module):
-    """What CausalLMPatch touches of a transformers *ForCausalLM: `model` (the base model),
-    `lm_head`, `config`. The base model is a fixed tensor, so only our loss path is watched
-    (transformers' own mask building may sync; that is not ours)."""
+class Gemma2ForCausalLM(torch.nn.Module):
+    """A stand-in for transformers' Gemma2ForCausalLM (named so that the patch's support check,
+    which reads class names, takes it; it has Gemma-2's final-logit softcap): what CausalLMPatch
+    touches of a *ForCausalLM, `model` (the base model), `lm_head`, `config`. The base model is
+    a fixed tensor, so only our loss path is watched (transformers' own mask building may sync;
+    that is not ours)."""
 
     def __init__(self, hidden, vocab, cap=None):
         super().__init__()
@@ -143,7 +145,7 @@ def test_hf_patch_loss_never_syncs(kind, n_items):
     pytest.importorskip("transformers")
     g = torch.Generator(device="cuda").manual_seed(2)
     hidden = torch.randn(2, 24, 32, device="cuda", generator=g).bfloat16()
-    model = _FakeCausalLM(hidden, 500, cap=30.0).train()
+    model = Gemma2ForCausalLM(hidden, 500, cap=30.0).train()
     labels = torch.randint(0, 500, (2, 24), device="cuda", generator=g)
     extra = {} if n_items is None else {"num_items_in_batch": n_items}
     if n_items == "tensor":
