@@ -24,7 +24,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .cross_entropy import _INTERPRETED, _launch_config, _zero_row
+from .cross_entropy import _INTERPRETED, _launch_config, _row_stats, _zero_row
 from .triton_math import cap_block, softcap_and_slope, to_store
 
 
@@ -32,31 +32,10 @@ from .triton_math import cap_block, softcap_and_slope, to_store
 def _shard_row_stats(x_row, t_here, V, w_ptr, cap, BLOCK_V: tl.constexpr, SOFTCAP: tl.constexpr,
                      SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr):  # fmt: skip
     """One read of a row of the shard: (max m, sum of exp(x - m) over the classes but the one at
-    local id t_here (-1: none here), the smoothing sum sum_j w_j (m - x_j)), in float32."""
-    offs = tl.arange(0, BLOCK_V)
-    m = float("-inf")
-    s_o = 0.0
-    gap = 0.0  # sum_j w_j (m - x_j) over the blocks read, about the running max: terms >= 0
-    w_seen = 0.0  # sum_j w_j over the blocks read
-    for b in range(0, tl.cdiv(V, BLOCK_V)):
-        cols = b * BLOCK_V + offs
-        in_row = cols < V
-        x_raw = tl.load(x_row + cols, mask=in_row, other=float("-inf"))
-        x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
-        m_new = tl.maximum(m, tl.max(x, 0))
-        # the target's term is left out of the sum rather than subtracted from it: p_y - 1 =
-        # -s_o / s stays exact when p_y is close to 1
-        e = tl.where(cols == t_here, 0.0, tl.exp(x - m_new))
-        s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
-        if SMOOTH:
-            if HAS_CLASS_W:
-                w = tl.load(w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
-            else:
-                w = tl.where(in_row, 1.0, 0.0)
-            lift = tl.where(w_seen > 0.0, w_seen * (m_new - m), 0.0)  # the sum so far, moved to m_new
-            gap += lift + tl.sum(tl.where(in_row, w * (m_new - x), 0.0), 0)  # (x is -inf past the end)
-            w_seen += tl.sum(w, 0)
-        m = m_new
+    local id t_here (-1: none here), the smoothing sum sum_j w_j (m - x_j)), in float32: the
+    single-GPU kernel's pass 1 (kernels/cross_entropy.py's _row_stats), no L2 hint (the row
+    is not read again before every row has been: the gather comes between)."""
+    m, s_o, gap, _ = _row_stats(x_row, w_ptr, t_here, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, "")
     return m, s_o, gap
 
 
