@@ -31,7 +31,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .triton_math import cap_block, load_block, softcap_and_slope, to_store  # decides the Triton mode
+from .triton_math import cap_block, load_block, softcap_and_slope, target_nll, to_store  # decides the Triton mode
 
 Reduction = Literal["none", "mean", "sum"]
 REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")
@@ -138,12 +138,13 @@ def _row_finish(
         w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
     else:
         w_y = 1.0
+    nll = target_nll(m, s_o, x_y, log_s)  # lse - x_y, no cancellation on confident rows
     if SMOOTH:
         # PyTorch: (1 - eps) * w_y * (lse - x_y) + eps / V * sum_j w_j * (lse - x_j), the last
         # sum being W * log_s + d (W = sum_j w_j: V without class weights)
-        loss = (1.0 - smoothing) * w_y * ((m - x_y) + log_s) + smoothing / V * (sum_w * log_s + d)
+        loss = (1.0 - smoothing) * w_y * nll + smoothing / V * (sum_w * log_s + d)
     else:
-        loss = w_y * ((m - x_y) + log_s)
+        loss = w_y * nll
     zl = 0.0
     if ZLOSS:
         zl = z_scale * lse * lse

@@ -272,7 +272,10 @@ def _check_layout_on_device(merged: _Merged, target: torch.Tensor, ignore_index:
 def _rows(merged: _Merged, counted, valid, token_weight, label_smoothing, z_loss_scale):
     """Per-row float32 (loss, z_loss), as kernels/cross_entropy.py's _row_finish."""
     eps = label_smoothing
-    nll = (merged.m - merged.x_y) + merged.log_s
+    # lse - x_y as log1p(s_o * exp(m - x_y)) below a gap of 30: no cancellation on confident rows
+    # (kernels/triton_math.py, target_nll)
+    gap = merged.m - merged.x_y
+    nll = torch.where(gap < 30.0, torch.log1p(merged.s_o * torch.exp(gap.clamp(max=30.0))), gap + merged.log_s)
     loss = merged.w_y * nll
     if eps > 0.0:
         # W * lse - sum_j w_j x_j = W * log s + sum_j w_j (m - x_j): two sums of terms >= 0

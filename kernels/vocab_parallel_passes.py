@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from .cross_entropy import _INTERPRETED, _launch_config, _row_stats, _zero_row
-from .triton_math import cap_block, softcap_and_slope, to_store
+from .triton_math import cap_block, softcap_and_slope, target_nll, to_store
 
 
 @triton.jit
@@ -298,7 +298,7 @@ def _finish_kernel(
     log_s = tl.log(s)
     lse = m + log_s
     eps_v = eps / v_all
-    loss = w_y * ((m - x_y) + log_s)
+    loss = w_y * target_nll(m, s_o, x_y, log_s)  # lse - x_y, no cancellation on confident rows
     if SMOOTH:  # W * lse - sum_j w_j x_j, as W * log s + sum_j w_j (m - x_j): no cancellation
         loss = (1.0 - eps) * loss + eps_v * (w_all * log_s + gap)
     zl = 0.0

@@ -5,7 +5,7 @@
   to overwrite its `kernels/__init__.py` (uninstalling ours deleted it). Proved here with a
   stand-in distribution that owns a top-level `kernels` package, in a fresh virtual environment,
   for `pip install .` and `pip install -e .` (no network: no build isolation, no dependencies;
-  torch and triton come from the system's site-packages).
+  torch, triton and setuptools come from the environment running the tests).
 - Triton's mode works whatever was imported first: `import transformers` (which imports Triton)
   before our kernels used to make the first CPU forward fail inside Triton's interpreter.
 """
@@ -15,6 +15,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from pathlib import Path
 
@@ -88,19 +89,38 @@ print("ligerbench.kernels from", ligerbench.kernels.__file__)
 """
 
 
+def _venv_seeing_this_environment(venv: Path) -> Path:
+    """A new venv that sees the packages of the interpreter running the tests (torch, triton,
+    setuptools), whatever kind of environment that is. `--system-site-packages` would not do: run
+    from a venv, it exposes the base interpreter's site-packages, which may hold none of them. The
+    paths go in as plain lines of a .pth file, so that environment's own .pth hooks (an editable
+    ligerbench among them) do not run: what the venv imports of ours is what was installed in it."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    py = venv / "bin" / "python"
+    done = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    ours = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
+    (Path(done.stdout.strip()) / "outer_environment.pth").write_text("\n".join(sorted(ours)) + "\n")
+    return py
+
+
 @pytest.mark.slow
 @pytest.mark.interpreter
 def test_install_beside_a_distribution_that_owns_kernels(tmp_path):
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    py = venv / "bin" / "python"
+    py = _venv_seeing_this_environment(tmp_path / "venv")
     pip = [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
 
     def run(*args):
         done = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
-    # the venv's own setuptools (ensurepip's) may predate PEP 660; build with the system's
+    # the venv's own setuptools (ensurepip's) may predate PEP 660 and lack bdist_wheel; build with
+    # this environment's, which the dev extra pins (setuptools>=70.1 builds wheels by itself)
     run(str(py), "-m", "pip", "uninstall", "-y", "-q", "setuptools")
     run(*pip, str(_stand_in_hub(tmp_path / "hub")))
     ours = _our_source(tmp_path / "ours")
