@@ -32,12 +32,13 @@ import triton
 import triton.language as tl
 
 from .triton_math import cap_block, load_block, softcap_and_slope, target_nll, to_store  # decides the Triton mode
+from .triton_mode import device_function
 
 Reduction = Literal["none", "mean", "sum"]
 REDUCTIONS: tuple[str, ...] = ("none", "mean", "sum")
 
 
-@triton.jit
+@device_function
 def _row_stats(
     x_row,
     class_w_ptr,
@@ -87,7 +88,7 @@ def _row_stats(
     return m, s_o, d, sum_w
 
 
-@triton.jit
+@device_function
 def _row_finish(
     row,
     t,
@@ -198,7 +199,7 @@ def _row_finish(
             )
 
 
-@triton.jit
+@device_function
 def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
     offs = tl.arange(0, BLOCK_V)
     for b in range(0, tl.cdiv(V, BLOCK_V)):

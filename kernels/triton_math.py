@@ -2,15 +2,14 @@
 correctly under Triton's interpreter. Only `triton.language` that Triton 3.6 (the GPU box) and
 newer releases (CPU machines) both have."""
 
-from .triton_mode import decide
+from .triton_mode import decide, device_function
 
 decide(lock=True)  # before triton.jit decorates anything below
 
-import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 
-@triton.jit
+@device_function
 def expm1(x):
     # Kahan's expm1 from exp and log: exact to a few ulps near 0, where exp(x) - 1 alone loses
     # every digit. (Neither Triton release we support has an expm1 we can rely on.)
@@ -18,7 +17,7 @@ def expm1(x):
     return tl.where(e == 1.0, x, (e - 1.0) * x / tl.log(e))
 
 
-@triton.jit
+@device_function
 def log1p(u):
     # Goldberg's log1p from log: log(w) * u / (w - 1) with w = 1 + u rounded, accurate to a few
     # ulps for u >= 0 where log(1 + u) alone keeps only the digits of u above 1's ulp.
@@ -26,7 +25,7 @@ def log1p(u):
     return tl.where(w == 1.0, u, tl.log(w) * (u / (w - 1.0)))
 
 
-@triton.jit
+@device_function
 def target_nll(m, s_o, x_y, log_s):
     """lse - x_y of one row from its statistics: max m, sum s_o of exp(x_j - m) over the other
     classes, the target's logit x_y, and log_s = log(s_o + exp(x_y - m)).
@@ -39,7 +38,7 @@ def target_nll(m, s_o, x_y, log_s):
     return tl.where(gap < 30.0, log1p(s_o * tl.exp(tl.minimum(gap, 30.0))), gap + log_s)
 
 
-@triton.jit
+@device_function
 def softcap_and_slope(x, cap):
     """cap * tanh(x / cap) and its derivative 1 - tanh^2, both to a few ulps.
 
@@ -56,7 +55,7 @@ def softcap_and_slope(x, cap):
     return cap * t, 4.0 * e / ((1.0 + e) * (1.0 + e))
 
 
-@triton.jit
+@device_function
 def to_store(x, dtype: tl.constexpr, ROUND_BY_HAND: tl.constexpr):
     # Triton's interpreter truncates float32 -> bfloat16 (its cast ignores the rounding mode),
     # doubling the error of every bf16 gradient on CPU; compiled Triton rounds to nearest even.
@@ -68,13 +67,13 @@ def to_store(x, dtype: tl.constexpr, ROUND_BY_HAND: tl.constexpr):
     return x.to(dtype)
 
 
-@triton.jit
+@device_function
 def load_block(row_ptr, cols, V, POLICY: tl.constexpr):
     # Blocks past either end of the row (the prefetch after the last block) load nothing.
     return tl.load(row_ptr + cols, mask=(cols >= 0) & (cols < V), other=float("-inf"), eviction_policy=POLICY)
 
 
-@triton.jit
+@device_function
 def cap_block(x_raw, in_row, cap, SOFTCAP: tl.constexpr):
     x = x_raw.to(tl.float32)
     dx = tl.full([1], 1.0, tl.float32)  # d capped / d x

@@ -26,9 +26,10 @@ import triton.language as tl
 
 from .cross_entropy import _INTERPRETED, _launch_config, _row_stats, _zero_row
 from .triton_math import cap_block, softcap_and_slope, target_nll, to_store
+from .triton_mode import device_function
 
 
-@triton.jit
+@device_function
 def _shard_row_stats(x_row, t_here, V, w_ptr, cap, BLOCK_V: tl.constexpr, SOFTCAP: tl.constexpr,
                      SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr):  # fmt: skip
     """One read of a row of the shard: (max m, sum of exp(x - m) over the classes but the one at
@@ -39,7 +40,7 @@ def _shard_row_stats(x_row, t_here, V, w_ptr, cap, BLOCK_V: tl.constexpr, SOFTCA
     return m, s_o, gap
 
 
-@triton.jit
+@device_function
 def _store_row_stats(x_row, out, lt, own, m, s_o, gap, w_ptr, cap, SOFTCAP: tl.constexpr, HAS_CLASS_W: tl.constexpr):
     """The row's 6 statistics (columns as N_STATS) at `out`: the target's (capped) logit and
     class weight only where this shard owns the target."""
@@ -58,7 +59,7 @@ def _store_row_stats(x_row, out, lt, own, m, s_o, gap, w_ptr, cap, SOFTCAP: tl.c
     tl.store(out + 5, gap)
 
 
-@triton.jit
+@device_function
 def _write_row_grad(x_row, g_row, t_here, V, m, log_s, a, g_y, scale, w_ptr, eps_v, cap, BLOCK_V: tl.constexpr,
                     SOFTCAP: tl.constexpr, SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr,
                     ROUND_BY_HAND: tl.constexpr):  # fmt: skip
@@ -200,7 +201,7 @@ def _located_stats_kernel(
         tl.store(shard + 5, 0.0)
 
 
-@triton.jit
+@device_function
 def _tiling_is_bad(shards_ptr, world, rank_stride):
     """1 unless the shards (width, start at shards_ptr + r * rank_stride) tile [0, V): each
     start equals the widths of the shards that start before it, and no two non-empty shards
