@@ -8,7 +8,7 @@ divide by, the control selftest judges mutants against, and its bench sweeps). C
 kernels, providers and suites from here and name none of them in code.
 
 Nothing registers itself on import: `ligerbench.builtin.default_registry()` adds what this
-repository ships (suites/<kernel>.py) and then third-party plugins, each isolated.
+repository ships (suites/<kernel>/) and then third-party plugins, each isolated.
 """
 
 from __future__ import annotations

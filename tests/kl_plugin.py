@@ -18,8 +18,8 @@ import torch
 import torch.nn.functional as F
 
 from ligerbench.cases import DTYPES, Case, draw_logits, generator_for
+from ligerbench.problems import Outcome, same_bits
 from ligerbench.registry import KernelSpec, Provider, Registry, Suite
-from ligerbench.specs.common import Outcome, same_bits
 
 
 @dataclass

@@ -16,9 +16,9 @@ from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget, runs_for, summar
 from ligerbench.cases import Case
 from ligerbench.records import Record
 from ligerbench.registry import Provider
-from ligerbench.suites import ce_bench as bench_ce
-from ligerbench.suites import flce_bench as bench_flce
 from ligerbench.suites.bench_shapes import HEADS, VOCABS, sweep_points
+from ligerbench.suites.ce import bench as bench_ce
+from ligerbench.suites.flce import bench as bench_flce
 
 LLAMA_CE = Case(kernel="ce", n=8192, v=128256, dtype="bf16")
 LLAMA_FLCE = Case(kernel="flce", n=8192, v=128256, h=4096, dtype="bf16")

@@ -1,5 +1,5 @@
 """`ligerbench verify` and `list` through Typer's CliRunner, and proof that verify's checks fail
-on the bugs they exist for (planted bugs in ligerbench/providers/mutants.py)."""
+on the bugs they exist for (planted bugs in suites/*/mutants.py)."""
 
 import json
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from ligerbench.cases import Case
+from ligerbench.problems import Outcome
 from ligerbench.records import FIELDS
 from ligerbench.registry import Provider
-from ligerbench.specs.common import Outcome
 from ligerbench.verify.engine import _compare, explain
 
 REF = torch.arange(12, dtype=torch.float64).reshape(3, 4) / 10 - 0.5  # a finite 3 x 4 reference

@@ -20,7 +20,7 @@ from ligerbench.kernels.fused_linear_cross_entropy import (
     fused_linear_cross_entropy,
     plan,
 )
-from ligerbench.specs.flce import eager_in_dtype, make_problem, reference, run_flce
+from ligerbench.suites.flce.spec import eager_in_dtype, make_problem, reference, run_flce
 
 GRADS = ("grad_hidden", "grad_weight", "grad_bias")
 

@@ -10,14 +10,15 @@ import pytest
 import torch
 
 from ligerbench import cases as cases_mod
+from ligerbench import problems as common
 from ligerbench.builtin import default_registry
 from ligerbench.cases import LAYOUTS, UPSTREAMS, Case
 from ligerbench.registry import Provider
-from ligerbench.specs import ce as ce_spec
-from ligerbench.specs import common
-from ligerbench.specs import flce as flce_spec
-from ligerbench.suites import ce_grid, flce_grid
+from ligerbench.suites.ce import grid as ce_grid
+from ligerbench.suites.ce import spec as ce_spec
 from ligerbench.suites.covering import all_pairs, pairs_of, required_pairs
+from ligerbench.suites.flce import grid as flce_grid
+from ligerbench.suites.flce import spec as flce_spec
 from ligerbench.verify.engine import _compare
 
 CPU = torch.device("cpu")

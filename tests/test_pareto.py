@@ -14,7 +14,7 @@ from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
 from ligerbench.cli import app
 from ligerbench.records import Record, read_records, to_frame
-from ligerbench.suites import flce_bench
+from ligerbench.suites.flce import bench as flce_bench
 
 POINT = SweepPoint("llama3-8b", 0.0, Case(kernel="flce", n=8192, v=128256, h=4096, dtype="bf16"))
 

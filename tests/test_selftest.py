@@ -52,7 +52,7 @@ MUST_KILL = {
     "mutant_vpf_mean_of_nothing_is_zero": "correctness",
     "mutant_vpf_upstream_ignored": "gradients",
     "mutant_vpf_dh_in_hidden": "contracts",
-    # one per new case-axis value (ligerbench/providers/input_mutants.py)
+    # one per new case-axis value (suites/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
     "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage
     "mutant_unit_column_stride": "correctness",  # ce layout transposed

@@ -9,8 +9,8 @@ import pytest
 from helpers import register_plugin
 from ligerbench.builtin import default_registry
 from ligerbench.registry import Provider
-from ligerbench.specs.ce import ce_torch
-from ligerbench.specs.flce import flce_torch
+from ligerbench.suites.ce.spec import ce_torch
+from ligerbench.suites.flce.spec import flce_torch
 from ligerbench.testing import cases, run_provider, verify_provider
 
 # one fp32 case per test where a single case shows the behaviour: mean over a leading run

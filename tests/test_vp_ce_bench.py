@@ -22,7 +22,7 @@ from ligerbench.cases import Case
 from ligerbench.cli import app
 from ligerbench.distributed.launch import FAULT_ENV
 from ligerbench.records import TARGET_PREFIX, Record, load_records
-from ligerbench.suites import vp_ce_bench
+from ligerbench.suites.vp_ce import bench as vp_ce_bench
 
 runner = CliRunner()
 pytestmark = pytest.mark.interpreter  # --smoke: CPU, Triton's interpreter, gloo

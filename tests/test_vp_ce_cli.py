@@ -81,7 +81,7 @@ def test_a_rank_that_hangs_ends_the_run_at_the_collective_timeout(tmp_path):
     result, payload = _verify(tmp_path, *SMALL, "--nproc", "2", "--timeout", "40", env={FAULT_ENV: "hang:1"})
     assert result.exit_code == 1, result.output
     message = _launcher_message(payload)
-    assert "rank 0: ligerbench.specs.vp_ce.RanksOutOfStep" in message and "rank 1 hangs" in message
+    assert "rank 0: ligerbench.suites.vp_ce.spec.RanksOutOfStep" in message and "rank 1 hangs" in message
 
 
 @pytest.mark.slow

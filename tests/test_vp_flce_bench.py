@@ -16,7 +16,7 @@ from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
 from ligerbench.cli import app
 from ligerbench.records import TARGET_PREFIX, load_records
-from ligerbench.suites import vp_flce_bench
+from ligerbench.suites.vp_flce import bench as vp_flce_bench
 
 runner = CliRunner()
 TARGET_CASE = Case(kernel="vp_flce", n=8192, v=128256, h=4096, dtype="bf16", world=2)

@@ -1,6 +1,6 @@
 """What `ligerbench bench` needs to know about a kernel: its inputs, how a provider is called
 on them, the work model that turns a time into a throughput, its sweeps and design targets.
-One `BenchSpec` per kernel, held by the kernel's `KernelSpec.bench` (suites/<kernel>.py)."""
+One `BenchSpec` per kernel, held by the kernel's `KernelSpec.bench` (suites/<kernel>/)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
     ligerbench verify --kernel vp_ce --nproc 2 --device cpu    # 2 real ranks (gloo), ligerbench/distributed/
 
 The command only orchestrates: the engine is ligerbench/verify/engine.py, the kernel's grid,
-suites and providers come from the registry (suites/<kernel>.py or a plugin).
+suites and providers come from the registry (suites/<kernel>/ or a plugin).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The `flce` kernel (fused linear + cross entropy) as the harness sees it: its inputs, its
 float64 reference, and how a provider is called on one case.
 
-Semantics: those of `ce` (ligerbench/specs/ce.py) applied to the logits hidden @ weight.T + bias.
+Semantics: those of `ce` (suites/ce/spec.py) applied to the logits hidden @ weight.T + bias.
 The float64 reference forms those logits in float64 and runs ce_torch on them; PyTorch eager
 (the tolerance yardstick) does the same in the case dtype, full logits included.
 
@@ -30,8 +30,8 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.specs.ce import ce_torch
-from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.suites.ce.spec import ce_torch
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged", "input_layout")
 KEPT_PREFIX = 3  # kept_slice: rows of hidden states before the kept ones (logits_to_keep drops them)

@@ -1,8 +1,8 @@
 """The case grid of the `flce` kernel (fused linear + cross entropy), per preset.
 
-The same axes as `ce` (suites/grid.py), plus what only the fused kernel has: a bias or none,
+The same axes as `ce` (suites/ce/grid.py), plus what only the fused kernel has: a bias or none,
 hidden sizes that are not multiples of anything, and chunking. Chunking is exercised by the
-provider `flce_ours_small_chunks` (5-token chunks, see providers/flce.py) on every case: no
+provider `flce_ours_small_chunks` (5-token chunks, see suites/flce/providers.py) on every case: no
 token count below is a multiple of 5, so the last chunk is always partial, and the
 leading_run (first 60% ignored: rows 0-6 of 12 hold the whole first chunk) and all patterns leave whole
 chunks ignored.
@@ -15,7 +15,7 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
   D  odd shapes (one token, odd hidden and vocab sizes), each with one reduction variant in
      turn, with bias and 'all' options and without
   E  chunk count (bf16, MANY_CHUNK_TOKENS tokens): the providers ours_{fp32,auto}_72_chunks
-     (providers/flce.py) cut these into 72 chunks, past the 64 where weight-gradient accumulation
+     (suites/flce/providers.py) cut these into 72 chunks, past the 64 where weight-gradient accumulation
      error shows, and ours_dtype_32_chunks into the 32 "dtype" is claimed for; ours (default
      budget) runs them as one chunk and ours_small_chunks with a partial last chunk. Chunking
      is a setting of the caller (chunk size, accumulation mode), not of the inputs, so it is a

@@ -32,7 +32,7 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
 
 
 @dataclass

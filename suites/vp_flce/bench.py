@@ -27,9 +27,9 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, ignored_rows
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
-from ligerbench.specs.vp_ce import shard_bounds
 from ligerbench.suites import bench_shapes
-from ligerbench.suites.vp_ce_bench import _even_shards, _rank_world, element_bytes, rank_generator, widest_shard
+from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, element_bytes, rank_generator, widest_shard
+from ligerbench.suites.vp_ce.spec import shard_bounds
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}
 HEAD = "llama3-8b"  # the target head

@@ -3,7 +3,7 @@
     ligerbench bench --kernel vp_ce --nproc 2            # 2 GPUs, NCCL
     ligerbench bench --kernel vp_ce --nproc 2 --smoke    # 2 gloo ranks on CPU, NOT a measurement
 
-Each rank holds its shard [N, V_local] of the global logits [N, V] (ligerbench/specs/vp_ce.py's
+Each rank holds its shard [N, V_local] of the global logits [N, V] (suites/vp_ce/spec.py's
 `shard_bounds`: V_local = ceil(V / world) on the first ranks), drawn on its device from the run
 seed, the case and the rank; the targets are the same on every rank. Every rank times the same
 provider at once; figures are the slowest rank's (ligerbench/bench/engine.py).
@@ -35,7 +35,7 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, ig
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
-from ligerbench.specs.vp_ce import shard_bounds
+from ligerbench.suites.vp_ce.spec import shard_bounds
 
 PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N * V_local elements per mode
 VOCAB = 128256  # Llama-3's vocabulary: the issue's target shape

@@ -7,7 +7,7 @@ FLOP model (matrix products only; the softmax is O(N*V), under 0.1% of it):
 A design that recomputes the logits in backward does 8*N*H*V but is credited with 6: the
 rate says how close a provider comes to the least work, not how busy it kept the GPU.
 
-Providers are those registered for kernel "flce" (ligerbench/providers/flce.py); each takes
+Providers are those registered for kernel "flce" (suites/flce/providers.py); each takes
 (hidden, weight, target, *, bias, ignore_index, reduction, ...).
 """
 

@@ -16,7 +16,7 @@ size and dtype the grid crosses:
   D  confident hidden states (docs/bugs.md, bug 6 across ranks) and large logits under softcap
   E  shapes: V=256 (even over 2 ranks; V=257 is uneven over 2 and 3), V=2 over 3 ranks leaves an
      empty shard, one token, and hidden states [B, T, H]
-Chunking is a provider axis (providers/vp_flce.py): `ours` runs the quick cases in one chunk,
+Chunking is a provider axis (suites/vp_flce/providers.py): `ours` runs the quick cases in one chunk,
 `ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
 partial). Targets on another rank than a given shard are in every case.
 """
@@ -24,12 +24,9 @@ partial). Targets on another rank than a given shard are in every case.
 from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
-from ligerbench.providers import vp_flce as providers
-from ligerbench.providers import vp_flce_mutants
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.specs import vp_flce as spec
-from ligerbench.suites import vp_flce_bench
 from ligerbench.suites.ce import has_z_loss
+from ligerbench.suites.vp_flce import bench, mutants, providers, spec
 
 SIZES = {
     # preset: (tokens, vocab, hidden, world sizes, odd shapes (tokens, vocab, hidden)); CPU shapes
@@ -98,7 +95,7 @@ KERNEL = KernelSpec(
     peer="gathered",
     control="ours",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
-    bench=vp_flce_bench.SPEC,
+    bench=bench.SPEC,
 )
 
 SUITES = (
@@ -126,4 +123,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_flce_bench.VARIANTS, *vp_flce_mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
