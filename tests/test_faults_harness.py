@@ -17,7 +17,7 @@ from ligerbench.cli import app
 from ligerbench.registry import Provider
 
 runner = CliRunner()
-ARGS = ["--reduction", "sum", "--dtype", "fp32", "--option", "plain", "--logits", "normal"]
+ARGS = ["--where", "reduction=sum", "--where", "dtype=fp32", "--where", "option=plain", "--where", "logits=normal"]
 
 
 def _plugin(monkeypatch, fn, name="faulty"):
@@ -74,8 +74,8 @@ def test_killed_process_keeps_its_rows(tmp_path):
             "-m",
             "ligerbench.cli",
             "verify",
-            "--dtype",
-            "fp32",
+            "--where",
+            "dtype=fp32",
             "--provider",
             "eager",
             "--out",

@@ -24,13 +24,13 @@ SLICE = [
     "ce",
     "--device",
     "cpu",
-    "--dtype",
-    "fp32",
-    "--reduction",
-    "mean",
-    "--ignore-pattern",
-    "leading_run",
-    *("--option", "plain", "--logits", "normal"),
+    "--where",
+    "dtype=fp32",
+    "--where",
+    "reduction=mean",
+    "--where",
+    "ignore_pattern=leading_run",
+    *("--where", "option=plain", "--where", "logits=normal"),
     *("-k", "not lay-"),  # 2-D logits: the NaN planted at [1, 2] below is a 2-D index
 ]
 

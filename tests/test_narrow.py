@@ -46,7 +46,7 @@ def test_list():
 
 
 def test_verify(tmp_path):
-    args = ["--provider", "mutant_first_row_upstream", "--ignore-pattern", "leading_run", "--dtype", "fp32"]
+    args = ["--provider", "mutant_first_row_upstream", "--where", "ignore_pattern=leading_run", "--where", "dtype=fp32"]
     result = invoke("verify", "--device", "cpu", *args, "--out", tmp_path)
     assert result.exit_code == 1
     assert_whole(result.stdout, ["mutant_first_row_upstream", "correctness", "gradients", "worst/limit"])
@@ -82,7 +82,7 @@ def test_converge_table_shows_brackets(tmp_path, monkeypatch):
         return SimpleNamespace(ref=None, ours=None, truth=None)
 
     monkeypatch.setattr(command, "run_case", run_case)
-    result = invoke("converge", "llama-mini", "--device", "cpu", "--dtype", "fp32", "--out", tmp_path)
+    result = invoke("converge", "llama-mini", "--device", "cpu", "--where", "dtype=fp32", "--out", tmp_path)
     assert result.exit_code == 0, result.output
     assert_whole(result.stdout, quantities)
 

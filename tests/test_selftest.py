@@ -16,6 +16,7 @@ from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.selftest import killmatrix
 from ligerbench.selftest.model import Mutant, check_targets, targeted
+from ligerbench.suites.ce import axes as ce_axes
 
 runner = CliRunner()
 # Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
@@ -147,7 +148,7 @@ def test_unknown_mutant_exits_2(tmp_path):
 def test_targets_with_an_unknown_field_are_refused():
     p = registry.Provider(name="m", kernel="ce", description="", load=_ours, mutant=True, targets=({"reduce": "sum"},))
     with pytest.raises(ValueError, match="reduce"):
-        check_targets(p)
+        check_targets(p, ce_axes.AXES)
 
 
 MUT = Mutant(name="m", campaign="kernels", description="", control="ours", suites=("correctness", "converge"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.ce import bench, mutants, providers, spec
+from ligerbench.suites.ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.ce.grid import ce_cases
 
 
@@ -26,6 +26,7 @@ KERNEL = KernelSpec(
     run=spec.run_ce,
     quantities=("loss", "z_loss", "grad_logits", "input_unchanged", "input_layout"),
     grid=ce_cases,
+    axes=axes.AXES,
     signature="fn(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, "
     "token_weight) -> loss | (loss, z_loss)",
     peer="eager",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
-from ligerbench.suites.flce import bench, mutants, providers, spec
+from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
 
 KERNEL = KernelSpec(
@@ -21,6 +21,7 @@ KERNEL = KernelSpec(
     run=spec.run_flce,
     quantities=spec.QUANTITIES,
     grid=flce_cases,
+    axes=axes.AXES,
     signature="fn(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, "
     "softcap, z_loss_scale, token_weight) -> loss | (loss, z_loss)",
     peer="eager",

@@ -23,7 +23,7 @@ from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
-from ligerbench.suites.vp_ce import bench, mutants, providers, spec
+from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
 
 SIZES = {
     # preset: (tokens, vocab, world sizes, odd shapes (tokens, vocab)); CPU shapes stay tiny so
@@ -41,7 +41,7 @@ def vp_ce_cases(preset: str, device_type: str) -> list[Case]:
     cases: list[Case] = []
     for world in worlds:
         for dtype in DTYPES[device_type]:
-            base = Case(kernel="vp_ce", n=n, v=v, dtype=dtype, world=world)
+            base = axes.case(n=n, v=v, dtype=dtype, world=world)
             for reduction, upstream in REDUCTION_VARIANTS:
                 red = base.replace(reduction=reduction, upstream=upstream)
                 cases += [red.replace(ignore_pattern=p) for p in IGNORE_PATTERNS]  # A
@@ -64,6 +64,7 @@ KERNEL = KernelSpec(
     run=spec.run_vp,
     quantities=("loss", "z_loss", "grad_logits", "input_unchanged"),
     grid=vp_ce_cases,
+    axes=axes.AXES,
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",

@@ -26,7 +26,7 @@ from __future__ import annotations
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
-from ligerbench.suites.vp_flce import bench, mutants, providers, spec
+from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
 SIZES = {
     # preset: (tokens, vocab, hidden, world sizes, odd shapes (tokens, vocab, hidden)); CPU shapes
@@ -53,7 +53,7 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
     cases: list[Case] = []
     for world in worlds:
         for dtype in DTYPES[device_type]:
-            base = Case(kernel="vp_flce", n=n, v=v, h=h, dtype=dtype, world=world)
+            base = axes.case(n=n, v=v, h=h, dtype=dtype, world=world)
 
             def red(variant, _base=base):
                 return _base.replace(reduction=variant[0], upstream=variant[1])
@@ -91,6 +91,7 @@ KERNEL = KernelSpec(
     run=spec.run_vp_flce,
     quantities=spec.QUANTITIES,
     grid=vp_flce_cases,
+    axes=axes.AXES,
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",
