@@ -84,7 +84,7 @@ def test_a_supports_attribute_skips_its_cases():
 @pytest.mark.parametrize(
     "filters, match",
     [
-        ({"reduktion": "none"}, "'reduktion' is not a case field"),
+        ({"reduktion": "none"}, "'reduktion' is not an axis of kernel ce"),
         ({"reduction": "nothing"}, r"\['nothing'\]: not a reduction .* choose from none, mean, sum"),
     ],
 )

@@ -47,7 +47,7 @@ class Target:
 
 def at_shape(n: int, v: int, h: int = 0) -> Callable[[Case], bool]:
     """A target's `applies` for one shape."""
-    return lambda case: (case.n, case.v, case.h) == (n, v, h)
+    return lambda case: (case.n, case.v, case.get("h", 0)) == (n, v, h)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, device_generat
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
-from ligerbench.suites.flce import axes
+from ligerbench.suites.flce.axes import case as flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}  # FLOPs per N*H*V for each mode
 
@@ -122,8 +122,8 @@ SPEC = BenchSpec(
     rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
     ceiling="matmul_tflops",
     sweeps={
-        **bench_shapes.sweeps(axes.case, fused=True, first="heads"),
-        "budget": functools.partial(bench_shapes.heads_points, axes.case, BUDGET_HEADS),
+        **bench_shapes.sweeps(flce_case, fused=True, first="heads"),
+        "budget": functools.partial(bench_shapes.heads_points, flce_case, BUDGET_HEADS),
     },
     sweep_only={"budget": BUDGET_PROVIDERS},
     excluded=EXCLUDED,

@@ -35,7 +35,7 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, ig
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
-from ligerbench.suites.vp_ce import axes
+from ligerbench.suites.vp_ce.axes import case as vp_ce_case
 from ligerbench.suites.vp_ce.spec import shard_bounds
 
 PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N * V_local elements per mode
@@ -112,7 +112,7 @@ def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
 
 def _points(sweep: str, dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
     """world is left 0 here: `bench --nproc N` splits every point over N ranks (spec.on_ranks)."""
-    base = axes.case(n=1, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
+    base = vp_ce_case(n=1, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
     if sweep == "tokens":
         v = SMOKE_VOCAB if smoke else VOCAB
         ns = SMOKE_TOKENS if smoke else tuple(t for t in TOKENS if t <= (tokens or DEFAULT_TOKENS)) or (tokens,)

@@ -30,7 +30,7 @@ from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
 from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, element_bytes, rank_generator, widest_shard
 from ligerbench.suites.vp_ce.spec import shard_bounds
-from ligerbench.suites.vp_flce import axes
+from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}
 HEAD = "llama3-8b"  # the target head
@@ -122,8 +122,8 @@ SPEC = BenchSpec(
     rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
     ceiling="matmul_tflops",
     sweeps={
-        "heads": functools.partial(bench_shapes.heads_points, axes.case, (HEAD,)),
-        "tokens": functools.partial(bench_shapes.sweep_points, axes.case, "tokens", fused=True),
+        "heads": functools.partial(bench_shapes.heads_points, vp_flce_case, (HEAD,)),
+        "tokens": functools.partial(bench_shapes.sweep_points, vp_flce_case, "tokens", fused=True),
     },
     targets=(
         Target(
