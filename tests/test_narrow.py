@@ -82,7 +82,7 @@ def test_converge_table_shows_brackets(tmp_path, monkeypatch):
         return SimpleNamespace(ref=None, ours=None, truth=None)
 
     monkeypatch.setattr(command, "run_case", run_case)
-    result = invoke("converge", "llama-mini", "--device", "cpu", "--where", "dtype=fp32", "--out", tmp_path)
+    result = invoke("converge", "llama-mini", "--device", "cpu", "--dtype", "fp32", "--out", tmp_path)
     assert result.exit_code == 0, result.output
     assert_whole(result.stdout, quantities)
 
