@@ -417,7 +417,7 @@ def _validate(logits, target, class_weight, token_weight, reduction, label_smoot
 
 
 class VocabParallelCrossEntropyFunction(torch.autograd.Function):
-    # the parts a planted bug (ligerbench/providers/vp_ce_mutants.py) may replace, by subclassing
+    # the parts a planted bug (suites/vp_ce/mutants.py) may replace, by subclassing
     OWNS = staticmethod(owns)
     MERGED = _Merged
 

@@ -121,7 +121,7 @@ class _Shared:
 class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
 
-    # the parts a planted bug (ligerbench/providers/vp_flce_mutants.py) may replace, by subclassing
+    # the parts a planted bug (suites/vp_flce/mutants.py) may replace, by subclassing
     OWNS = staticmethod(owns)
     MERGED = _Merged
     REDUCE = staticmethod(all_reduce_)  # the hidden gradient's sum over the group

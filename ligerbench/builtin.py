@@ -1,6 +1,6 @@
 """What this repository registers, then third-party plugins.
 
-Each built-in kernel has one module in suites/ with a `register(registry)`; so does a plugin,
+Each built-in kernel has one package in suites/ (suites/<kernel>/) with a `register(registry)`; so does a plugin,
 declared under the `ligerbench.plugins` entry-point group in its pyproject.toml:
 
     [project.entry-points."ligerbench.plugins"]

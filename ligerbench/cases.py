@@ -8,52 +8,83 @@ inputs.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
+
+from ligerbench.axes import Axis, case_id, fill
 
 DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+class Params(Mapping):
+    """A case's parameters: a frozen, hashable mapping, in the kernel's declared axis order."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, Any] | Iterable[tuple[str, Any]] = ()):
+        object.__setattr__(self, "_items", tuple(dict(items).items()))
+
+    def __getitem__(self, key: str) -> Any:
+        for k, v in self._items:
+            if k == key:
+                return v
+        raise KeyError(key)
+
+    def __iter__(self):
+        return (k for k, _ in self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __hash__(self) -> int:
+        return hash(self._items)
+
+    def __eq__(self, other) -> bool:
+        return dict(self) == dict(other) if isinstance(other, Mapping) else NotImplemented
+
+    def __setattr__(self, name, value):
+        raise AttributeError("Params is frozen")
+
+    def __repr__(self) -> str:
+        return f"Params({dict(self._items)!r})"
+
+
 @dataclass(frozen=True)
 class Case:
+    """One verification case: a kernel and its parameters, one per axis the kernel declares
+    (KernelSpec.axes). `case.reduction` reads a parameter; `case.get("world", 0)` one a kernel
+    may lack. Build one with `Case.of(kernel, axes, n=16, ...)` (the axes' defaults fill the rest)."""
+
     kernel: str
-    n: int  # tokens
-    v: int  # classes (vocab)
-    dtype: str = "fp32"
-    reduction: str = "mean"
-    upstream: str = "ones"  # upstream gradient: a name of UPSTREAMS[reduction]
-    ignore_pattern: str = "random_10"
-    option: str = "plain"
-    logits: str = "normal"
-    h: int = 0  # hidden size, fused linear kernels only
-    bias: bool = False  # fused linear kernels only
-    layout: str = "2d"  # how the input tensor is laid out in memory: a name of LAYOUTS[kernel]
-    # vocab-parallel kernels only: the ranks the vocab is split over (0: not sharded), and where
-    # the targets sit ("random", or "edges": on the first and last class of some shard)
-    world: int = 0
-    targets: str = "random"
+    params: Params
+    # the kernel's axes: they order the params and write the id; not part of a case's identity
+    axes: tuple[Axis, ...] = field(default=(), compare=False, repr=False)
+
+    @classmethod
+    def of(cls, kernel: str, axes: tuple[Axis, ...], **values) -> Case:
+        return cls(kernel, Params(fill(kernel, axes, values)), tuple(axes))
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name in ("kernel", "params", "axes"):
+            raise AttributeError(name)
+        try:
+            return self.params[name]
+        except KeyError:
+            raise AttributeError(f"a case of kernel {self.kernel!r} has no parameter {name!r}") from None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        return self.params.get(name, default)
 
     @property
     def id(self) -> str:
-        parts = [self.kernel, f"n{self.n}", f"v{self.v}"]
-        if self.h:
-            parts.append(f"h{self.h}" + ("b" if self.bias else ""))
-        parts += [self.dtype, self.reduction, f"up-{self.upstream}", self.ignore_pattern, self.option, self.logits]
-        if self.layout != "2d":  # the default layout stays out of the id: ids of older runs still match
-            parts.append(f"lay-{self.layout}")
-        if self.world:  # only vocab-parallel cases: every other case id stays as it was
-            parts += [f"w{self.world}", f"targets-{self.targets}"]
-        return "/".join(parts)
+        return case_id(self.kernel, self.params, self.axes)
 
     def replace(self, **changes) -> Case:
-        return dataclasses.replace(self, **changes)
-
-    def params(self) -> dict:
-        return dataclasses.asdict(self)
+        return Case.of(self.kernel, self.axes, **{**self.params, **changes})
 
 
 def generator_for(case: Case, seed: int) -> torch.Generator:
@@ -206,21 +237,8 @@ def draw_ignored(case: Case, n: int, g: torch.Generator, target: torch.Tensor | 
 RANDOM_PATTERNS = ("random_10", "random_90")
 
 # ----------------------------------------------------------------------------- layouts
-# How the input a provider receives is laid out, each standing for a real caller. The case runner
-# hands the provider exactly this tensor (shape, strides, storage offset), never a dense copy.
-LAYOUTS: dict[str, tuple[str, ...]] = {
-    "ce": (
-        "2d",  # [N, V] contiguous: logits already flattened by the caller
-        "3d",  # [B, T, V] contiguous, targets [B, T]: logits straight from a model's lm_head
-        "padded_vocab",  # [B, T, Vp][..., :V]: the vocabulary padded to a multiple of 64/128 (Vp)
-        "transposed",  # [V, N].T: logits computed as (W @ h.T).T, column stride N, row stride 1
-    ),
-    "flce": (
-        "2d",  # hidden [N, H] contiguous
-        "3d",  # hidden [B, T, H] contiguous, targets [B, T]: a decoder's last hidden states
-        "kept_slice",  # hidden[:, -T:, :] of [B, T + P, H]: logits_to_keep (strided, storage offset)
-    ),
-}
+# How the input a provider receives is laid out is an axis of each kernel (suites/ce/axes.py,
+# suites/flce/axes.py: each layout standing for a real caller); these helpers build them.
 VOCAB_PAD = 64  # padded_vocab rounds V up to a multiple of this, plus one more multiple
 
 

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from ligerbench import runs, tables
+from ligerbench import axes, runs, tables
 from ligerbench.builtin import default_registry
 from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.registry import Registry
@@ -41,6 +41,7 @@ def catalog(registry: Registry, device_type: str) -> dict[str, list[dict]]:
                 "bench_sweeps": list(k.bench.sweeps) if k.bench else [],
                 "description": k.description,
                 "signature": k.signature,  # how a provider is called (docs/providers.md)
+                "axes": axes.describe(k.axes),  # its case axes: --where AXIS=VALUE names them
             }
             for k in registry.kernels.values()
         ],  # fmt: skip
@@ -124,3 +125,5 @@ def list_registry(
             for k in rows:  # how a provider is called, one line each (docs/providers.md)
                 if k["signature"]:
                     out.print(f"{k['name']} providers: {k['signature']}", markup=False, soft_wrap=True)
+                spec = registry.kernels[k["name"]]
+                out.print(f"{k['name']} axes (--where): {axes.summary(spec.axes)}", markup=False, soft_wrap=True)

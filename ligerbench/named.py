@@ -8,7 +8,7 @@ no green without evidence for any of them.
     named.print_missing(missing)
 
 A name with a `:` is an ad-hoc provider (`mypkg.losses:my_ce`, `path/to/file.py:my_ce`:
-ligerbench/providers/adhoc.py). A provider the user asked for by name that cannot load, or that
+ligerbench/adhoc.py). A provider the user asked for by name that cannot load, or that
 every selected case skipped, makes the command exit 1 with the reason on the terminal: the run
 compared nothing for it, and a green exit would say it had been checked.
 """
@@ -19,8 +19,7 @@ import pandas as pd
 import typer
 from rich.text import Text
 
-from ligerbench import runs
-from ligerbench.providers import adhoc
+from ligerbench import adhoc, runs
 from ligerbench.registry import Registry
 
 # verdicts that show the provider ran and was compared with the truth

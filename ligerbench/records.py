@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
-from dataclasses import dataclass
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -36,41 +40,81 @@ class Record:
     limit: float
     verdict: str  # one of VERDICTS
     message: str = ""
-    # case parameters, flattened so the CSV filters without parsing case ids
-    n: int = 0
-    v: int = 0
-    h: int = 0
-    dtype: str = ""
-    reduction: str = ""
-    upstream: str = ""
-    ignore_pattern: str = ""
-    option: str = ""
-    logits: str = ""
+    # the provider's settings as JSON text, e.g. {"chunk_mib": 64} ("" when it has none):
+    # readers (bench/pareto.py) take a setting from here, never from the provider's name
+    settings: str = ""
+    # the case's parameters, one column per axis of its kernel (KernelSpec.axes), so the CSV
+    # filters without parsing case ids; not hashed (a dict)
+    params: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     @classmethod
     def for_case(cls, case: Case, **fields) -> Record:
-        params = {k: val for k, val in case.params().items() if k in FIELDS and k != "kernel"}
-        return cls(case=case.id, kernel=case.kernel, **params, **fields)
+        return cls(case=case.id, kernel=case.kernel, params=dict(case.params), **fields)
+
+    def row(self) -> dict[str, Any]:
+        """The CSV row: the fixed columns, then the case's parameters."""
+        return {**{name: getattr(self, name) for name in FIELDS}, **self.params}
 
 
-FIELDS = [f.name for f in dataclasses.fields(Record)]
+# the fixed columns of every records.csv; each kernel's axes add theirs after them
+FIELDS = [f.name for f in dataclasses.fields(Record) if f.name != "params"]
+# columns newer than some committed runs: a reader fills them with "" where they are absent
+OPTIONAL = ("settings",)
+
+
+def settings_text(settings: Mapping[str, Any]) -> str:
+    return json.dumps(dict(settings), sort_keys=True) if settings else ""
+
+
+def settings_of(text: str) -> dict[str, Any]:
+    """A records.csv `settings` cell back as a dict ({} for an empty cell)."""
+    return json.loads(text) if isinstance(text, str) and text.strip() else {}
+
+
+def columns_of(rows: Iterable[Record]) -> list[str]:
+    """FIELDS, then every parameter any row has, in the order they first appear."""
+    extra: dict[str, None] = {}
+    for r in rows:
+        extra.update(dict.fromkeys(k for k in r.params if k not in FIELDS))
+    return FIELDS + list(extra)
 
 
 class RecordWriter:
-    """Appends records to a CSV file, flushing each row."""
+    """Appends records to a CSV file, flushing each row. The header holds FIELDS and the
+    parameters seen so far; a row with a new parameter (a second kernel's axis in one run)
+    rewrites the file once with the wider header (atomically: a killed run keeps its rows)."""
 
     def __init__(self, path: Path):
         self.path = path
         self.rows: list[Record] = []
-        self._file = open(path, "w", newline="")
-        self._csv = csv.DictWriter(self._file, fieldnames=FIELDS)
-        self._csv.writeheader()
-        self._file.flush()
+        self.columns = list(FIELDS)
+        self._open(mode="w")
+
+    def _open(self, mode: str) -> None:
+        self._file = open(self.path, mode, newline="")
+        self._csv = csv.DictWriter(self._file, fieldnames=self.columns, restval="")
+        if mode == "w":
+            self._csv.writeheader()
+            self._file.flush()
 
     def write(self, record: Record) -> None:
         self.rows.append(record)
-        self._csv.writerow(dataclasses.asdict(record))
+        if any(k not in self.columns for k in record.params):
+            self._widen()
+            return
+        self._csv.writerow(record.row())
         self._file.flush()
+
+    def _widen(self) -> None:
+        self._file.close()
+        self.columns = columns_of(self.rows)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with open(tmp, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=self.columns, restval="")
+            w.writeheader()
+            w.writerows(r.row() for r in self.rows)
+        os.replace(tmp, self.path)
+        self._open(mode="a")
 
     def close(self) -> None:
         self._file.close()
@@ -79,15 +123,31 @@ class RecordWriter:
         return to_frame(self.rows)
 
 
+def append_record(path: Path, record: Record) -> None:
+    """Append one row to a records.csv another process may have started (its header kept; a
+    parameter it lacks is dropped: the row's case id still names it)."""
+    fresh = not path.exists() or path.stat().st_size == 0
+    if fresh:
+        columns = columns_of([record])
+    else:
+        with open(path, newline="") as f:
+            columns = next(csv.reader(f))
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=columns, restval="", extrasaction="ignore")
+        if fresh:
+            writer.writeheader()
+        writer.writerow(record.row())
+
+
 def to_frame(rows: list[Record]) -> pd.DataFrame:
-    return pd.DataFrame([dataclasses.asdict(r) for r in rows], columns=FIELDS)
+    return pd.DataFrame([r.row() for r in rows], columns=columns_of(rows))
 
 
 def read_records(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
-TEXT_COLUMNS = ("suite", "kernel", "provider", "case", "quantity", "metric", "verdict", "message")
+TEXT_COLUMNS = ("suite", "kernel", "provider", "case", "quantity", "metric", "verdict", "message", "settings")
 
 
 def load_records(path: Path) -> pd.DataFrame:
@@ -95,6 +155,9 @@ def load_records(path: Path) -> pd.DataFrame:
     (KeyError naming the missing ones otherwise), text columns as text, value and limit as
     numbers (NaN is written as "nan", which read_records keeps as text)."""
     records = read_records(path)
+    for c in OPTIONAL:
+        if c not in records.columns:
+            records[c] = ""
     missing = [c for c in FIELDS if c not in records.columns]
     if missing:
         raise KeyError(f"{path} lacks the Record columns {missing}")
@@ -106,16 +169,30 @@ def load_records(path: Path) -> pd.DataFrame:
 
 
 def from_frame(df: pd.DataFrame) -> list[Record]:
-    """Records back from a frame of load_records: text as text (an empty cell as ""), counts as
-    int, numbers as float."""
-    kinds = {f.name: f.type for f in dataclasses.fields(Record)}  # "str", "int", "float"
+    """Records back from a frame of load_records: text as text (an empty cell as ""), numbers as
+    float; every other column is a case parameter (an empty cell: the case's kernel lacks it)."""
+    kinds = {f.name: f.type for f in dataclasses.fields(Record)}  # "str", "float"
 
     def cell(name: str, value):
         if kinds[name] == "str":
-            return "" if isinstance(value, float) and math.isnan(value) else str(value)
-        return int(value) if kinds[name] == "int" else float(value)
+            return "" if _empty(value) else str(value)
+        return float(value)
 
-    return [Record(**{k: cell(k, row[k]) for k in FIELDS}) for row in df.to_dict("records")]
+    def param(value):
+        return value.item() if hasattr(value, "item") else value
+
+    extra = [c for c in df.columns if c not in FIELDS]
+    return [
+        Record(
+            **{k: cell(k, row[k]) for k in FIELDS},
+            params={k: param(row[k]) for k in extra if not _empty(row[k])},
+        )
+        for row in df.to_dict("records")
+    ]
+
+
+def _empty(value) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
 
 
 def ratio(value: float, limit: float) -> float:

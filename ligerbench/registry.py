@@ -8,7 +8,7 @@ divide by, the control selftest judges mutants against, and its bench sweeps). C
 kernels, providers and suites from here and name none of them in code.
 
 Nothing registers itself on import: `ligerbench.builtin.default_registry()` adds what this
-repository ships (suites/<kernel>.py) and then third-party plugins, each isolated.
+repository ships (suites/<kernel>/) and then third-party plugins, each isolated.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ligerbench.axes import Axis
 from ligerbench.cases import Case
 
 
@@ -36,6 +37,9 @@ class KernelSpec:
     run: Callable[[Callable, Any], Any]  # (provider callable, problem) -> Outcome
     quantities: tuple[str, ...]  # what an Outcome may hold
     grid: Callable[[str, str], list[Case]]  # (preset, device type) -> the kernel's cases
+    # the case axes (ligerbench/axes.py): each a name, its values per preset and what each value
+    # stands for, in case-id order; case ids, records columns, --where and `list` come from them
+    axes: tuple[Axis, ...] = ()
     signature: str = ""  # how a provider is called, shown by `list` (docs/providers.md has the details)
     peer: str = "eager"  # the provider bench ratios and the gate's regressions are taken against
     control: str = "ours"  # the correct provider selftest runs beside each mutant

@@ -108,11 +108,12 @@ def _select(registry: Registry, kernel: str, preset: str, device_type: str, filt
     if kernel not in registry.kernels:
         broken = "".join(f"; plugin {n!r} failed to load: {e}" for n, e in registry.plugin_errors)
         raise ValueError(f"unknown kernel {kernel!r}; choose from {', '.join(registry.kernels)}{broken}")
-    grid = registry.kernel(kernel).grid(preset, device_type)
-    fields = set(Case.__dataclass_fields__)
+    spec = registry.kernel(kernel)
+    grid = spec.grid(preset, device_type)
+    fields = [a.name for a in spec.axes]
     for name, value in filters.items():
         if name not in fields:
-            raise ValueError(f"{name!r} is not a case field; choose from {', '.join(sorted(fields))}")
+            raise ValueError(f"{name!r} is not an axis of kernel {kernel}; choose from {', '.join(fields)}")
         known = list(dict.fromkeys(str(getattr(c, name)) for c in grid))
         unknown = _values(value) - set(known)
         if unknown:

@@ -1,3 +1,5 @@
-"""Suites: what ligerbench checks and measures. One module per kernel (`ce.py`, `flce.py`)
-registers that kernel's spec, grid, suites, providers and bench; `converge.py` holds the
-convergence checks; `presets.py` the named run sizes."""
+"""Suites: what ligerbench checks and measures. One package per kernel (`ce/`, `flce/`, `vp_ce/`,
+`vp_flce/`: spec, providers, planted bugs, grid, bench, and the `register(registry)` that
+builtin.py calls); beside them what several kernels share: `covering.py` (all-pairs designs),
+`input_mutants.py` (planted input-handling bugs), `bench_shapes.py`, `presets.py`, and the
+convergence checks (`converge*.py`)."""

@@ -9,6 +9,7 @@ scratch; `--tokens 32768` asks for it.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 
 from ligerbench.bench.spec import Sweep, SweepPoint
 from ligerbench.cases import Case
@@ -37,21 +38,21 @@ SWEEPS = ("tokens", "vocab", "heads")
 
 
 def sweep_points(
-    kernel: str, sweep: str, *, fused: bool, dtype: str, tokens: int | None = None, smoke: bool = False
+    make: Callable[..., Case], sweep: str, *, fused: bool, dtype: str, tokens: int | None = None, smoke: bool = False
 ) -> list[SweepPoint]:
     """The cases of one sweep. `tokens` is N for the vocab and heads sweeps, and the largest N
     of the tokens sweep. A kernel without a hidden size (`fused=False`) visits the heads'
-    vocabularies in its heads sweep."""
+    vocabularies in its heads sweep. `make` builds one of the kernel's cases (its axes.case)."""
     if sweep not in SWEEPS:
         raise ValueError(f"unknown sweep {sweep!r}; expected one of {SWEEPS}")
     heads = SMOKE_HEADS if smoke else HEADS
     n = tokens or (SMOKE_N if smoke else DEFAULT_TOKENS)
     # bench inputs are the reference tables' inputs (docs/performance.md): random normal logits,
     # ~10% of targets ignored, mean
-    base = Case(kernel=kernel, n=n, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
+    base = dict(dtype=dtype, reduction="mean", ignore_pattern="random_10")
 
     def shape(n_: int, h: int, v: int) -> Case:
-        return base.replace(n=n_, v=v, h=h if fused else 0)
+        return make(**base, n=n_, v=v, **({"h": h} if fused else {}))
 
     if sweep == "tokens":
         h, v = heads[TOKENS_SWEEP_HEAD] if TOKENS_SWEEP_HEAD in heads else next(iter(heads.values()))
@@ -68,17 +69,21 @@ def sweep_points(
     return [SweepPoint(name, float(i), shape(n, h, v)) for i, (name, (h, v)) in enumerate(heads.items())]
 
 
-def heads_points(kernel: str, names: tuple[str, ...], dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+def heads_points(
+    make: Callable[..., Case], names: tuple[str, ...], dtype: str, tokens: int | None, smoke: bool
+) -> list[SweepPoint]:
     """The heads sweep restricted to `names` (the smoke heads stand in for them under --smoke)."""
-    points = sweep_points(kernel, "heads", fused=True, dtype=dtype, tokens=tokens, smoke=smoke)
+    points = sweep_points(make, "heads", fused=True, dtype=dtype, tokens=tokens, smoke=smoke)
     return points if smoke else [p for p in points if p.label in names]
 
 
-def sweeps(kernel: str, *, fused: bool, first: str) -> dict[str, Sweep]:
+def sweeps(make: Callable[..., Case], *, fused: bool, first: str) -> dict[str, Sweep]:
     """The shared sweeps for one kernel, `first` (its default) first."""
     order = (first, *(s for s in SWEEPS if s != first))
-    return {name: functools.partial(_points, kernel, name, fused) for name in order}
+    return {name: functools.partial(_points, make, name, fused) for name in order}
 
 
-def _points(kernel: str, sweep: str, fused: bool, dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
-    return sweep_points(kernel, sweep, fused=fused, dtype=dtype, tokens=tokens, smoke=smoke)
+def _points(
+    make: Callable[..., Case], sweep: str, fused: bool, dtype: str, tokens: int | None, smoke: bool
+) -> list[SweepPoint]:
+    return sweep_points(make, sweep, fused=fused, dtype=dtype, tokens=tokens, smoke=smoke)

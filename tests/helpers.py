@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench import tolerance
-from ligerbench.specs.ce import ce_torch
+from ligerbench.suites.ce.spec import ce_torch
 
 
 def run(fn, logits, target, upstream=None, **opts):

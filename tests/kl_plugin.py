@@ -3,8 +3,12 @@ to the softmax of a student's logits, registered through the public plugin entry
 a third party would (tests/test_third_kernel.py installs it). Nothing under ligerbench/ or
 suites/ knows it.
 
-    loss_i = sum_j p_j (log p_j - log softmax(x_i)_j),   p = softmax(teacher logits)
+    loss_i = sum_j p_j (log p_j - log softmax(x_i)_j),   p = softmax(teacher logits / T)
     none: loss_i;  sum: sum_i loss_i;  mean: sum_i loss_i / N   (PyTorch's "batchmean")
+
+Its axes are its own (AXES): besides shape, dtype, reduction and logits it has one no other
+kernel has, `teacher_temperature` (T above); `verify --where teacher_temperature=4.0`, the records'
+column and `gate --subset` follow from the declaration with no edit outside this file.
 
 It has one correct provider (`torch_kl`, the control) and one planted bug: `reduction="mean"`
 taken as F.kl_div's elementwise mean (divided by N*V instead of N), a real and common slip.
@@ -17,9 +21,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ligerbench.axes import Axis
 from ligerbench.cases import DTYPES, Case, draw_logits, generator_for
+from ligerbench.problems import Outcome, same_bits
 from ligerbench.registry import KernelSpec, Provider, Registry, Suite
-from ligerbench.specs.common import Outcome, same_bits
 
 
 @dataclass
@@ -34,7 +39,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> KLProblem:
     g = generator_for(case, seed)
     target = torch.randint(0, case.v, (case.n,), generator=g)
     logits = draw_logits(case.logits, case.n, case.v, target, g)
-    teacher = torch.log_softmax(torch.randn(case.n, case.v, generator=g) * 2.0, dim=-1)
+    teacher = torch.log_softmax(torch.randn(case.n, case.v, generator=g) * 2.0 / case.teacher_temperature, dim=-1)
     up = torch.rand(case.n, generator=g) * 2.0 - 0.5 if case.reduction == "none" else torch.tensor(1.0)
     return KLProblem(logits.to(DTYPES[case.dtype]).to(device), teacher.to(device), case.reduction, up.to(device))
 
@@ -63,16 +68,36 @@ def eager(problem: KLProblem) -> Outcome:
     return run_kl(kl_torch, problem)
 
 
+SIZES = {"quick": ((16, 33), (7, 1000), (1, 5)), "full": ((1024, 32000), (777, 4099))}
+AXES = (
+    Axis("n", "tokens", {p: tuple(dict.fromkeys(n for n, _ in s)) for p, s in SIZES.items()}, tag="n"),
+    Axis("v", "classes", {p: tuple(dict.fromkeys(v for _, v in s)) for p, s in SIZES.items()}, tag="v"),
+    Axis("dtype", "the student logits' dtype", ("fp32", "bf16"), default="fp32"),
+    Axis("reduction", "how the per-token losses are reduced", ("none", "sum", "mean"), default="mean",
+         means={"none": "per-token losses", "sum": "a summed loss", "mean": "PyTorch's batchmean"}),
+    Axis("upstream", "the gradient backward receives", ("random", "ones"), default="ones", tag="up-"),
+    Axis("logits", "the kind of student logits", ("normal", "confident"), default="normal"),
+    Axis(
+        "teacher_temperature",
+        "the temperature T of the teacher's softmax",
+        (1.0, 4.0),
+        means={1.0: "distillation from the teacher's own distribution", 4.0: "soft targets (Hinton et al.'s T)"},
+        default=1.0,
+        tag="T",
+    ),
+)  # fmt: skip
+
+
 def grid(preset: str, device_type: str) -> list[Case]:
-    sizes = {"quick": ((16, 33), (7, 1000), (1, 5)), "full": ((1024, 32000), (777, 4099))}[preset]
     cases = []
-    for n, v in sizes:
+    for n, v in SIZES[preset]:
         for dtype in ("fp32", "bf16"):
             for reduction, upstream in (("none", "random"), ("sum", "ones"), ("mean", "ones")):
-                for kind in ("normal", "confident"):
+                for i, kind in enumerate(("normal", "confident")):
+                    t = (1.0, 4.0)[(len(cases) // 2 + i) % 2]  # both temperatures with every other axis value
                     cases.append(
-                        Case(kernel="kl", n=n, v=v, dtype=dtype, reduction=reduction, upstream=upstream,
-                             ignore_pattern="none", logits=kind)
+                        Case.of("kl", AXES, n=n, v=v, dtype=dtype, reduction=reduction, upstream=upstream,
+                                logits=kind, teacher_temperature=t)
                     )  # fmt: skip
     return cases
 
@@ -103,6 +128,7 @@ KERNEL = KernelSpec(
     run=run_kl,
     quantities=("loss", "grad_logits", "input_unchanged"),
     grid=grid,
+    axes=AXES,
     signature="fn(logits, teacher_logprobs, *, reduction) -> loss",
     peer="eager",
     control="torch_kl",

@@ -16,12 +16,14 @@ from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget, runs_for, summar
 from ligerbench.cases import Case
 from ligerbench.records import Record
 from ligerbench.registry import Provider
-from ligerbench.suites import ce_bench as bench_ce
-from ligerbench.suites import flce_bench as bench_flce
 from ligerbench.suites.bench_shapes import HEADS, VOCABS, sweep_points
+from ligerbench.suites.ce import bench as bench_ce
+from ligerbench.suites.ce.axes import case as ce_case
+from ligerbench.suites.flce import bench as bench_flce
+from ligerbench.suites.flce.axes import case as flce_case
 
-LLAMA_CE = Case(kernel="ce", n=8192, v=128256, dtype="bf16")
-LLAMA_FLCE = Case(kernel="flce", n=8192, v=128256, h=4096, dtype="bf16")
+LLAMA_CE = ce_case(n=8192, v=128256, dtype="bf16")
+LLAMA_FLCE = flce_case(n=8192, v=128256, h=4096, dtype="bf16")
 
 
 # ---------------------------------------------------------------- work models (docs/performance.md cost models)
@@ -135,27 +137,27 @@ def test_setup_runs_before_every_timed_call():
 
 # ---------------------------------------------------------------- sweeps
 def test_heads_sweep_visits_the_named_heads():
-    points = sweep_points("flce", "heads", fused=True, dtype="bf16")
+    points = sweep_points(flce_case, "heads", fused=True, dtype="bf16")
     assert [(p.label, p.case.h, p.case.v, p.case.n) for p in points] == [
         (name, h, v, 8192) for name, (h, v) in HEADS.items()
     ]
     # ce has no hidden size: the same vocabularies, h=0
-    assert [(p.case.h, p.case.v) for p in sweep_points("ce", "heads", fused=False, dtype="bf16")] == [
+    assert [(p.case.get("h", 0), p.case.v) for p in sweep_points(ce_case, "heads", fused=False, dtype="bf16")] == [
         (0, v) for _, v in HEADS.values()
     ]
 
 
 def test_vocab_and_tokens_sweeps():
-    assert [p.case.v for p in sweep_points("ce", "vocab", fused=False, dtype="bf16", tokens=4096)] == list(VOCABS)
-    assert {p.case.n for p in sweep_points("ce", "vocab", fused=False, dtype="bf16", tokens=4096)} == {4096}
-    assert [p.case.n for p in sweep_points("ce", "tokens", fused=False, dtype="bf16", tokens=4096)] == [
+    assert [p.case.v for p in sweep_points(ce_case, "vocab", fused=False, dtype="bf16", tokens=4096)] == list(VOCABS)
+    assert {p.case.n for p in sweep_points(ce_case, "vocab", fused=False, dtype="bf16", tokens=4096)} == {4096}
+    assert [p.case.n for p in sweep_points(ce_case, "tokens", fused=False, dtype="bf16", tokens=4096)] == [
         1024,
         2048,
         4096,
     ]
-    assert [p.case.n for p in sweep_points("ce", "tokens", fused=False, dtype="bf16")][-1] == 16384
+    assert [p.case.n for p in sweep_points(ce_case, "tokens", fused=False, dtype="bf16")][-1] == 16384
     with pytest.raises(ValueError):
-        sweep_points("ce", "layers", fused=False, dtype="bf16")
+        sweep_points(ce_case, "layers", fused=False, dtype="bf16")
 
 
 # ---------------------------------------------------------------- calling providers
@@ -172,7 +174,7 @@ def test_accepted_keeps_only_named_options():
 
 
 def _ce_inputs() -> BenchInputs:
-    return bench_ce.make_inputs(Case(kernel="ce", n=6, v=11, dtype="fp32"), 0, torch.device("cpu"))
+    return bench_ce.make_inputs(ce_case(n=6, v=11, dtype="fp32"), 0, torch.device("cpu"))
 
 
 def _destroying_ce(logits, target, **opts):

@@ -1,5 +1,5 @@
 """`ligerbench verify` and `list` through Typer's CliRunner, and proof that verify's checks fail
-on the bugs they exist for (planted bugs in ligerbench/providers/mutants.py)."""
+on the bugs they exist for (planted bugs in suites/*/mutants.py)."""
 
 import json
 
@@ -12,7 +12,16 @@ from ligerbench.cli import app
 
 runner = CliRunner()
 # one fp32 reduction-none case with a leading run of ignored tokens: small and fast
-SMALL = ["--kernel", "ce", "--reduction", "none", "--dtype", "fp32", "--ignore-pattern", "leading_run"]
+SMALL = [
+    "--kernel",
+    "ce",
+    "--where",
+    "reduction=none",
+    "--where",
+    "dtype=fp32",
+    "--where",
+    "ignore_pattern=leading_run",
+]
 
 
 def _verify(tmp_path, *args):
@@ -50,26 +59,39 @@ def test_same_seed_same_numbers_new_folder(tmp_path):
 # that must report it.
 MUTANTS = [
     ("mutant_first_row_upstream", SMALL, "gradients"),
-    ("mutant_softcap_no_tanh_grad", ["--option", "softcap", "--reduction", "sum", "--dtype", "fp32"], "gradients"),
+    (
+        "mutant_softcap_no_tanh_grad",
+        ["--where", "option=softcap", "--where", "reduction=sum", "--where", "dtype=fp32"],
+        "gradients",
+    ),
     (
         "mutant_mean_counts_ignored",
-        ["--reduction", "mean", "--ignore-pattern", "random_90", "--dtype", "fp32", "--option", "plain"],
+        [
+            "--where",
+            "reduction=mean",
+            "--where",
+            "ignore_pattern=random_90",
+            "--where",
+            "dtype=fp32",
+            "--where",
+            "option=plain",
+        ],
         "correctness",
     ),
     (
         "mutant_low_precision_target_grad",
-        ["--logits", "confident", "--reduction", "sum", "--dtype", "fp32", "--option", "plain"],
+        ["--where", "logits=confident", "--where", "reduction=sum", "--where", "dtype=fp32", "--where", "option=plain"],
         "gradients",
     ),
     ("mutant_silent_inplace", SMALL, "contracts"),
     (
         "mutant_zloss_no_grad",
-        ["--option", "z_loss", "--reduction", "sum", "--dtype", "fp32", "--logits", "normal"],
+        ["--where", "option=z_loss", "--where", "reduction=sum", "--where", "dtype=fp32", "--where", "logits=normal"],
         "gradients",
     ),
     (
         "mutant_smoothing_ignores_class_weight",
-        ["--option", "smoothing_class_weight", "--reduction", "sum", "--dtype", "fp32"],
+        ["--where", "option=smoothing_class_weight", "--where", "reduction=sum", "--where", "dtype=fp32"],
         "correctness",
     ),
 ]
@@ -91,11 +113,42 @@ def test_fails_are_named_in_the_table(tmp_path):
 
 @pytest.mark.parametrize(
     "args",
-    [["--reduction", "avg"], ["--dtype", "fp64"], ["--provider", "nope"], ["--device", "tpu"], ["--kernel", "xx"]],
+    [
+        ["--where", "reduction=avg"],
+        ["--where", "dtype=fp64"],
+        ["--provider", "nope"],
+        ["--device", "tpu"],
+        ["--kernel", "xx"],
+    ],
 )
 def test_usage_errors_exit_2(tmp_path, args):
     result = runner.invoke(app, ["verify", *args, "--out", str(tmp_path)])
     assert result.exit_code == 2, result.output
+
+
+# an unknown axis lists the kernel's axes; an unknown value lists the axis's values (quick preset)
+@pytest.mark.parametrize(
+    "item, listed",
+    [
+        ("reduce=none", ("reduction", "ignore_pattern", "layout", "upstream")),
+        ("layout=4d", ("2d", "3d", "padded_vocab", "transposed")),
+        ("n=17", ("16", "8", "1")),
+        ("reduction", ("AXIS=VALUE",)),
+    ],
+)
+def test_where_names_the_valid_axes_and_values(tmp_path, item, listed):
+    result = runner.invoke(app, ["verify", "--kernel", "ce", "--device", "cpu", "--where", item, "--collect-only"])
+    assert result.exit_code == 2, result.output
+    for name in listed:
+        assert name in result.output
+
+
+def test_where_narrows_on_any_axis_int_ones_too():
+    args = ["verify", "--kernel", "ce", "--device", "cpu", "--collect-only", "--json"]
+    result = runner.invoke(app, [*args, "--where", "layout=transposed", "--where", "n=8", "--where", "n=1"])
+    assert result.exit_code == 0, result.output
+    ids = json.loads(result.stdout)["case_ids"]
+    assert ids and all(i.endswith("/lay-transposed") and i.split("/")[1] in ("n8", "n1") for i in ids)
 
 
 def test_list_shows_registry():

@@ -23,8 +23,8 @@ from ligerbench.registry import Provider
 
 runner = CliRunner()
 # two cases, fp32, only ours: the smallest verify that checks something real on CPU
-SMALL = ["--device", "cpu", "--provider", "ours", "--reduction", "none", "--ignore-pattern", "leading_run"]
-SMALL += ["--dtype", "fp32"]
+SMALL = ["--device", "cpu", "--provider", "ours", "--where", "reduction=none", "--where", "ignore_pattern=leading_run"]
+SMALL += ["--where", "dtype=fp32"]
 
 
 def small_cases() -> int:
@@ -74,7 +74,7 @@ def test_verify_0_with_json_and_a_complete_manifest(tmp_path):
 
 
 def test_verify_1_and_the_fail_line_reruns_that_case(tmp_path):
-    bug = ["--provider", "mutant_first_row_upstream", "--ignore-pattern", "leading_run", "--dtype", "fp32"]
+    bug = ["--provider", "mutant_first_row_upstream", "--where", "ignore_pattern=leading_run", "--where", "dtype=fp32"]
     result = invoke("verify", "--device", "cpu", *bug, "--out", tmp_path / "a")
     assert result.exit_code == 1
     rerun = next(line for line in result.stdout.splitlines() if line.startswith("re-run one: "))
@@ -84,7 +84,7 @@ def test_verify_1_and_the_fail_line_reruns_that_case(tmp_path):
 
 
 def test_verify_maxfail_stops_and_the_manifest_says_so(tmp_path):
-    bug = ["--provider", "mutant_first_row_upstream", "--ignore-pattern", "leading_run"]
+    bug = ["--provider", "mutant_first_row_upstream", "--where", "ignore_pattern=leading_run"]
     result = invoke("verify", "--device", "cpu", *bug, "-x", "--out", tmp_path, "--json")
     assert result.exit_code == 1
     m = manifest(only_run(tmp_path))

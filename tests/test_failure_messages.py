@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from ligerbench.cases import Case
+from ligerbench.problems import Outcome
 from ligerbench.records import FIELDS
 from ligerbench.registry import Provider
-from ligerbench.specs.common import Outcome
+from ligerbench.suites.ce.axes import case as ce_case
 from ligerbench.verify.engine import _compare, explain
 
 REF = torch.arange(12, dtype=torch.float64).reshape(3, 4) / 10 - 0.5  # a finite 3 x 4 reference
@@ -45,7 +45,7 @@ def test_explain_names_the_numbers(got, truth, words):
         assert w in message, message
 
 
-CASE = Case(kernel="ce", n=3, v=4, dtype="fp32")
+CASE = ce_case(n=3, v=4, dtype="fp32")
 PROVIDER = Provider(name="p", kernel="ce", description="", load=lambda: None)
 
 

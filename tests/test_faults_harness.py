@@ -17,7 +17,7 @@ from ligerbench.cli import app
 from ligerbench.registry import Provider
 
 runner = CliRunner()
-ARGS = ["--reduction", "sum", "--dtype", "fp32", "--option", "plain", "--logits", "normal"]
+ARGS = ["--where", "reduction=sum", "--where", "dtype=fp32", "--where", "option=plain", "--where", "logits=normal"]
 
 
 def _plugin(monkeypatch, fn, name="faulty"):
@@ -29,7 +29,7 @@ def _plugin(monkeypatch, fn, name="faulty"):
 def _oom_on_one_token(logits, target, **opts):
     if logits.shape[0] == 1:
         raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 9.00 GiB")
-    from ligerbench.specs.ce import ce_torch
+    from ligerbench.suites.ce.spec import ce_torch
 
     return ce_torch(logits, target, **opts)
 
@@ -53,7 +53,7 @@ def test_ctrl_c_keeps_completed_rows_and_says_interrupted(tmp_path, monkeypatch)
         calls.append(1)
         if len(calls) == 3:
             raise KeyboardInterrupt
-        from ligerbench.specs.ce import ce_torch
+        from ligerbench.suites.ce.spec import ce_torch
 
         return ce_torch(logits, target, **opts)
 
@@ -74,8 +74,8 @@ def test_killed_process_keeps_its_rows(tmp_path):
             "-m",
             "ligerbench.cli",
             "verify",
-            "--dtype",
-            "fp32",
+            "--where",
+            "dtype=fp32",
             "--provider",
             "eager",
             "--out",

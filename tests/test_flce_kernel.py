@@ -20,7 +20,8 @@ from ligerbench.kernels.fused_linear_cross_entropy import (
     fused_linear_cross_entropy,
     plan,
 )
-from ligerbench.specs.flce import eager_in_dtype, make_problem, reference, run_flce
+from ligerbench.suites.flce.axes import case as flce_case
+from ligerbench.suites.flce.spec import eager_in_dtype, make_problem, reference, run_flce
 
 GRADS = ("grad_hidden", "grad_weight", "grad_bias")
 
@@ -44,7 +45,7 @@ def check(case: Case, device, seed=0, **kernel_opts) -> dict:
     return errors
 
 
-BASE = Case(kernel="flce", n=12, v=257, h=17, bias=True, option="all")
+BASE = flce_case(n=12, v=257, h=17, bias=True, option="all")
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])  # fp16 runs in the GPU preset
@@ -60,7 +61,7 @@ def test_every_option_with_bias_matches_truth(device, dtype, reduction, upstream
 # confident logits: 1 - p_y down to 1e-6, where a sloppy target gradient is 20-100% off (docs/bugs.md, bug 6)
 @pytest.mark.parametrize("logits", ["confident", "large"])
 def test_extreme_logits_without_bias(device, logits):
-    case = Case(kernel="flce", n=12, v=256, h=32, dtype="bf16", reduction="mean", logits=logits, option="softcap")
+    case = flce_case(n=12, v=256, h=32, dtype="bf16", reduction="mean", logits=logits, option="softcap")
     check(case, device, chunk_tokens=5)
 
 
@@ -230,7 +231,7 @@ def test_64_budget_chunks_in_bf16_stay_within_rule():
     (0.00879 > 0.00745): a budget this small trades accuracy for memory. Strict: when a lean
     exact path lands (NOTES.md: vocabulary-split weight gradient), this starts passing and the
     mark must go."""
-    case = Case(kernel="flce", n=256, v=257, h=17, dtype="bf16", reduction="sum", upstream="random", bias=True)
+    case = flce_case(n=256, v=257, h=17, dtype="bf16", reduction="sum", upstream="random", bias=True)
     budget = 4 * 257 * 2  # 4 tokens of bf16 logits: 64 chunks
     assert plan(256, 257, 17, 2, budget, None, "auto") == (4, "dtype")
     check(case, "cpu", chunk_bytes=budget)

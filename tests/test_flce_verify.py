@@ -16,10 +16,10 @@ runner = CliRunner()
 # bf16 and every option at once: all reductions, confident and large logits, odd shapes, and
 # a bias in the core's cases, so grad_bias is checked too (9 core cases, plus the covering
 # design's with option 'all': layouts and upstreams)
-ALL_OPTIONS_BF16 = ["--kernel", "flce", "--dtype", "bf16", "--option", "all"]
+ALL_OPTIONS_BF16 = ["--kernel", "flce", "--where", "dtype=bf16", "--where", "option=all"]
 # a leading run of ignored tokens: with 5-token chunks the first chunk is entirely ignored and
 # 12 tokens leave a partial last chunk (2 cases)
-LEADING_RUN_FP32 = ["--kernel", "flce", "--dtype", "fp32", "--ignore-pattern", "leading_run"]
+LEADING_RUN_FP32 = ["--kernel", "flce", "--where", "dtype=fp32", "--where", "ignore_pattern=leading_run"]
 
 
 def _verify(tmp_path, *args):

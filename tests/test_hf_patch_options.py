@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ligerbench.kernels.hf import SUPPORTED_MODELS, CausalLMPatch
-from ligerbench.specs.ce import ce_torch
+from ligerbench.suites.ce.spec import ce_torch
 
 V = 64
 COMMON = dict(

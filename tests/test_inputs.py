@@ -10,19 +10,24 @@ import pytest
 import torch
 
 from ligerbench import cases as cases_mod
+from ligerbench import problems as common
 from ligerbench.builtin import default_registry
-from ligerbench.cases import LAYOUTS, UPSTREAMS, Case
+from ligerbench.cases import UPSTREAMS
 from ligerbench.registry import Provider
-from ligerbench.specs import ce as ce_spec
-from ligerbench.specs import common
-from ligerbench.specs import flce as flce_spec
-from ligerbench.suites import ce_grid, flce_grid
+from ligerbench.suites.ce import axes as ce_axes
+from ligerbench.suites.ce import grid as ce_grid
+from ligerbench.suites.ce import spec as ce_spec
+from ligerbench.suites.ce.axes import case as ce_case
 from ligerbench.suites.covering import all_pairs, pairs_of, required_pairs
+from ligerbench.suites.flce import axes as flce_axes
+from ligerbench.suites.flce import grid as flce_grid
+from ligerbench.suites.flce import spec as flce_spec
+from ligerbench.suites.flce.axes import case as flce_case
 from ligerbench.verify.engine import _compare
 
 CPU = torch.device("cpu")
-CE = Case(kernel="ce", n=16, v=100, reduction="none", upstream="random")
-FLCE = Case(kernel="flce", n=12, v=64, h=8, reduction="none", upstream="random")
+CE = ce_case(n=16, v=100, reduction="none", upstream="random")
+FLCE = flce_case(n=12, v=64, h=8, reduction="none", upstream="random")
 PROVIDER = Provider(name="p", kernel="ce", description="", load=lambda: None)
 
 
@@ -33,7 +38,7 @@ def _eager_ce(logits, target, **opts):
 # ----------------------------------------------------------------------------- layouts
 
 
-@pytest.mark.parametrize("layout", LAYOUTS["ce"])  # every layout a real caller hands over
+@pytest.mark.parametrize("layout", ce_axes.LAYOUT.values)  # every layout a real caller hands over
 def test_ce_case_builds_its_layout_and_the_provider_receives_it(layout):
     case = CE.replace(layout=layout)
     problem = ce_spec.make_problem(case, 0, CPU)
@@ -53,7 +58,7 @@ def test_ce_case_builds_its_layout_and_the_provider_receives_it(layout):
     assert not outcome.input_mutated
 
 
-@pytest.mark.parametrize("layout", LAYOUTS["flce"])
+@pytest.mark.parametrize("layout", flce_axes.LAYOUT.values)
 def test_flce_case_builds_its_layout_and_the_provider_receives_it(layout):
     case = FLCE.replace(layout=layout)
     problem = flce_spec.make_problem(case, 0, CPU)
@@ -232,7 +237,7 @@ def test_every_grid_holds_every_pair_of_axis_values(grid, preset, device):
     assert not missing
     assert len(cases) == len(set(cases))
     # every layout and upstream of the kernel is in the grid
-    assert {c.layout for c in cases} == set(LAYOUTS[kernel])
+    assert {c.layout for c in cases} == set({"ce": ce_axes.LAYOUT, "flce": flce_axes.LAYOUT}[kernel].values)
     assert {(c.reduction, c.upstream) for c in cases} == {(r, u) for r, ups in UPSTREAMS.items() for u in ups}
 
 
@@ -247,11 +252,11 @@ def test_grid_sizes_stay_within_their_budget():
 
 def test_default_layout_keeps_old_case_ids():
     assert "lay-" not in CE.id and CE.replace(layout="3d").id.endswith("/lay-3d")
-    assert len({CE.replace(layout=lay).id for lay in LAYOUTS["ce"]}) == len(LAYOUTS["ce"])
+    assert len({CE.replace(layout=lay).id for lay in ce_axes.LAYOUT.values}) == len(ce_axes.LAYOUT.values)
 
 
 def test_layout_names_are_distinct_per_kernel():
-    for a, b in itertools.combinations(LAYOUTS["ce"], 2):
+    for a, b in itertools.combinations(ce_axes.LAYOUT.values, 2):
         assert a != b
 
 

@@ -24,20 +24,20 @@ SLICE = [
     "ce",
     "--device",
     "cpu",
-    "--dtype",
-    "fp32",
-    "--reduction",
-    "mean",
-    "--ignore-pattern",
-    "leading_run",
-    *("--option", "plain", "--logits", "normal"),
+    "--where",
+    "dtype=fp32",
+    "--where",
+    "reduction=mean",
+    "--where",
+    "ignore_pattern=leading_run",
+    *("--where", "option=plain", "--where", "logits=normal"),
     *("-k", "not lay-"),  # 2-D logits: the NaN planted at [1, 2] below is a 2-D index
 ]
 
 # ad-hoc providers, written to a file the tests load by path
 PROVIDERS = '''
 import torch
-from ligerbench.specs.ce import ce_torch
+from ligerbench.suites.ce.spec import ce_torch
 
 
 def correct(logits, target, **options):
@@ -95,7 +95,7 @@ def _verify(tmp_path, *args):
 @pytest.mark.parametrize(
     "spec",
     [
-        "ligerbench.specs.ce:ce_torch",  # MODULE:FUNCTION, an importable module
+        "ligerbench.suites.ce.spec:ce_torch",  # MODULE:FUNCTION, an importable module
         "FILE:correct",  # PATH.py:FUNCTION, a file loaded on its own
     ],
 )
@@ -262,7 +262,7 @@ def test_selftest_judges_kills_against_the_named_control(tmp_path, adhoc_file):
     # a control that fails the same checks as the mutant leaves it unkilled: the kill is judged
     # against the named control, not assumed
     wrong = runner.invoke(
-        app, [*args, "--control", "ligerbench.providers.ce_mutants:_mean_counts_ignored", "--out", str(tmp_path / "b")]
+        app, [*args, "--control", "ligerbench.suites.ce.mutants:_mean_counts_ignored", "--out", str(tmp_path / "b")]
     )
     assert wrong.exit_code == 1, wrong.output
     assert "survived" in wrong.output

@@ -46,7 +46,7 @@ def test_list():
 
 
 def test_verify(tmp_path):
-    args = ["--provider", "mutant_first_row_upstream", "--ignore-pattern", "leading_run", "--dtype", "fp32"]
+    args = ["--provider", "mutant_first_row_upstream", "--where", "ignore_pattern=leading_run", "--where", "dtype=fp32"]
     result = invoke("verify", "--device", "cpu", *args, "--out", tmp_path)
     assert result.exit_code == 1
     assert_whole(result.stdout, ["mutant_first_row_upstream", "correctness", "gradients", "worst/limit"])

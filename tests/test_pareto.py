@@ -11,12 +11,12 @@ from ligerbench.bench import command as bench_command
 from ligerbench.bench import pareto
 from ligerbench.bench.spec import SweepPoint
 from ligerbench.builtin import default_registry
-from ligerbench.cases import Case
 from ligerbench.cli import app
 from ligerbench.records import Record, read_records, to_frame
-from ligerbench.suites import flce_bench
+from ligerbench.suites.flce import bench as flce_bench
+from ligerbench.suites.flce.axes import case as flce_case
 
-POINT = SweepPoint("llama3-8b", 0.0, Case(kernel="flce", n=8192, v=128256, h=4096, dtype="bf16"))
+POINT = SweepPoint("llama3-8b", 0.0, flce_case(n=8192, v=128256, h=4096, dtype="bf16"))
 
 
 def _rows(values: dict[str, tuple[float, float]]) -> list[Record]:

@@ -9,8 +9,8 @@ from run_fixtures import write_run
 
 from ligerbench.bench import plots
 from ligerbench.bench.spec import SweepPoint
-from ligerbench.cases import Case
 from ligerbench.report import build
+from ligerbench.suites.ce.axes import case as ce_case
 
 
 def _capture_axes(monkeypatch) -> list:
@@ -48,7 +48,7 @@ def _smoke_rows(points) -> pd.DataFrame:
 
 def test_bench_plots_leave_out_what_has_no_data(tmp_path, monkeypatch):
     axes = _capture_axes(monkeypatch)
-    points = [SweepPoint(case=Case(kernel="ce", n=8, v=v, dtype="fp32", reduction="mean"), x=v, label=str(v))
+    points = [SweepPoint(case=ce_case(n=8, v=v, dtype="fp32", reduction="mean"), x=v, label=str(v))
               for v in (64, 128)]  # fmt: skip
     drawn = plots.draw(_smoke_rows(points), points, sweep="vocab", mode="full", title="t", folder=tmp_path)
     assert [p.name for p in drawn] == ["time_vs_vocab.png", "ratios.png"]  # no empty memory plot

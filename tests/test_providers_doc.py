@@ -25,10 +25,25 @@ FILE_BLOCK = re.compile(r"<!-- file: (?P<path>[\w/.]+) -->\n```\w*\n(?P<body>.*?
 # the example's bugs, each with the slice of the grid where it shows and the check that must fail
 # there (suite, quantity, a word of the message): a failure elsewhere would not be this bug's
 BUGS = {
-    "mean_counts_ignored": (["--reduction", "mean", "--ignore-pattern", "random_90"], "correctness", "loss", "got"),
-    "mean_outside_the_kernel": (["--reduction", "mean", "--ignore-pattern", "all"], "gradients", "grad_logits", "NaN"),
+    "mean_counts_ignored": (
+        ["--where", "reduction=mean", "--where", "ignore_pattern=random_90"],
+        "correctness",
+        "loss",
+        "got",
+    ),
+    "mean_outside_the_kernel": (
+        ["--where", "reduction=mean", "--where", "ignore_pattern=all"],
+        "gradients",
+        "grad_logits",
+        "NaN",
+    ),
     "one_upstream_for_all_rows": (
-        ["--reduction", "none", "--ignore-pattern", "leading_run"],  # up-ones and up-random both; random shows it
+        [
+            "--where",
+            "reduction=none",
+            "--where",
+            "ignore_pattern=leading_run",
+        ],  # up-ones and up-random both; random shows it
         "gradients",
         "grad_logits",
         "worst element",
@@ -36,7 +51,7 @@ BUGS = {
 }
 # a slice of the grid where the correct provider is checked on every path (the full quick grid
 # runs once, through the example's own tests file): fp32 mean covers every option and pattern
-CORRECT_SLICE = ["--dtype", "fp32", "--reduction", "mean"]
+CORRECT_SLICE = ["--where", "dtype=fp32", "--where", "reduction=mean"]
 
 
 def example_files() -> dict[str, str]:
@@ -90,7 +105,7 @@ def _assert_passes(out: Path, provider: str) -> None:
 
 def _assert_caught(out: Path, provider: str, bug: str, *extra: str) -> None:
     where, suite, quantity, word = BUGS[bug]
-    result, payload = _verify(out, "--provider", provider, *where, "--option", "plain", *extra)
+    result, payload = _verify(out, "--provider", provider, *where, "--where", "option=plain", *extra)
     assert result.exit_code == 1, result.output
     failing = [f for f in payload["failures"] if f["verdict"] == "fail"]
     assert any(f["suite"] == suite and f["quantity"] == quantity and word in f["message"] for f in failing), failing

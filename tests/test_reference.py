@@ -4,7 +4,7 @@ a mistake in the reference cannot hide behind the kernel agreeing with it."""
 import pytest
 import torch
 
-from ligerbench.specs.ce import ce_torch
+from ligerbench.suites.ce.spec import ce_torch
 
 N, V = 10, 13
 

@@ -16,6 +16,7 @@ from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.selftest import killmatrix
 from ligerbench.selftest.model import Mutant, check_targets, targeted
+from ligerbench.suites.ce import axes as ce_axes
 
 runner = CliRunner()
 # Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
@@ -52,7 +53,7 @@ MUST_KILL = {
     "mutant_vpf_mean_of_nothing_is_zero": "correctness",
     "mutant_vpf_upstream_ignored": "gradients",
     "mutant_vpf_dh_in_hidden": "contracts",
-    # one per new case-axis value (ligerbench/providers/input_mutants.py)
+    # one per new case-axis value (suites/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
     "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage
     "mutant_unit_column_stride": "correctness",  # ce layout transposed
@@ -147,7 +148,7 @@ def test_unknown_mutant_exits_2(tmp_path):
 def test_targets_with_an_unknown_field_are_refused():
     p = registry.Provider(name="m", kernel="ce", description="", load=_ours, mutant=True, targets=({"reduce": "sum"},))
     with pytest.raises(ValueError, match="reduce"):
-        check_targets(p)
+        check_targets(p, ce_axes.AXES)
 
 
 MUT = Mutant(name="m", campaign="kernels", description="", control="ours", suites=("correctness", "converge"))

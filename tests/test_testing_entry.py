@@ -9,8 +9,8 @@ import pytest
 from helpers import register_plugin
 from ligerbench.builtin import default_registry
 from ligerbench.registry import Provider
-from ligerbench.specs.ce import ce_torch
-from ligerbench.specs.flce import flce_torch
+from ligerbench.suites.ce.spec import ce_torch
+from ligerbench.suites.flce.spec import flce_torch
 from ligerbench.testing import cases, run_provider, verify_provider
 
 # one fp32 case per test where a single case shows the behaviour: mean over a leading run
@@ -84,7 +84,7 @@ def test_a_supports_attribute_skips_its_cases():
 @pytest.mark.parametrize(
     "filters, match",
     [
-        ({"reduktion": "none"}, "'reduktion' is not a case field"),
+        ({"reduktion": "none"}, "'reduktion' is not an axis of kernel ce"),
         ({"reduction": "nothing"}, r"\['nothing'\]: not a reduction .* choose from none, mean, sum"),
     ],
 )

@@ -64,7 +64,7 @@ def test_list_verify_selftest_gate_report_work_on_it(kl_installed, tmp_path):
     # the planted bug, named: the loss check fails on `mean`, and the command says so
     bad = runner.invoke(
         app, ["verify", "--kernel", "kl", "--device", "cpu", "--provider", "mutant_elementwise_mean",
-              "--reduction", "mean", "--out", str(out / "m"), "--json"],
+              "--where", "reduction=mean", "--out", str(out / "m"), "--json"],
     )  # fmt: skip
     assert bad.exit_code == 1, bad.output
     failing = {(f["suite"], f["quantity"]) for f in json.loads(bad.stdout)["failures"]}
@@ -81,6 +81,22 @@ def test_list_verify_selftest_gate_report_work_on_it(kl_installed, tmp_path):
     assert "gate: PASSED" in gate.stdout
     failed_gate = runner.invoke(app, ["gate", str(_run_folder(out / "m")), "--baseline", str(run)])
     assert failed_gate.exit_code == 1, failed_gate.output
+
+    # the plugin's own axis, declared in tests/kl_plugin.py alone: a records column, a --where
+    # filter and a gate subset, with no edit under ligerbench/ or suites/
+    assert set(records["teacher_temperature"]) == {1.0, 4.0}
+    args = ["verify", "--kernel", "kl", "--device", "cpu", "--json"]
+    hot = runner.invoke(app, [*args, "--where", "teacher_temperature=4", "--out", str(out / "t")])
+    assert hot.exit_code == 0, hot.output
+    hot_records = pd.read_csv(_run_folder(out / "t") / "records.csv", keep_default_na=False)
+    assert set(hot_records["teacher_temperature"]) == {4.0}
+    assert set(hot_records["case"]) == set(records.loc[records["teacher_temperature"] == 4.0, "case"])
+    wrong = runner.invoke(app, [*args, "--where", "teacher_temperature=3", "--out", str(out / "w")])
+    assert wrong.exit_code == 2 and "1.0, 4.0" in wrong.output, wrong.output
+    subset = ["gate", str(_run_folder(out / "t")), "--baseline", str(run)]
+    assert runner.invoke(app, subset).exit_code == 1  # half the baseline's checks are missing
+    assert runner.invoke(app, [*subset, "--subset", "teacher_temperature=4.0"]).exit_code == 0
+    assert "teacher_temperature" in listed.stdout
 
     report = runner.invoke(app, ["report", str(run)])
     assert report.exit_code == 0, report.output

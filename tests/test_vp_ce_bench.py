@@ -22,12 +22,13 @@ from ligerbench.cases import Case
 from ligerbench.cli import app
 from ligerbench.distributed.launch import FAULT_ENV
 from ligerbench.records import TARGET_PREFIX, Record, load_records
-from ligerbench.suites import vp_ce_bench
+from ligerbench.suites.vp_ce import bench as vp_ce_bench
+from ligerbench.suites.vp_ce.axes import case as vp_ce_case
 
 runner = CliRunner()
 pytestmark = pytest.mark.interpreter  # --smoke: CPU, Triton's interpreter, gloo
 PLANTED = str(Path(__file__).with_name("vp_bench_providers.py"))
-TARGET_CASE = Case(kernel="vp_ce", n=8192, v=128256, dtype="bf16", world=2)
+TARGET_CASE = vp_ce_case(n=8192, v=128256, dtype="bf16", world=2)
 
 
 def _bench(out: Path, *args: str, env: dict | None = None):

@@ -16,11 +16,12 @@ from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.distributed.launch import FAULT_ENV
 from ligerbench.records import RecordWriter
+from ligerbench.suites.vp_ce.axes import case as vp_ce_case
 from ligerbench.verify.engine import make_plan, run_plan
 
 runner = CliRunner()
 pytestmark = pytest.mark.interpreter  # --device cpu in this process
-SMALL = ["--kernel", "vp_ce", "--dtype", "fp32", "--option", "all", "--reduction", "sum"]
+SMALL = ["--kernel", "vp_ce", "--where", "dtype=fp32", "--where", "option=all", "--where", "reduction=sum"]
 
 
 def _verify(tmp_path, *args, env=None):
@@ -59,7 +60,7 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
 @pytest.mark.slow
 def test_a_planted_bug_fails_on_real_ranks_too(tmp_path):
     args = ["--kernel", "vp_ce", "--nproc", "2", "--provider", "mutant_vp_local_smoothing", "--provider", "ours"]
-    result, payload = _verify(tmp_path, *args, "--option", "label_smoothing", "--dtype", "fp32")
+    result, payload = _verify(tmp_path, *args, "--where", "option=label_smoothing", "--where", "dtype=fp32")
     assert result.exit_code == 1, result.output
     bad = pd.DataFrame(payload["failures"])
     assert set(bad["provider"]) == {"mutant_vp_local_smoothing"}  # ours passes the same cases
@@ -81,7 +82,7 @@ def test_a_rank_that_hangs_ends_the_run_at_the_collective_timeout(tmp_path):
     result, payload = _verify(tmp_path, *SMALL, "--nproc", "2", "--timeout", "40", env={FAULT_ENV: "hang:1"})
     assert result.exit_code == 1, result.output
     message = _launcher_message(payload)
-    assert "rank 0: ligerbench.specs.vp_ce.RanksOutOfStep" in message and "rank 1 hangs" in message
+    assert "rank 0: ligerbench.suites.vp_ce.spec.RanksOutOfStep" in message and "rank 1 hangs" in message
 
 
 @pytest.mark.slow
@@ -144,12 +145,11 @@ def test_the_gathered_yardstick_matches_the_truth_on_simulated_ranks():
     """The GPU peer (shards all-gathered, our single-GPU kernel on the full logits) is not run by
     the CPU verify (the interpreter makes it slow): checked here on two cases, 2 and 3 ranks."""
     from ligerbench import tolerance
-    from ligerbench.cases import Case
 
     reg = default_registry()
     spec, peer = reg.kernels["vp_ce"], reg.provider("vp_ce", "gathered").load()
     for world in (2, 3):
-        case = Case(kernel="vp_ce", n=8, v=501, option="all", reduction="none", upstream="random", world=world)
+        case = vp_ce_case(n=8, v=501, option="all", reduction="none", upstream="random", world=world)
         problem = spec.make_problem(case, 0, torch.device("cpu"))
         ref, eager, got = spec.reference(problem), spec.eager(problem), spec.run(peer, problem)
         for q in ("loss", "z_loss", "grad_logits"):

@@ -28,7 +28,7 @@ def test_every_config_on_simulated_ranks(world, name):
 
 def _call(rank, group, world, v=10, target=None, vocab_start=None, **kw):
     from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
-    from ligerbench.specs.vp_ce import shard_bounds
+    from ligerbench.suites.vp_ce.spec import shard_bounds
 
     lo, hi = shard_bounds(v, world)[rank]
     t = torch.tensor([1, 2, 9]) if target is None else target

@@ -13,13 +13,13 @@ from typer.testing import CliRunner
 
 from ligerbench.bench import metrics
 from ligerbench.builtin import default_registry
-from ligerbench.cases import Case
 from ligerbench.cli import app
 from ligerbench.records import TARGET_PREFIX, load_records
-from ligerbench.suites import vp_flce_bench
+from ligerbench.suites.vp_flce import bench as vp_flce_bench
+from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
 runner = CliRunner()
-TARGET_CASE = Case(kernel="vp_flce", n=8192, v=128256, h=4096, dtype="bf16", world=2)
+TARGET_CASE = vp_flce_case(n=8192, v=128256, h=4096, dtype="bf16", world=2)
 # dh [8192, 4096] + dW shard [64128, 4096] in bf16
 GRADS_MIB = (8192 + 64128) * 4096 * 2 / 2**20
 

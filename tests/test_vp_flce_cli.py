@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
+from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
 runner = CliRunner()
 pytestmark = pytest.mark.interpreter  # --device cpu in this process
@@ -49,7 +50,9 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
 @pytest.mark.slow
 def test_an_unreduced_hidden_gradient_fails_on_real_ranks_too(tmp_path):
     args = ["--nproc", "2", "--provider", "mutant_vpf_dh_not_reduced", "--provider", "ours"]
-    result, payload = _verify(tmp_path, *args, "--option", "plain", "--dtype", "fp32", "--reduction", "sum")
+    result, payload = _verify(
+        tmp_path, *args, "--where", "option=plain", "--where", "dtype=fp32", "--where", "reduction=sum"
+    )
     assert result.exit_code == 1, result.output
     bad = pd.DataFrame(payload["failures"])
     assert set(bad["provider"]) == {"mutant_vpf_dh_not_reduced"}  # ours passes the same cases
@@ -57,7 +60,7 @@ def test_an_unreduced_hidden_gradient_fails_on_real_ranks_too(tmp_path):
 
 
 def test_in_process_verify_simulates_the_ranks_with_many_chunks(tmp_path):
-    result, payload = _verify(tmp_path, "--dtype", "fp32", "--option", "all", "--provider", "ours_3_chunks")
+    result, payload = _verify(tmp_path, "--where", "dtype=fp32", "--where", "option=all", "--provider", "ours_3_chunks")
     assert result.exit_code == 0, result.output
     records = pd.read_csv(tmp_path / payload["run_id"] / "records.csv")
     assert {"/w2/", "/w3/"} <= {k for k in ("/w2/", "/w3/") if records["case"].str.contains(k).any()}
@@ -68,12 +71,11 @@ def test_the_gathered_yardstick_matches_the_truth_on_simulated_ranks():
     """The GPU peer is not run by the CPU verify (Triton's interpreter): checked here on two
     cases, 2 and 3 ranks."""
     from ligerbench import tolerance
-    from ligerbench.cases import Case
 
     reg = default_registry()
     spec, peer = reg.kernels["vp_flce"], reg.provider("vp_flce", "gathered").load()
     for world in (2, 3):
-        case = Case(kernel="vp_flce", n=6, v=37, h=8, bias=True, option="all", reduction="none", upstream="random",
+        case = vp_flce_case(n=6, v=37, h=8, bias=True, option="all", reduction="none", upstream="random",
                     world=world)  # fmt: skip
         problem = spec.make_problem(case, 0, torch.device("cpu"))
         ref, eager, got = spec.reference(problem), spec.eager(problem), spec.run(peer, problem)

@@ -265,7 +265,7 @@ def test_the_fused_path_takes_an_empty_shard(monkeypatch, reduction, device):
     nothing: compiled Triton refuses a tensor without memory); every rank's loss and gradient
     equal the PyTorch path's. On CPU through the interpreter, on a GPU compiled."""
     from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
-    from ligerbench.specs.vp_ce import shard_bounds
+    from ligerbench.suites.vp_ce.spec import shard_bounds
 
     g = torch.Generator().manual_seed(2)
     x, t = torch.randn(6, 2, generator=g).to(device), torch.tensor([0, 1, 1, -100, 0, 1], device=device)
@@ -300,7 +300,7 @@ def test_label_smoothing_keeps_its_digits_on_far_shifted_logits(monkeypatch, whi
     from log_softmax); as W * log s + sum_j w_j (m - x_j) it keeps them all."""
     from ligerbench import tolerance
     from ligerbench.kernels.vocab_parallel_cross_entropy import vocab_parallel_cross_entropy
-    from ligerbench.specs.ce import ce_torch
+    from ligerbench.suites.ce.spec import ce_torch
 
     monkeypatch.setattr(vp, "PASSES", which)
     g = torch.Generator().manual_seed(4)

@@ -14,8 +14,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from ligerbench import tolerance
-from ligerbench.specs.ce import ce_torch
-from ligerbench.specs.vp_ce import shard_bounds
+from ligerbench.suites.ce.spec import ce_torch
+from ligerbench.suites.vp_ce.spec import shard_bounds
 
 # Each config is there for one reason (the comment); all run at every world size the tests use.
 CONFIGS = {

@@ -7,8 +7,8 @@ from __future__ import annotations
 import torch
 
 from ligerbench import tolerance
-from ligerbench.specs.flce import flce_torch
-from ligerbench.specs.vp_ce import shard_bounds
+from ligerbench.suites.flce.spec import flce_torch
+from ligerbench.suites.vp_ce.spec import shard_bounds
 
 N, H = 13, 8  # 13 tokens: chunks of 5 leave a partial last one
 # Each config is there for one reason (the comment); all run at every world size the tests use.

@@ -9,7 +9,7 @@
     ligerbench bench --kernel vp_ce --nproc 2 --smoke   # 2 gloo ranks on CPU (tests)
 
 The command only orchestrates: each kernel's inputs, work model and sweeps are its
-`KernelSpec.bench` (suites/<kernel>_bench.py), timing/memory/ceilings/derived figures/report/
+`KernelSpec.bench` (suites/<kernel>/bench.py), timing/memory/ceilings/derived figures/report/
 plots are in ligerbench/bench/. A kernel whose call is collective (`BenchSpec.distributed`)
 runs on N ranks started through torch.distributed.run (`--nproc N`, ligerbench/distributed/):
 rank 0 writes the measured rows, this process the ceilings, derived figures, targets and report.

@@ -126,6 +126,6 @@ def markdown(
         lines.append("")
     for point in points:
         c = point.case
-        shape = f"N={c.n}" + (f", H={c.h}" if c.h else "") + f", V={c.v}"
+        shape = f"N={c.n}" + (f", H={c.h}" if c.get("h") else "") + f", V={c.v}"
         lines += [f"## {sweep} = {point.label} ({shape})", "", *point_table(df, point, spec, mode), ""]
     return "\n".join(lines)

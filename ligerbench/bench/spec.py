@@ -1,6 +1,6 @@
 """What `ligerbench bench` needs to know about a kernel: its inputs, how a provider is called
 on them, the work model that turns a time into a throughput, its sweeps and design targets.
-One `BenchSpec` per kernel, held by the kernel's `KernelSpec.bench` (suites/<kernel>.py)."""
+One `BenchSpec` per kernel, held by the kernel's `KernelSpec.bench` (suites/<kernel>/)."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ class Target:
 
 def at_shape(n: int, v: int, h: int = 0) -> Callable[[Case], bool]:
     """A target's `applies` for one shape."""
-    return lambda case: (case.n, case.v, case.h) == (n, v, h)
+    return lambda case: (case.n, case.v, case.get("h", 0)) == (n, v, h)
 
 
 @dataclass(frozen=True)

@@ -89,10 +89,7 @@ class Checker:
             limit=float(limit),
             verdict=verdict or ("pass" if ok else "fail"),
             message=message,
-            n=p.batch * p.seq_len,
-            v=p.vocab,
-            h=p.hidden,
-            dtype=self.case.dtype,
+            params={"n": p.batch * p.seq_len, "v": p.vocab, "h": p.hidden, "dtype": self.case.dtype},
         )
         self.records.append(r)
         if self.sink:

@@ -22,7 +22,6 @@ NVSHMEM_DISABLE_NVLS=1 (NVLink multicast stays off).
 from __future__ import annotations
 
 import csv
-import dataclasses
 import json
 import os
 import re
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ligerbench
-from ligerbench.records import FIELDS, Record
+from ligerbench.records import Record, append_record
 
 CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 FAULT_ENV = "LIGERBENCH_FAULT"  # fault injection for tests: "die:<rank>" or "hang:<rank>" (command.py)
@@ -267,9 +266,4 @@ def _launch_error(kernel: str, run_id: str, message: str) -> Record:
 
 
 def _append(path: Path, record: Record) -> None:
-    fresh = not path.exists() or path.stat().st_size == 0
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        if fresh:
-            writer.writeheader()
-        writer.writerow(dataclasses.asdict(record))
+    append_record(path, record)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ligerbench import kexpr, runs
-from ligerbench.records import FIELDS, load_records
+from ligerbench.records import load_records
 
 MEASURED = "measured"  # bench's verdict for a real measurement; smoke rows say not_a_measurement
 CHECK = ["suite", "provider", "case", "quantity"]  # one check, in any run kind
@@ -81,15 +81,14 @@ def check_inputs(run: Run, baseline: Run) -> list[str]:
 
 def parse_subset(items: list[str] | None) -> dict[str, list[str]]:
     """--subset FIELD=VALUE (repeatable; values of one field are alternatives, fields all apply)
-    or k=EXPR (a -k expression over case ids). FIELD is a records column (reduction, dtype, ...),
-    or mutant (a selftest run: the mutants it ran)."""
+    or k=EXPR (a -k expression over case ids). FIELD is a records column: a fixed one (provider,
+    suite, ...) or any axis of the kernel (reduction, layout, ...; checked against the baseline's
+    columns when it is read), or mutant (a selftest run: the mutants it ran)."""
     out: dict[str, list[str]] = {}
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name or not value:
             raise ValueError(f"--subset {item!r}: expected FIELD=VALUE, e.g. reduction=none, or k=EXPR")
-        if name not in ("k", "mutant") and name not in FIELDS:
-            raise ValueError(f"--subset {item!r}: unknown field {name!r}; choose from k, {', '.join(FIELDS)}")
         if name == "k":
             kexpr.compile_expr(value)  # a malformed expression is a usage error now, not later
         out.setdefault(name, []).append(value)
@@ -105,6 +104,11 @@ def in_subset(records: pd.DataFrame, subset: dict[str, list[str]]) -> pd.Series:
             for expr in values:
                 match = kexpr.compile_expr(expr)
                 keep &= records["case"].map(match).astype(bool)
+        elif name not in records.columns:
+            columns = ", ".join(c for c in records.columns if c not in ("run_id", "value", "limit", "message"))
+            raise Unusable(
+                f"--subset {name}=...: the records have no column {name!r}; choose from k, mutant, {columns}"
+            )
         else:
             keep &= records[name].astype(str).isin(values)
     return keep

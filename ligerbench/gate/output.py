@@ -12,13 +12,7 @@ from pathlib import Path
 
 from ligerbench import runs
 from ligerbench.gate.rules import PERF_SUITE, Comparison, GateResult
-from ligerbench.records import FIELDS
 from ligerbench.verify.summary import markdown_table
-
-# the run filters (its manifest) that are records columns, so --subset can name them
-CASE_FIELDS = tuple(
-    f for f in FIELDS if f in ("provider", "suite", "reduction", "dtype", "ignore_pattern", "option", "logits")
-)
 
 
 def _comparison_line(c: Comparison) -> str:
@@ -90,7 +84,7 @@ def _subset_hint(result: GateResult) -> str:
     named = [
         f"--subset {k}={v}"
         for k, values in filters.items()
-        if k in ("k", *CASE_FIELDS)
+        if k == "k" or (k in result.run.records.columns and k != "case")  # a records column: --subset names it
         for v in (values if isinstance(values, list) else [values])
     ]
     if named:

@@ -36,7 +36,7 @@ def _kernel_mutants(registry: Registry, device_type: str) -> list[Mutant]:
     for p in registry.providers.values():
         if not p.mutant:
             continue
-        check_targets(p)
+        check_targets(p, registry.kernels[p.kernel].axes)
         control = control_for(registry, p.kernel, device_type)
         found.append(
             Mutant(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ligerbench.axes import Axis
 from ligerbench.cases import Case
 from ligerbench.records import RecordWriter
 from ligerbench.registry import Provider
@@ -52,14 +53,14 @@ def in_slice(case: Case, target: dict) -> bool:
     return True
 
 
-def check_targets(provider: Provider) -> None:
-    """A misspelt field would silently select no case; refuse it instead."""
-    known = set(Case.__dataclass_fields__)
+def check_targets(provider: Provider, axes: tuple[Axis, ...]) -> None:
+    """A misspelt axis would silently select no case; refuse it instead (`axes`: the kernel's)."""
+    known = {a.name for a in axes}
     for target in provider.targets:
         unknown = set(target) - known
         if unknown:
             raise ValueError(
-                f"mutant {provider.name}: unknown case field(s) {sorted(unknown)} in targets; "
+                f"mutant {provider.name}: unknown case axis(es) {sorted(unknown)} in targets; "
                 f"choose from {sorted(known)}"
             )
 

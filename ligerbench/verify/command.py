@@ -1,13 +1,13 @@
 """`ligerbench verify`: every provider of a kernel against the float64 reference, case by case.
 
-    ligerbench verify --kernel ce --reduction none
-    ligerbench verify --kernel flce --preset quick --option softcap
-    ligerbench verify --kernel ce --provider mutant_first_row_upstream --ignore-pattern leading_run   # exits 1
+    ligerbench verify --kernel ce --where reduction=none
+    ligerbench verify --kernel flce --preset quick --where option=softcap
+    ligerbench verify --kernel ce --provider mutant_first_row_upstream --where ignore_pattern=leading_run   # exits 1
     ligerbench verify --kernel ce --provider mypkg.losses:my_ce          # your own callable
     ligerbench verify --kernel vp_ce --nproc 2 --device cpu    # 2 real ranks (gloo), ligerbench/distributed/
 
 The command only orchestrates: the engine is ligerbench/verify/engine.py, the kernel's grid,
-suites and providers come from the registry (suites/<kernel>.py or a plugin).
+suites and providers come from the registry (suites/<kernel>/ or a plugin).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import torch
 import typer
 from rich.console import Console
 
-from ligerbench import kexpr, named, runs, tables
+from ligerbench import axes, kexpr, named, runs, tables
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
 from ligerbench.distributed import launch
@@ -29,26 +29,19 @@ from ligerbench.registry import Registry
 from ligerbench.verify import summary
 from ligerbench.verify.engine import make_plan, run_plan
 
-# Case fields a run can be narrowed by (--reduction none, ...): the values a kernel accepts are
-# those its grid has, so a plugin kernel's filters work without an edit here.
-FILTERS = ("reduction", "ignore_pattern", "dtype", "option", "logits")
-
 
 def verify(
     kernel: Annotated[
         Optional[str],
         typer.Option(help="Kernel to verify (`ligerbench list` names them); default: the first registered."),
     ] = None,
-    reduction: Annotated[Optional[list[str]], typer.Option(help="Only these reductions (repeatable).")] = None,
-    ignore_pattern: Annotated[
-        Optional[list[str]], typer.Option(help="Only these ignore-index patterns (repeatable), e.g. leading_run.")
-    ] = None,
-    dtype: Annotated[Optional[list[str]], typer.Option(help="Only these input dtypes (repeatable).")] = None,
-    option: Annotated[
-        Optional[list[str]], typer.Option(help="Only these loss options (repeatable), e.g. softcap.")
-    ] = None,
-    logits: Annotated[
-        Optional[list[str]], typer.Option(help="Only these kinds of logits (repeatable), e.g. confident.")
+    where: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--where",
+            help="Only cases with AXIS=VALUE (repeatable; values of one axis are alternatives), any axis of "
+            "the kernel, e.g. reduction=none; `ligerbench list` shows each kernel's axes.",
+        ),
     ] = None,
     provider: Annotated[
         Optional[list[str]],
@@ -101,9 +94,9 @@ def verify(
 
     Examples:
 
-      ligerbench verify --kernel ce --reduction none
+      ligerbench verify --kernel ce --where reduction=none
 
-      ligerbench verify --kernel flce --logits confident --dtype bf16
+      ligerbench verify --kernel flce --where logits=confident --where dtype=bf16
 
       ligerbench verify --kernel ce --provider mypkg.losses:my_ce
 
@@ -121,9 +114,10 @@ def verify(
     provider = named.add_adhoc(registry, kernel, provider, mutates_input=mutates_input)
     _check_names(registry, kernel, provider, suite)
     named.require_loadable(registry, kernel, provider, dev.type)
-    chosen = {"reduction": reduction, "ignore_pattern": ignore_pattern, "dtype": dtype, "option": option}
-    chosen["logits"] = logits
-    filters = _filters(registry, kernel, preset_name, dev.type, chosen)
+    try:
+        filters = axes.parse_where(registry.kernels[kernel].axes, preset_name, where or [], kernel=kernel)
+    except axes.UnknownAxisValue as exc:
+        raise runs.usage_error(str(exc), "--where") from exc
 
     if nproc < 0 or (nproc and dev.type == "cuda" and nproc > torch.cuda.device_count()):
         raise runs.usage_error(f"--nproc must be 0 or at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
@@ -134,13 +128,13 @@ def verify(
     exact = set(case or [])
 
     def keep(c: Case) -> bool:
-        if nproc and c.world != nproc:  # --nproc N runs the cases split over N ranks
+        if nproc and c.get("world") != nproc:  # --nproc N runs the cases split over N ranks
             return False
         if matches is not None and not matches(c.id):
             return False
         if exact and c.id not in exact:
             return False
-        return all(not allowed or getattr(c, name) in allowed for name, allowed in filters.items())
+        return axes.case_matches(c, filters)
 
     plan = make_plan(
         registry,
@@ -266,21 +260,6 @@ def _check_names(registry: Registry, kernel: str, providers, suites) -> None:
     for s in suites or []:
         if s not in known_s:
             raise typer.BadParameter(f"unknown suite {s!r}; choose from {', '.join(known_s)}", param_hint="--suite")
-
-
-def _filters(registry: Registry, kernel: str, preset: str, device_type: str, chosen: dict) -> dict[str, set]:
-    """Each filter's values, checked against the values the kernel's grid has."""
-    grid = registry.kernels[kernel].grid(preset, device_type)
-    out = {}
-    for name, values in chosen.items():
-        known = list(dict.fromkeys(str(getattr(c, name)) for c in grid))
-        for v in values or []:
-            if v not in known:
-                hint = "--" + name.replace("_", "-")
-                message = f"{v!r} is not a {name} of kernel {kernel}; choose from {', '.join(known)}"
-                raise typer.BadParameter(message, param_hint=hint)
-        out[name] = set(values or [])
-    return out
 
 
 def _json_summary(df, run: runs.Run, code: int) -> dict:

@@ -18,6 +18,7 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, at_shape, devi
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
+from ligerbench.suites.ce.axes import case as ce_case
 
 PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N*V elements each mode must make
 
@@ -118,7 +119,7 @@ SPEC = BenchSpec(
     rate_unit="GB/s",
     rate_scale=1e6,  # bytes per ms / 1e6 = GB/s
     ceiling="copy_gbps",
-    sweeps=bench_shapes.sweeps("ce", fused=False, first="vocab"),
+    sweeps=bench_shapes.sweeps(ce_case, fused=False, first="vocab"),
     targets=(
         Target(
             ("ours", "ours_nocheck", "ours_inplace", "ours_inplace_nocheck"),

@@ -1,5 +1,5 @@
 """Providers of the `vp_ce` kernel (vocab-parallel cross entropy), each called once per rank on
-that rank's shard (ligerbench/specs/vp_ce.py gives the signature):
+that rank's shard (suites/vp_ce/spec.py gives the signature):
   ours          kernels/vocab_parallel_cross_entropy.py;
   ours_inplace  the same, gradient written into the shard (declared);
   gathered      the yardstick: the shards all-gathered, our single-GPU kernel on the full logits,

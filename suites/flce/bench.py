@@ -7,7 +7,7 @@ FLOP model (matrix products only; the softmax is O(N*V), under 0.1% of it):
 A design that recomputes the logits in backward does 8*N*H*V but is credited with 6: the
 rate says how close a provider comes to the least work, not how busy it kept the GPU.
 
-Providers are those registered for kernel "flce" (ligerbench/providers/flce.py); each takes
+Providers are those registered for kernel "flce" (suites/flce/providers.py); each takes
 (hidden, weight, target, *, bias, ignore_index, reduction, ...).
 """
 
@@ -21,6 +21,7 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, device_generat
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
+from ligerbench.suites.flce.axes import case as flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}  # FLOPs per N*H*V for each mode
 
@@ -121,8 +122,8 @@ SPEC = BenchSpec(
     rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
     ceiling="matmul_tflops",
     sweeps={
-        **bench_shapes.sweeps("flce", fused=True, first="heads"),
-        "budget": functools.partial(bench_shapes.heads_points, "flce", BUDGET_HEADS),
+        **bench_shapes.sweeps(flce_case, fused=True, first="heads"),
+        "budget": functools.partial(bench_shapes.heads_points, flce_case, BUDGET_HEADS),
     },
     sweep_only={"budget": BUDGET_PROVIDERS},
     excluded=EXCLUDED,

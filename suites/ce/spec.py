@@ -22,7 +22,6 @@ import torch.nn.functional as F
 from ligerbench.cases import (
     DTYPES,
     IGNORE_PATTERNS,
-    LAYOUTS,
     OPTIONS,
     VOCAB_PAD,
     Case,
@@ -32,7 +31,8 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.suites.ce.axes import LAYOUT
 
 
 @dataclass
@@ -100,7 +100,7 @@ def token_shape(case: Case) -> tuple[int, ...]:
 
 
 def _placed(case: Case, logits: torch.Tensor, g: torch.Generator, device: torch.device) -> torch.Tensor:
-    """The float32 logits [N, V] laid out as the case says (cases.LAYOUTS), in the case dtype, on
+    """The float32 logits [N, V] laid out as the case says (suites/ce/axes.py), in the case dtype, on
     the device: a view into a storage of its own, as a real caller would hand it over."""
     n, v = logits.shape
     dt = DTYPES[case.dtype]
@@ -115,7 +115,7 @@ def _placed(case: Case, logits: torch.Tensor, g: torch.Generator, device: torch.
         return wide.to(dt).reshape(*batch_split(n), vp).to(device)[..., :v]
     if case.layout == "transposed":
         return logits.t().contiguous().to(dt).to(device).t()
-    raise ValueError(f"unknown ce layout {case.layout!r}; expected one of {LAYOUTS['ce']}")
+    raise ValueError(f"unknown ce layout {case.layout!r}; expected one of {LAYOUT.values}")
 
 
 def ce_torch(

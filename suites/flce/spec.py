@@ -1,7 +1,7 @@
 """The `flce` kernel (fused linear + cross entropy) as the harness sees it: its inputs, its
 float64 reference, and how a provider is called on one case.
 
-Semantics: those of `ce` (ligerbench/specs/ce.py) applied to the logits hidden @ weight.T + bias.
+Semantics: those of `ce` (suites/ce/spec.py) applied to the logits hidden @ weight.T + bias.
 The float64 reference forms those logits in float64 and runs ce_torch on them; PyTorch eager
 (the tolerance yardstick) does the same in the case dtype, full logits included.
 
@@ -22,7 +22,6 @@ import torch
 from ligerbench.cases import (
     DTYPES,
     IGNORE_PATTERNS,
-    LAYOUTS,
     OPTIONS,
     Case,
     batch_split,
@@ -30,8 +29,9 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.specs.ce import ce_torch
-from ligerbench.specs.common import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.suites.ce.spec import ce_torch
+from ligerbench.suites.flce.axes import LAYOUT
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged", "input_layout")
 KEPT_PREFIX = 3  # kept_slice: rows of hidden states before the kept ones (logits_to_keep drops them)
@@ -148,7 +148,7 @@ def token_shape(case: Case) -> tuple[int, ...]:
 
 
 def _placed(case: Case, hidden: torch.Tensor, g: torch.Generator) -> torch.Tensor:
-    """hidden [N, H] (case dtype, on the device) laid out as the case says (cases.LAYOUTS)."""
+    """hidden [N, H] (case dtype, on the device) laid out as the case says (suites/flce/axes.py)."""
     n, hd = hidden.shape
     if case.layout == "2d":
         return hidden
@@ -159,7 +159,7 @@ def _placed(case: Case, hidden: torch.Tensor, g: torch.Generator) -> torch.Tenso
         b, t = batch_split(n)
         earlier = torch.randn(b, KEPT_PREFIX, hd, generator=g).to(hidden.dtype).to(hidden.device)
         return torch.cat([earlier, hidden.reshape(b, t, hd)], dim=1)[:, KEPT_PREFIX:, :]
-    raise ValueError(f"unknown flce layout {case.layout!r}; expected one of {LAYOUTS['flce']}")
+    raise ValueError(f"unknown flce layout {case.layout!r}; expected one of {LAYOUT.values}")
 
 
 def flce_torch(hidden, weight, target, *, bias=None, class_weight=None, **options):

@@ -16,7 +16,7 @@ size and dtype the grid crosses:
   D  confident hidden states (docs/bugs.md, bug 6 across ranks) and large logits under softcap
   E  shapes: V=256 (even over 2 ranks; V=257 is uneven over 2 and 3), V=2 over 3 ranks leaves an
      empty shard, one token, and hidden states [B, T, H]
-Chunking is a provider axis (providers/vp_flce.py): `ours` runs the quick cases in one chunk,
+Chunking is a provider axis (suites/vp_flce/providers.py): `ours` runs the quick cases in one chunk,
 `ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
 partial). Targets on another rank than a given shard are in every case.
 """
@@ -24,12 +24,9 @@ partial). Targets on another rank than a given shard are in every case.
 from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
-from ligerbench.providers import vp_flce as providers
-from ligerbench.providers import vp_flce_mutants
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.specs import vp_flce as spec
-from ligerbench.suites import vp_flce_bench
 from ligerbench.suites.ce import has_z_loss
+from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
 SIZES = {
     # preset: (tokens, vocab, hidden, world sizes, odd shapes (tokens, vocab, hidden)); CPU shapes
@@ -56,7 +53,7 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
     cases: list[Case] = []
     for world in worlds:
         for dtype in DTYPES[device_type]:
-            base = Case(kernel="vp_flce", n=n, v=v, h=h, dtype=dtype, world=world)
+            base = axes.case(n=n, v=v, h=h, dtype=dtype, world=world)
 
             def red(variant, _base=base):
                 return _base.replace(reduction=variant[0], upstream=variant[1])
@@ -94,11 +91,12 @@ KERNEL = KernelSpec(
     run=spec.run_vp_flce,
     quantities=spec.QUANTITIES,
     grid=vp_flce_cases,
+    axes=axes.AXES,
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
-    bench=vp_flce_bench.SPEC,
+    bench=bench.SPEC,
 )
 
 SUITES = (
@@ -126,4 +124,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_flce_bench.VARIANTS, *vp_flce_mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

@@ -1,4 +1,4 @@
-"""Planted bugs in the `flce` kernel, registered like any provider (see providers/mutants.py).
+"""Planted bugs in the `flce` kernel, registered like any provider (see suites/ce/mutants.py).
 
 Run only when named (`--kernel flce --provider mutant_...`); a suite that cannot make verify fail on
 one of these is not checking what it claims.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.providers import input_mutants
-from ligerbench.providers.flce import MANY_CHUNKS
 from ligerbench.registry import Provider
+from ligerbench.suites import input_mutants
+from ligerbench.suites.flce.providers import MANY_CHUNKS
 
-_CHUNK = 5  # as providers/flce.py SMALL_CHUNK_TOKENS: no grid token count is a multiple
+_CHUNK = 5  # as providers.py SMALL_CHUNK_TOKENS: no grid token count is a multiple
 
 
 def _drops_last_partial_chunk(hidden, weight, target, *, token_weight, **opts):
@@ -105,7 +105,7 @@ PROVIDERS = (
         "mutant_wraps_at_64_chunks",
         "weight-gradient partials in 64 slots by chunk id: past 64 chunks the first chunks are lost",
         _wraps_at_64_chunks,
-        # the many-chunk cases (suites/flce_grid.py, E): 72 chunks
+        # the many-chunk cases (suites/flce/grid.py, E): 72 chunks
         targets=({"n": 72},),
     ),
     _mutant(

@@ -1,9 +1,9 @@
 """The `vp_flce` kernel (vocab-parallel fused linear + cross entropy) as the harness sees it.
 
-A case is the GLOBAL problem of `flce` (ligerbench/specs/flce.py draws it: hidden [N, H], the
+A case is the GLOBAL problem of `flce` (suites/flce/spec.py draws it: hidden [N, H], the
 lm_head weight [V, H], bias, targets, options) plus `case.world`, the ranks the vocab is split
 over, and `case.targets` ("edges": every counted target on the first or last class of some
-shard; ligerbench/specs/vp_ce.py). The float64 reference is `flce`'s, on the whole problem in
+shard; suites/vp_ce/spec.py). The float64 reference is `flce`'s, on the whole problem in
 one process. `run` splits the weight, the bias and the class weights on the vocab dim
 (vp_ce.shard_bounds: uneven when V is not divisible by the world size, ranks past V get empty
 shards), hands every rank the whole hidden states and targets, runs forward and backward on
@@ -31,9 +31,16 @@ import torch.distributed as dist
 
 from ligerbench.cases import Case
 from ligerbench.distributed.simulated import run_ranks
-from ligerbench.specs import flce
-from ligerbench.specs.common import Outcome, same_bits
-from ligerbench.specs.vp_ce import RanksOutOfStep, _collective_failure, _gather, per_rank, place_targets, shard_bounds
+from ligerbench.problems import Outcome, same_bits
+from ligerbench.suites.flce import spec as flce
+from ligerbench.suites.vp_ce.spec import (
+    RanksOutOfStep,
+    _collective_failure,
+    _gather,
+    per_rank,
+    place_targets,
+    shard_bounds,
+)
 
 SIGNATURE = (
     "fn(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard, ignore_index, "

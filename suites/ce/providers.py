@@ -15,7 +15,7 @@ import torch
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import Provider
-from ligerbench.specs.ce import ce_torch
+from ligerbench.suites.ce.spec import ce_torch
 
 
 def _load_ours(inplace: bool):

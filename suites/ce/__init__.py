@@ -7,12 +7,9 @@ its spec, case grid, suites, providers, planted bugs and bench, registered toget
 from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
-from ligerbench.providers import ce as providers
-from ligerbench.providers import ce_mutants
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.specs import ce as spec
-from ligerbench.suites import ce_bench
-from ligerbench.suites.ce_grid import ce_cases
+from ligerbench.suites.ce import axes, bench, mutants, providers, spec
+from ligerbench.suites.ce.grid import ce_cases
 
 
 def has_z_loss(case: Case) -> bool:
@@ -29,11 +26,12 @@ KERNEL = KernelSpec(
     run=spec.run_ce,
     quantities=("loss", "z_loss", "grad_logits", "input_unchanged", "input_layout"),
     grid=ce_cases,
+    axes=axes.AXES,
     signature="fn(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, "
     "token_weight) -> loss | (loss, z_loss)",
     peer="eager",
     control="ours",
-    bench=ce_bench.SPEC,
+    bench=bench.SPEC,
     applies={"z_loss": has_z_loss},
 )
 
@@ -61,4 +59,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *ce_bench.VARIANTS, *ce_mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

@@ -15,10 +15,10 @@ import torch
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import Provider
-from ligerbench.specs.flce import flce_torch
+from ligerbench.suites.flce.spec import flce_torch
 
-# Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/
-# flce_grid.py), so every case but one-token ones has a partial last chunk, and the leading_run
+# Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/flce/
+# grid.py), so every case but one-token ones has a partial last chunk, and the leading_run
 # and all ignore patterns make whole chunks entirely ignored.
 SMALL_CHUNK_TOKENS = 5
 

@@ -1,8 +1,8 @@
 """The case grid of the `flce` kernel (fused linear + cross entropy), per preset.
 
-The same axes as `ce` (suites/grid.py), plus what only the fused kernel has: a bias or none,
+The same axes as `ce` (suites/ce/grid.py), plus what only the fused kernel has: a bias or none,
 hidden sizes that are not multiples of anything, and chunking. Chunking is exercised by the
-provider `flce_ours_small_chunks` (5-token chunks, see providers/flce.py) on every case: no
+provider `flce_ours_small_chunks` (5-token chunks, see suites/flce/providers.py) on every case: no
 token count below is a multiple of 5, so the last chunk is always partial, and the
 leading_run (first 60% ignored: rows 0-6 of 12 hold the whole first chunk) and all patterns leave whole
 chunks ignored.
@@ -15,7 +15,7 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
   D  odd shapes (one token, odd hidden and vocab sizes), each with one reduction variant in
      turn, with bias and 'all' options and without
   E  chunk count (bf16, MANY_CHUNK_TOKENS tokens): the providers ours_{fp32,auto}_72_chunks
-     (providers/flce.py) cut these into 72 chunks, past the 64 where weight-gradient accumulation
+     (suites/flce/providers.py) cut these into 72 chunks, past the 64 where weight-gradient accumulation
      error shows, and ours_dtype_32_chunks into the 32 "dtype" is claimed for; ours (default
      budget) runs them as one chunk and ours_small_chunks with a partial last chunk. Chunking
      is a setting of the caller (chunk size, accumulation mode), not of the inputs, so it is a
@@ -23,15 +23,16 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
 Then, in every preset, an all-pairs covering design (suites/covering.py) adds the cases needed
 for every pair of values of any two axes to appear together in some case, over: dtype,
 (reduction, upstream) (cases.UPSTREAMS), ignore pattern, option, logits kind, layout
-(cases.LAYOUTS: 2-D, [B, T, H], a logits_to_keep slice), bias and shape. Not the full cross
+(axes.py: 2-D, [B, T, H], a logits_to_keep slice), bias and shape. Not the full cross
 product (thousands of cases per dtype).
 Case order is stable and cases are unique.
 """
 
 from __future__ import annotations
 
-from ligerbench.cases import IGNORE_PATTERNS, LAYOUTS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
+from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
 from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.flce.axes import LAYOUT, case
 
 REDUCTION_VARIANTS = (("none", "ones"), ("none", "random"), ("mean", "ones"), ("sum", "random"))
 SIZES = {
@@ -55,7 +56,7 @@ def flce_cases(preset: str, device_type: str) -> list[Case]:
     dense = preset != "quick"
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
-        base = Case(kernel="flce", n=n, v=v, h=h, dtype=dtype)
+        base = case(n=n, v=v, h=h, dtype=dtype)
         reds = {rv: base.replace(reduction=rv[0], upstream=rv[1]) for rv in REDUCTION_VARIANTS}
         pair_a = tuple(reds.values()) if dense else (reds[("none", "random")], reds[("mean", "ones")])
         pair_b = tuple(reds.values()) if dense else (reds[("sum", "random")], reds[("none", "random")])
@@ -75,7 +76,7 @@ def flce_cases(preset: str, device_type: str) -> list[Case]:
             for red in variants if dense else (variants[(i + 1) % len(variants)],):
                 cases += [red.replace(n=sn, v=sv, h=sh, bias=True, option="all"), red.replace(n=sn, v=sv, h=sh)]
     for reduction, upstream in MANY_CHUNK_VARIANTS:  # E
-        many = Case(kernel="flce", n=MANY_CHUNK_TOKENS[preset], v=v, h=h, dtype="bf16", bias=True)
+        many = case(n=MANY_CHUNK_TOKENS[preset], v=v, h=h, dtype="bf16", bias=True)
         cases.append(many.replace(reduction=reduction, upstream=upstream))
     cases += covering(n, v, h, shapes, DTYPES[device_type], cases)
     return list(dict.fromkeys(cases))
@@ -85,7 +86,7 @@ def axes(n: int, v: int, h: int, shapes, dtypes) -> dict[str, tuple]:
     return {
         "dtype": tuple(dtypes),
         "variant": tuple((r, u) for r, ups in UPSTREAMS.items() for u in ups),
-        "layout": LAYOUTS["flce"],
+        "layout": LAYOUT.values,
         "option": tuple(OPTIONS),
         "ignore_pattern": tuple(IGNORE_PATTERNS),
         "logits": LOGITS_KINDS,
@@ -117,8 +118,7 @@ def covering(n: int, v: int, h: int, shapes, dtypes, core: list[Case]) -> list[C
     """The cases an all-pairs design adds to `core` (see the module docstring)."""
     rows = all_pairs(axes(n, v, h, shapes, dtypes), allowed=allowed, covered=[as_row(c) for c in core])
     return [
-        Case(
-            kernel="flce",
+        case(
             n=r["shape"][0],
             v=r["shape"][1],
             h=r["shape"][2],
@@ -130,6 +130,6 @@ def covering(n: int, v: int, h: int, shapes, dtypes, core: list[Case]) -> list[C
             ignore_pattern=r["ignore_pattern"],
             logits=r["logits"],
             bias=r["bias"],
-        )  # fmt: skip
+        )
         for r in rows
     ]

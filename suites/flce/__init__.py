@@ -7,13 +7,10 @@ case grid, suites, providers, planted bugs and bench, registered together.
 
 from __future__ import annotations
 
-from ligerbench.providers import flce as providers
-from ligerbench.providers import flce_mutants
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.specs import flce as spec
-from ligerbench.suites import flce_bench
 from ligerbench.suites.ce import has_z_loss
-from ligerbench.suites.flce_grid import flce_cases
+from ligerbench.suites.flce import axes, bench, mutants, providers, spec
+from ligerbench.suites.flce.grid import flce_cases
 
 KERNEL = KernelSpec(
     name="flce",
@@ -24,11 +21,12 @@ KERNEL = KernelSpec(
     run=spec.run_flce,
     quantities=spec.QUANTITIES,
     grid=flce_cases,
+    axes=axes.AXES,
     signature="fn(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, "
     "softcap, z_loss_scale, token_weight) -> loss | (loss, z_loss)",
     peer="eager",
     control="ours",
-    bench=flce_bench.SPEC,
+    bench=bench.SPEC,
     applies={"z_loss": has_z_loss},
 )
 
@@ -64,4 +62,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *flce_bench.VARIANTS, *flce_mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

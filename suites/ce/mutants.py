@@ -12,8 +12,8 @@ import functools
 
 import torch
 
-from ligerbench.providers import input_mutants
 from ligerbench.registry import Provider
+from ligerbench.suites import input_mutants
 
 
 def _ours(**fixed):

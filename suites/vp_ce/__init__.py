@@ -3,7 +3,7 @@ process group) as ligerbench checks it: spec, case grid, suites, providers and p
 
     ligerbench verify --kernel vp_ce                      # ranks simulated in one process
     ligerbench verify --kernel vp_ce --nproc 2            # real ranks (gloo on CPU, NCCL on GPUs)
-    ligerbench bench --kernel vp_ce --nproc 2             # timed on 2 GPUs beside the peers (vp_ce_bench.py)
+    ligerbench bench --kernel vp_ce --nproc 2             # timed on 2 GPUs beside the peers (vp_ce/bench.py)
 
 Every case is the global `ce` problem plus the world size its vocab is split over; the grid
 crosses, per world size and dtype:
@@ -20,13 +20,10 @@ Targets on another rank than a given shard are in every case (random targets, wo
 from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
-from ligerbench.providers import vp_ce as providers
-from ligerbench.providers import vp_ce_mutants
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.specs import vp_ce as spec
-from ligerbench.suites import vp_ce_bench
 from ligerbench.suites.ce import has_z_loss
-from ligerbench.suites.ce_grid import REDUCTION_VARIANTS
+from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
+from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
 
 SIZES = {
     # preset: (tokens, vocab, world sizes, odd shapes (tokens, vocab)); CPU shapes stay tiny so
@@ -44,7 +41,7 @@ def vp_ce_cases(preset: str, device_type: str) -> list[Case]:
     cases: list[Case] = []
     for world in worlds:
         for dtype in DTYPES[device_type]:
-            base = Case(kernel="vp_ce", n=n, v=v, dtype=dtype, world=world)
+            base = axes.case(n=n, v=v, dtype=dtype, world=world)
             for reduction, upstream in REDUCTION_VARIANTS:
                 red = base.replace(reduction=reduction, upstream=upstream)
                 cases += [red.replace(ignore_pattern=p) for p in IGNORE_PATTERNS]  # A
@@ -67,10 +64,11 @@ KERNEL = KernelSpec(
     run=spec.run_vp,
     quantities=("loss", "z_loss", "grad_logits", "input_unchanged"),
     grid=vp_ce_cases,
+    axes=axes.AXES,
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",
-    bench=vp_ce_bench.SPEC,
+    bench=bench.SPEC,
     applies={"z_loss": has_z_loss},
 )
 
@@ -97,4 +95,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *vp_ce_bench.VARIANTS, *vp_ce_mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

@@ -27,9 +27,10 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, ignored_rows
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
-from ligerbench.specs.vp_ce import shard_bounds
 from ligerbench.suites import bench_shapes
-from ligerbench.suites.vp_ce_bench import _even_shards, _rank_world, element_bytes, rank_generator, widest_shard
+from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, element_bytes, rank_generator, widest_shard
+from ligerbench.suites.vp_ce.spec import shard_bounds
+from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}
 HEAD = "llama3-8b"  # the target head
@@ -121,8 +122,8 @@ SPEC = BenchSpec(
     rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
     ceiling="matmul_tflops",
     sweeps={
-        "heads": functools.partial(bench_shapes.heads_points, "vp_flce", (HEAD,)),
-        "tokens": functools.partial(bench_shapes.sweep_points, "vp_flce", "tokens", fused=True),
+        "heads": functools.partial(bench_shapes.heads_points, vp_flce_case, (HEAD,)),
+        "tokens": functools.partial(bench_shapes.sweep_points, vp_flce_case, "tokens", fused=True),
     },
     targets=(
         Target(

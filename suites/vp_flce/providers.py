@@ -1,5 +1,5 @@
 """Providers of the `vp_flce` kernel (vocab-parallel fused linear + cross entropy), each called
-once per rank with that rank's weight shard (ligerbench/specs/vp_flce.py gives the signature):
+once per rank with that rank's weight shard (suites/vp_flce/spec.py gives the signature):
   ours               kernels/vocab_parallel_fused_linear_cross_entropy.py, default chunk budget;
   ours_3_chunks      the same in 3 chunks, the last one partial (chunk_tokens = N // 3 + 1),
                      a statistics gather each (at the quick grid's 12 tokens: 5, 5, 2);
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 
-from ligerbench.providers.vp_ce import _GatherShards
 from ligerbench.registry import Provider
+from ligerbench.suites.vp_ce.providers import _GatherShards
 
 CHUNKS = 3
 

@@ -1,5 +1,5 @@
 """Planted bugs of the vocab-parallel fused linear cross entropy: the slips of a sharded lm_head
-(most shared with the vocab-parallel cross entropy, ligerbench/providers/vp_ce_mutants.py) and
+(most shared with the vocab-parallel cross entropy, suites/vp_ce/mutants.py) and
 those of its own, the hidden gradient's reduction over the group. Each runs only when named or
 by selftest, on the case slices (`targets`) that expose it. Those that need the kernel's insides
 replace one part of it (OWNS, MERGED, REDUCE, GRAD_H_BUFFER or backward, by subclassing the
@@ -12,9 +12,9 @@ import functools
 
 import torch
 
-from ligerbench.providers.vp_ce_mutants import local_vocab_merged
-from ligerbench.providers.vp_flce import three_chunks
 from ligerbench.registry import Provider
+from ligerbench.suites.vp_ce.mutants import local_vocab_merged
+from ligerbench.suites.vp_flce.providers import three_chunks
 
 
 def _ours(**fixed):

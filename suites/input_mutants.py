@@ -1,8 +1,8 @@
 """Planted bugs in how a kernel takes its inputs: layouts and upstream gradients (both kernels).
 
-Each is visible on one value of a case axis (cases.LAYOUTS, cases.UPSTREAMS) and on no other, so
-the kill matrix shows that value's cases are in the grid and checked. They wrap our kernels, so
-everything else about them is right.
+Each is visible on one value of a case axis (the layouts of suites/<kernel>/axes.py, cases.UPSTREAMS)
+and on no other, so the kill matrix shows that value's cases are in the grid and checked. They
+wrap our kernels, so everything else about them is right.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     ligerbench bench --kernel vp_ce --nproc 2            # 2 GPUs, NCCL
     ligerbench bench --kernel vp_ce --nproc 2 --smoke    # 2 gloo ranks on CPU, NOT a measurement
 
-Each rank holds its shard [N, V_local] of the global logits [N, V] (ligerbench/specs/vp_ce.py's
+Each rank holds its shard [N, V_local] of the global logits [N, V] (suites/vp_ce/spec.py's
 `shard_bounds`: V_local = ceil(V / world) on the first ranks), drawn on its device from the run
 seed, the case and the rank; the targets are the same on every rank. Every rank times the same
 provider at once; figures are the slowest rank's (ligerbench/bench/engine.py).
@@ -35,7 +35,8 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, ig
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
-from ligerbench.specs.vp_ce import shard_bounds
+from ligerbench.suites.vp_ce.axes import case as vp_ce_case
+from ligerbench.suites.vp_ce.spec import shard_bounds
 
 PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N * V_local elements per mode
 VOCAB = 128256  # Llama-3's vocabulary: the issue's target shape
@@ -111,7 +112,7 @@ def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
 
 def _points(sweep: str, dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
     """world is left 0 here: `bench --nproc N` splits every point over N ranks (spec.on_ranks)."""
-    base = Case(kernel="vp_ce", n=1, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
+    base = vp_ce_case(n=1, v=1, dtype=dtype, reduction="mean", ignore_pattern="random_10")
     if sweep == "tokens":
         v = SMOKE_VOCAB if smoke else VOCAB
         ns = SMOKE_TOKENS if smoke else tuple(t for t in TOKENS if t <= (tokens or DEFAULT_TOKENS)) or (tokens,)

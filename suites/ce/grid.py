@@ -11,7 +11,7 @@ These are the cases for the known bugs' interactions, all in the 2-D layout with
 gradients of REDUCTION_VARIANTS. Then, in every preset, an all-pairs covering design
 (suites/covering.py) adds the cases needed for every pair of values of any two axes to appear
 together in some case, over: dtype, (reduction, upstream) (cases.UPSTREAMS: ones, random,
-masked rows; 1/8 and 65536 scalars), ignore pattern, option, logits kind, layout (cases.LAYOUTS:
+masked rows; 1/8 and 65536 scalars), ignore pattern, option, logits kind, layout (axes.py:
 2-D, [B, T, V], a padded-vocabulary column slice, transposed storage) and shape. Not the full
 cross product (~30 000 cases per dtype): a bug that needs three axis values at once is found only
 if the core above, or a mutant's targeted slice, holds that triple.
@@ -20,7 +20,8 @@ Case order is stable and cases are unique.
 
 from __future__ import annotations
 
-from ligerbench.cases import IGNORE_PATTERNS, LAYOUTS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
+from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
+from ligerbench.suites.ce.axes import LAYOUT, case
 from ligerbench.suites.covering import all_pairs
 
 # (reduction, upstream gradient): 'none' is checked with ones and with random per-row values
@@ -41,7 +42,7 @@ def ce_cases(preset: str, device_type: str) -> list[Case]:
     n, v, shapes = SIZES[preset]
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
-        base = Case(kernel="ce", n=n, v=v, dtype=dtype)
+        base = case(n=n, v=v, dtype=dtype)
         for reduction, upstream in REDUCTION_VARIANTS:
             red = base.replace(reduction=reduction, upstream=upstream)
             cases += [red.replace(ignore_pattern=p) for p in IGNORE_PATTERNS]  # A
@@ -59,7 +60,7 @@ def axes(n: int, v: int, shapes, dtypes) -> dict[str, tuple]:
     return {
         "dtype": tuple(dtypes),
         "variant": tuple((r, u) for r, ups in UPSTREAMS.items() for u in ups),
-        "layout": LAYOUTS["ce"],
+        "layout": LAYOUT.values,
         "option": tuple(OPTIONS),
         "ignore_pattern": tuple(IGNORE_PATTERNS),
         "logits": LOGITS_KINDS,
@@ -95,8 +96,7 @@ def covering(n: int, v: int, shapes, dtypes, core: list[Case]) -> list[Case]:
     """The cases an all-pairs design adds to `core` (see the module docstring)."""
     rows = all_pairs(axes(n, v, shapes, dtypes), allowed=allowed, covered=[as_row(c) for c in core])
     return [
-        Case(
-            kernel="ce",
+        case(
             n=r["shape"][0],
             v=r["shape"][1],
             dtype=r["dtype"],
@@ -106,6 +106,6 @@ def covering(n: int, v: int, shapes, dtypes, core: list[Case]) -> list[Case]:
             option=r["option"],
             ignore_pattern=r["ignore_pattern"],
             logits=r["logits"],
-        )  # fmt: skip
+        )
         for r in rows
     ]

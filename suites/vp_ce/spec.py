@@ -1,6 +1,6 @@
 """The `vp_ce` kernel (vocab-parallel cross entropy) as the harness sees it.
 
-A case is the GLOBAL problem of `ce` (ligerbench/specs/ce.py draws it: logits [N, V], targets,
+A case is the GLOBAL problem of `ce` (suites/ce/spec.py draws it: logits [N, V], targets,
 options) plus `case.world`, the ranks the vocab is split over, and `case.targets` ("edges": every
 counted target on the first or last class of some shard). The float64 reference is `ce`'s, on the
 whole problem in one process. `run` splits the logits (and the class weights) on the vocab dim,
@@ -27,8 +27,8 @@ import torch.distributed as dist
 
 from ligerbench.cases import Case
 from ligerbench.distributed.simulated import run_ranks
-from ligerbench.specs import ce
-from ligerbench.specs.common import Outcome, same_bits
+from ligerbench.problems import Outcome, same_bits
+from ligerbench.suites.ce import spec as ce
 
 SIGNATURE = (
     "fn(logits_shard, target, *, group, vocab_start, class_weight_shard, ignore_index, reduction, "

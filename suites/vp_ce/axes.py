@@ -1,0 +1,42 @@
+"""The case axes of `vp_ce`: those of `ce` (suites/ce/axes.py; the 2-D layout only) plus the
+ranks the vocabulary is split over and where the targets sit."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ligerbench.axes import Axis
+from ligerbench.cases import Case
+from ligerbench.suites.ce import axes as ce
+
+WORLD = Axis(
+    "world",
+    "the ranks the vocabulary is split over (0: a bench point not yet split)",
+    {"quick": (2, 3), "full": (2, 4, 8)},
+    means={2: "the smallest split", 3: "an uneven split of most vocabularies", 4: "one node's half", 8: "one node"},
+    default=0,
+    tag="w",
+    hidden=(0,),
+)
+TARGETS = Axis(
+    "targets",
+    "where the targets sit among the shards",
+    ("random", "edges"),
+    means={"random": "anywhere in the vocabulary", "edges": "on the first and last class of some shard"},
+    default="random",
+    tag="targets-",
+)
+AXES = (
+    *ce.loss_axes(
+        ce.tokens({"quick": (16, 1), "full": (1024, 512, 1, 2048)}),
+        ce.vocab({"quick": (501, 500, 2), "full": (32001, 32000, 5, 128256)}, ce.VOCABS),
+        layout=dataclasses.replace(ce.LAYOUT, values=("2d",)),  # the shards are 2-D
+    ),
+    WORLD,
+    TARGETS,
+)
+
+
+def case(**params) -> Case:
+    """A `vp_ce` case; the axes' defaults fill what is not named."""
+    return Case.of("vp_ce", AXES, **params)
