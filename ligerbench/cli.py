@@ -1,5 +1,5 @@
-"""The ligerbench command line: the Typer app. Each command's body lives with its job
-(ligerbench/<job>/command.py); commands only orchestrate.
+"""The ligerbench command line: the Typer app. Each command is a module of ligerbench/commands/
+(its options, its selection, one call into the machinery); this file adds them.
 
     ligerbench verify --kernel ce --reduction none
     ligerbench list
@@ -18,13 +18,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from ligerbench import __version__
-from ligerbench.bench.command import bench
-from ligerbench.catalog import list_registry
-from ligerbench.converge.command import converge
-from ligerbench.gate.command import gate
-from ligerbench.report.command import report
-from ligerbench.selftest.command import selftest
-from ligerbench.verify.command import verify
+from ligerbench.commands.bench import bench
+from ligerbench.commands.converge import converge
+from ligerbench.commands.gate import gate
+from ligerbench.commands.list import list_registry
+from ligerbench.commands.report import report
+from ligerbench.commands.selftest import selftest
+from ligerbench.commands.verify import verify
 
 app = typer.Typer(
     help="Verify and benchmark Triton loss kernels against a float64 truth and their peers.",

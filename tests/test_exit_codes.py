@@ -156,7 +156,7 @@ def _interrupt_after_first(real):
 
 
 def test_verify_130_keeps_rows_summary_and_manifest(tmp_path, monkeypatch):
-    from ligerbench.verify import command
+    from ligerbench.commands import verify as command
 
     monkeypatch.setattr(command, "run_plan", _interrupt_after_first(command.run_plan))
     result = invoke("verify", *SMALL, "--out", tmp_path)
@@ -193,7 +193,7 @@ def test_bench_1_when_a_provider_errors_and_json(tmp_path, monkeypatch):
 
 
 def test_bench_130(tmp_path, monkeypatch):
-    from ligerbench.bench import command
+    from ligerbench.commands import bench as command
 
     monkeypatch.setattr(command, "run_plan", _interrupt_after_first(command.run_plan))
     result = invoke("bench", "--smoke", "--provider", "eager", "--out", tmp_path)
@@ -236,7 +236,7 @@ def test_converge_presets_quick_and_full_and_aliases(tmp_path):
 
 
 def test_converge_json_and_130(tmp_path, monkeypatch):
-    from ligerbench.converge import command
+    from ligerbench.commands import converge as command
 
     monkeypatch.setattr(command, "run_case", _fake_case())
     result = invoke("converge", "llama-mini", "--device", "cpu", "--out", tmp_path / "a", "--json")

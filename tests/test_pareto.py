@@ -7,12 +7,12 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from ligerbench.bench import command as bench_command
 from ligerbench.bench import pareto
 from ligerbench.bench.spec import SweepPoint
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
 from ligerbench.cli import app
+from ligerbench.commands import bench as bench_command
 from ligerbench.records import Record, read_records, to_frame
 from ligerbench.suites import flce_bench
 
