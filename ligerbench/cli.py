@@ -25,6 +25,7 @@ from ligerbench.commands.list import list_registry
 from ligerbench.commands.report import report
 from ligerbench.commands.selftest import selftest
 from ligerbench.commands.verify import verify
+from ligerbench.exits import CommandError, ExitCode, Refused, Terminated, UsageError
 
 app = typer.Typer(
     help="Verify and benchmark Triton loss kernels against a float64 truth and their peers.",
@@ -37,7 +38,7 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     if value:
         print(f"ligerbench {__version__}")
-        raise typer.Exit(0)
+        raise typer.Exit(ExitCode.OK)
 
 
 @app.callback()
@@ -49,10 +50,11 @@ def _root(
     """Verify and benchmark Triton loss kernels against a float64 truth and their peers."""
 
 
-# Exit codes, the same for every command (README.md, "Exit codes"):
-#   0 every check passed; 1 a check failed or errored; 2 usage error or unusable input (I/O
-#   errors included), said in one line without a traceback; 130 interrupted (Ctrl-C).
-USAGE, INTERRUPTED = 2, 130
+# Exit codes, the same for every command (README.md, "Exit codes and run manifests"; the enum in
+# ligerbench/exits.py): 0 every check passed; 1 a check failed or errored; 2 usage error or
+# unusable input (I/O errors included), said in one line without a traceback; 130 interrupted
+# (Ctrl-C), 143 terminated (SIGTERM). Machinery raises exits.CommandError; this file alone turns
+# errors and the codes commands return into exits.
 # Unusable input a command met while reading or writing files: one line, exit 2.
 UNUSABLE = (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError)
 _stderr = Console(stderr=True)
@@ -68,22 +70,35 @@ def quiet_interpreter_warnings() -> None:
 
 
 def contract(name: str, fn: Callable) -> Callable:
-    """A command under the exit-code contract: I/O and damaged-file errors as one line and exit 2,
-    Ctrl-C outside a run's own handling as "interrupted" and exit 130."""
+    """A command under the exit-code contract: the ExitCode it returns (None: OK) as the process's
+    exit status; a usage error as Click's own (the option named, exit 2); unusable input, I/O and
+    damaged-file errors as one line and exit 2; Ctrl-C outside a run's own handling as
+    "interrupted" and exit 130 (SIGTERM: 143)."""
 
     @functools.wraps(fn)
     def command(*args, **kwargs):
         with warnings.catch_warnings():
             quiet_interpreter_warnings()
             try:
-                return fn(*args, **kwargs)
+                code = fn(*args, **kwargs)
+            except UsageError as exc:
+                raise typer.BadParameter(str(exc), param_hint=exc.option) from None
+            except Terminated:
+                _stderr.print(f"{name}: terminated (SIGTERM)")
+                raise typer.Exit(ExitCode.TERMINATED) from None
             except KeyboardInterrupt:
                 _stderr.print(f"{name}: interrupted")
-                raise typer.Exit(INTERRUPTED) from None
+                raise typer.Exit(ExitCode.INTERRUPTED) from None
+            except CommandError as exc:
+                if str(exc) and not isinstance(exc, Refused):
+                    _stderr.print(f"[bold red]{name}:[/] {escape(str(exc))}", soft_wrap=True)
+                raise typer.Exit(exc.code) from None
             except UNUSABLE as exc:
                 text = " ".join(str(exc).split()) or type(exc).__name__
                 _stderr.print(f"[bold red]{name}:[/] {escape(text)} ({type(exc).__name__})", soft_wrap=True)
-                raise typer.Exit(USAGE) from None
+                raise typer.Exit(ExitCode.USAGE) from None
+        if code:  # None or OK: Click's own exit 0
+            raise typer.Exit(int(code))
 
     return command
 

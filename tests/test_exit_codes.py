@@ -156,7 +156,7 @@ def _interrupt_after_first(real):
 
 
 def test_verify_130_keeps_rows_summary_and_manifest(tmp_path, monkeypatch):
-    from ligerbench.commands import verify as command
+    from ligerbench.verify import job as command
 
     monkeypatch.setattr(command, "run_plan", _interrupt_after_first(command.run_plan))
     result = invoke("verify", *SMALL, "--out", tmp_path)
@@ -193,7 +193,7 @@ def test_bench_1_when_a_provider_errors_and_json(tmp_path, monkeypatch):
 
 
 def test_bench_130(tmp_path, monkeypatch):
-    from ligerbench.commands import bench as command
+    from ligerbench.bench import job as command
 
     monkeypatch.setattr(command, "run_plan", _interrupt_after_first(command.run_plan))
     result = invoke("bench", "--smoke", "--provider", "eager", "--out", tmp_path)

@@ -14,6 +14,7 @@ from rich.console import Console
 from ligerbench import runs, tables
 from ligerbench.builtin import default_registry
 from ligerbench.catalog import COLUMNS, catalog
+from ligerbench.exits import ExitCode
 
 
 def _cell(v) -> str:
@@ -44,7 +45,7 @@ def list_registry(
         env["git_commit"] = runs.environment.git_commit()
         counts = {name: len(rows) for name, rows in data.items()}
         runs.print_json(
-            runs.json_report(env, exit_code=0, status="passed", counts=counts, catalog=data,
+            runs.json_report(env, exit_code=ExitCode.OK, status=ExitCode.OK.status, counts=counts, catalog=data,
                              plugin_errors=[f"{n}: {e}" for n, e in registry.plugin_errors])
         )  # fmt: skip
         return

@@ -1,6 +1,6 @@
 """The internal entry point every rank runs, started by torch.distributed.run on behalf of
 `verify --nproc N`, `bench --nproc N` and `converge --nproc N --parallel PLAN` (the job's
-"command" picks: verify and converge here, bench in ligerbench/distributed/bench_worker.py;
+"command" picks: verify and converge here, bench in ligerbench/bench/rank_job.py;
 ligerbench/distributed/launch.py writes the job file it reads):
 
     python -m torch.distributed.run --nproc-per-node 2 --standalone -m ligerbench.commands.ranks JOB.json
@@ -31,12 +31,12 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from ligerbench import device as devices
 from ligerbench import named
+from ligerbench.bench.rank_job import bench_job
 from ligerbench.builtin import default_registry
 from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import CORRECT
-from ligerbench.distributed.bench_worker import bench_job
 from ligerbench.distributed.launch import FAULT_ENV, PROGRESS, ranks_done
 from ligerbench.records import RecordWriter
 from ligerbench.suites.converge_parallel import run_parallel_case
