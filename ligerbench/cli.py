@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from collections.abc import Callable
 from typing import Annotated
@@ -69,6 +70,14 @@ def quiet_interpreter_warnings() -> None:
     )
 
 
+def reflow(doc: str | None) -> str:
+    """A command's docstring as its help: each paragraph joined into one line, so the terminal
+    wraps it at its own width (the source keeps its 100-column lines); indented paragraphs
+    (the examples) are kept as written. The first paragraph is the one-line summary `-h` lists."""
+    paragraphs = inspect.cleandoc(doc or "").split("\n\n")
+    return "\n\n".join(p if p.startswith((" ", "\b")) else " ".join(p.split()) for p in paragraphs)
+
+
 def contract(name: str, fn: Callable) -> Callable:
     """A command under the exit-code contract: the ExitCode it returns (None: OK) as the process's
     exit status; a usage error as Click's own (the option named, exit 2); unusable input, I/O and
@@ -112,7 +121,7 @@ for _name, _fn in (
     ("gate", gate),
     ("report", report),
 ):
-    app.command(_name)(contract(_name, _fn))
+    app.command(_name, help=reflow(_fn.__doc__))(contract(_name, _fn))
 
 
 def main() -> None:

@@ -145,6 +145,25 @@ def test_imports_run_one_way():
     assert upward(graph()) == []
 
 
+def external_imports(path: Path) -> set[str]:
+    """The top-level names of every package `path` imports (functions included)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.partition(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.partition(".")[0])
+    return out
+
+
+def test_only_the_commands_and_the_cli_know_typer():
+    """Machinery raises domain errors (ligerbench/exits.py); the CLI alone turns them into exits."""
+    mods = modules()
+    users = sorted(name for name, path in mods.items() if "typer" in external_imports(path))
+    assert "ligerbench.cli" in users and "ligerbench.commands.verify" in users  # the check sees them
+    assert [u for u in users if layer(u) < 4] == []
+
+
 def test_kernels_import_nothing_from_the_harness():
     g = graph()
     for name, deps in g.items():

@@ -355,6 +355,37 @@ def test_version_help_and_examples_in_every_command():
         assert result.exit_code == 0 and "Examples" in result.stdout, command
 
 
+COMMANDS = ("verify", "list", "bench", "converge", "selftest", "gate", "report")
+
+
+def test_help_at_80_columns_lists_each_command_on_one_line():
+    result = runner.invoke(app, ["-h"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    start = next(i for i, line in enumerate(lines) if "Commands" in line)
+    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("╰"))
+    listed = [line.strip("│ ").split()[0] for line in lines[start + 1 : end]]
+    assert listed == list(COMMANDS)  # one line each: a wrapped summary would add a line without a name
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_paragraphs_are_reflowed_by_the_terminal(command):
+    """A paragraph of the docstring (wrapped at 100 columns in the source) is one line on a wide
+    terminal, and wraps at 80 on a narrow one: never the source's line breaks."""
+    from ligerbench import cli as the_cli
+
+    doc = the_cli.reflow(getattr(the_cli, command if command != "list" else "list_registry").__doc__)
+    exit_status = max((p for p in doc.split("\n\n")[1:] if not p.startswith(" ")), key=len)  # the longest
+    assert len(exit_status) > 80
+    wide = runner.invoke(app, [command, "-h"], env={"COLUMNS": "2000", "TERMINAL_WIDTH": "2000"})
+    assert exit_status in wide.stdout  # all of it on one line
+    narrow = runner.invoke(app, [command, "-h"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    words = exit_status.split()
+    text = " ".join(narrow.stdout.split())
+    assert " ".join(words) in text and max(len(line) for line in narrow.stdout.splitlines()) <= 80
+
+
 def test_interpreter_warnings_on_masked_lanes_are_silenced_and_nothing_else():
     def command():
         warnings.warn_explicit(

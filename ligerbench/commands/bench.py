@@ -116,7 +116,9 @@ def bench(
         float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
     ] = 1800.0,
 ):
-    """Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
+    """Time and measure every provider of a kernel side by side (GPU).
+
+    Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
     for flce, also as % of ceilings measured at the start of the run) of every provider, each also
     as a ratio to the best provider at the same point.
 

@@ -95,7 +95,9 @@ def converge(
         Optional[str], typer.Option(hidden=True, help="With --nproc: a planted bug of converge/mutants.py.")
     ] = None,
 ):
-    """Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
+    """Train a mini model with and without our kernels, and compare.
+
+    Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
     compare loss per step, final parameters and eval top-k log-probs with the float64 run (limit:
     10x transformers' own distance to it, see converge/tolerance.py), step-0 gradients,
     logits_to_keep and (--packed) packing.

@@ -91,7 +91,9 @@ def gate(
         bool, typer.Option("--json", help="Print a JSON verdict on stdout instead of markdown.")
     ] = False,
 ):
-    """Fail on any failed or errored check in RUN, and on performance regressions against BASELINE
+    """Judge a run against a baseline: failures and regressions.
+
+    Fail on any failed or errored check in RUN, and on performance regressions against BASELINE
     (ratios to a peer timed in the same run, same GPU, case and provider) that survive one
     re-measurement.
 

@@ -24,7 +24,9 @@ def _cell(v) -> str:
 def list_registry(
     as_json: Annotated[bool, typer.Option("--json", help="Print the catalog as JSON on stdout.")] = False,
 ):
-    """Show every name a command accepts: kernels, providers (availability here, bench-only ones
+    """Show every name a command accepts.
+
+    Kernels, providers (availability here, bench-only ones
     and planted bugs too), suites, presets, selftest campaigns and mutants (converge's too),
     converge's models and presets.
 

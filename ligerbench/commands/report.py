@@ -23,7 +23,9 @@ def report(
     run: Annotated[Path, typer.Argument(help="Run folder with records.csv (and env.json).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON verdict of the run on stdout.")] = False,
 ):
-    """Write RUN/report.md (plots beside it) and RUN/report.html (plots embedded): environment,
+    """Write one self-contained report of a run (markdown, HTML).
+
+    Write RUN/report.md (plots beside it) and RUN/report.html (plots embedded): environment,
     verdicts, failures, checks, measurements, kill matrix, and the run's own plots. The status
     line reads the run's manifest (env.json): an interrupted, unfinished or empty run never reads
     as passed.

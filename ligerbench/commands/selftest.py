@@ -57,7 +57,9 @@ def selftest(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
 ):
-    """Run every planted bug (mutant) through the suites and print the kill matrix (mutant x suite:
+    """Prove every check fails on the planted bug it exists for.
+
+    Run every planted bug (mutant) through the suites and print the kill matrix (mutant x suite:
     killed / survived / n/a). A kill counts only where the correct provider passes the
     same check on the same inputs.
 

@@ -90,7 +90,9 @@ def verify(
         float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
     ] = 1800.0,
 ):
-    """Check providers' loss and gradients against a float64 reference, case by case.
+    """Check providers' loss and gradients against a float64 truth.
+
+    Case by case, every provider of the kernel against a float64 reference.
 
     Exit status: 0 when every check passes, 1 when any fails or errors (they are named) or
     when a provider named with --provider cannot load or is checked on no case (the reason is
@@ -107,7 +109,7 @@ def verify(
 
       ligerbench verify -k "bf16 and not (sum or mean)" --collect-only
 
-      ligerbench verify --case ce/n16/v1000/fp32/none/up-ones/none/plain/normal --provider ours -x
+      ligerbench verify --case ce/n16/v1000/fp32/none/up-ones/none/plain/normal -x
 
       ligerbench verify --kernel vp_ce --nproc 2 --device cpu
     """
