@@ -12,7 +12,8 @@ has defaults below. The order is fixed here, once:
     1. job.before_start()       facts for env.json known before the run (bench: the ceilings)
     2. runs.start               the folder, env.json (manifest: not finished), records.csv
     3. job.work(life)           SIGINT raises KeyboardInterrupt, SIGTERM raises Terminated (in the
-                                main thread, only while the work runs); -x/--maxfail raises StopEarly
+                                main thread, once, only while the work runs); -x/--maxfail raises
+                                StopEarly
     4. job.rows(life)           the rows as written (records.csv re-read when ranks wrote it); then
                                 run.finish: the manifest's rows and completed are counted from
                                 what was written, interrupted/stopped_early/finished set
@@ -105,13 +106,11 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
     extra = job.before_start()
     run = runs.start(job.command, job.label, unit=job.unit, planned=job.planned, **start, **extra)
     life = Life(run, quiet)
-    with terminate_raises():
+    with stop_signals():
         try:
             job.work(life)
-        except Terminated:
-            life.stopped_by = ExitCode.TERMINATED
-        except KeyboardInterrupt:
-            life.stopped_by = ExitCode.INTERRUPTED
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+            life.stopped_by = ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED
         except runs.StopEarly:
             life.stopped_early = True
         finally:
@@ -150,22 +149,29 @@ def _main_thread() -> bool:
 
 
 @contextlib.contextmanager
-def terminate_raises() -> Iterator[None]:
-    """SIGTERM raises Terminated in the main thread (Python's default would end the process
-    without a word); the previous handler comes back afterwards. Elsewhere than the main
-    thread a handler cannot be set, and nothing changes."""
+def stop_signals() -> Iterator[None]:
+    """While the work runs, SIGINT raises KeyboardInterrupt and SIGTERM raises Terminated, once:
+    Python's default for SIGTERM would end the process without a word, and a repeat (`timeout`
+    signals the process and then its whole group, a user presses Ctrl-C twice) would land in the
+    middle of the clean-up. The previous handlers come back afterwards. Outside the main thread
+    no handler can be set, and nothing changes."""
     if not _main_thread():
         yield
         return
+    stopping = []
 
-    def raise_terminated(signum, frame):
-        raise Terminated
+    def stop(signum, frame):
+        if stopping:  # already on its way out: the first signal's exception is being handled
+            return
+        stopping.append(signum)
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @contextlib.contextmanager
