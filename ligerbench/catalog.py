@@ -1,20 +1,13 @@
-"""`ligerbench list`: everything a command can name: kernels, providers (bench-only ones and
-planted bugs too), suites, presets, selftest campaigns and their mutants (converge's included),
-converge's models and presets.
+"""Everything a command can name, by section: kernels, providers (bench-only ones and planted
+bugs too), suites, presets, selftest campaigns and their mutants (converge's included),
+converge's models and presets. `ligerbench list` (ligerbench/commands/list.py) shows it.
 
-    ligerbench list
-    ligerbench list --json
+    data = catalog(default_registry(), "cpu")   # {"kernels": [{...}], "providers": [...], ...}
 """
 
 from __future__ import annotations
 
-from typing import Annotated
-
-import typer
-from rich.console import Console
-
-from ligerbench import axes, runs, tables
-from ligerbench.builtin import default_registry
+from ligerbench import axes
 from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.registry import Registry
 from ligerbench.selftest import engine
@@ -82,48 +75,3 @@ COLUMNS = {
     "converge_models": ("name",),
     "converge_presets": ("name", "alias", "device", "description"),
 }
-
-
-def _cell(v) -> str:
-    return ", ".join(map(str, v)) if isinstance(v, list) else str(v)
-
-
-def list_registry(
-    as_json: Annotated[bool, typer.Option("--json", help="Print the catalog as JSON on stdout.")] = False,
-):
-    """Show every name a command accepts: kernels, providers (availability here, bench-only ones
-    and planted bugs too), suites, presets, selftest campaigns and mutants (converge's too),
-    converge's models and presets.
-
-    Exit status: 0 listed, 2 on a usage error.
-
-    Examples:
-
-      ligerbench list
-
-      ligerbench list --json
-    """
-    dev, _ = runs.resolve_device("auto")
-    registry = default_registry()
-    runs.report_plugin_errors(registry)
-    data = catalog(registry, dev.type)
-    if as_json:
-        env = {"command": "list", "device_name": dev.type, "device_type": dev.type}
-        env["git_commit"] = runs.environment.git_commit()
-        counts = {name: len(rows) for name, rows in data.items()}
-        runs.print_json(
-            runs.json_report(env, exit_code=0, status="passed", counts=counts, catalog=data,
-                             plugin_errors=[f"{n}: {e}" for n, e in registry.plugin_errors])
-        )  # fmt: skip
-        return
-    out = Console()
-    for section, rows in data.items():
-        cols = COLUMNS[section]
-        title = section.replace("_", " ") + (f" (availability on {dev.type})" if section == "providers" else "")
-        tables.show(out, title, cols, [[_cell(r[c]) for c in cols] for r in rows])
-        if section == "kernels":
-            for k in rows:  # how a provider is called, one line each (docs/providers.md)
-                if k["signature"]:
-                    out.print(f"{k['name']} providers: {k['signature']}", markup=False, soft_wrap=True)
-                spec = registry.kernels[k["name"]]
-                out.print(f"{k['name']} axes (--where): {axes.summary(spec.axes)}", markup=False, soft_wrap=True)

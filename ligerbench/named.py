@@ -2,7 +2,7 @@
 no green without evidence for any of them.
 
     names = named.add_adhoc(registry, kernel, provider, mutates_input=mutates_input)
-    named.require_loadable(registry, kernel, names, dev.type)      # exit 1, reason printed
+    named.require_loadable(registry, kernel, names, dev.type)      # Refused (exit 1), reason printed
     ...  # the run
     missing = named.missing_evidence(df, names)                    # exit 1 when one checked nothing
     named.print_missing(missing)
@@ -16,10 +16,10 @@ compared nothing for it, and a green exit would say it had been checked.
 from __future__ import annotations
 
 import pandas as pd
-import typer
 from rich.text import Text
 
 from ligerbench import adhoc, runs
+from ligerbench.exits import Refused
 from ligerbench.registry import Registry
 
 # verdicts that show the provider ran and was compared with the truth
@@ -58,7 +58,7 @@ def require_loadable(registry: Registry, kernel: str, names: list[str], device_t
         for reason in reasons.values():
             runs.console.print(Text(f"  {reason}"), soft_wrap=True)
         runs.console.print("nothing was checked for them, so this is not a pass (exit 1)")
-        raise typer.Exit(1)
+        raise Refused("a provider asked for by name cannot run here")
 
 
 def missing_evidence(df: pd.DataFrame, names: list[str], evidence: tuple[str, ...] = EVIDENCE) -> dict[str, str]:

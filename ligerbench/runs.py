@@ -1,5 +1,6 @@
-"""Setting up a run and closing it: the one helper every command uses for device and preset
-resolution, the run folder, the environment, the record writer and the progress bar.
+"""Setting up a run and closing it: device and preset resolution, the run folder, the
+environment, the record writer and the progress bar. ligerbench/lifecycle.py drives a run
+through them (start, work, finish, summary, exit code); commands call it, not these directly.
 
     dev, mode = runs.resolve_device("auto")
     run = runs.start("verify", "ce", device=dev, triton_mode=mode, seed=0, out=Path("results"), preset="quick")
@@ -42,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -50,6 +50,7 @@ from rich.table import Column
 
 from ligerbench import device as devices
 from ligerbench import env as environment
+from ligerbench.exits import ExitCode, UnusableInput, UsageError
 from ligerbench.records import VERDICTS, RecordWriter
 from ligerbench.registry import Registry
 
@@ -64,7 +65,7 @@ def resolve_device(choice: str) -> tuple[torch.device, str]:
     try:
         dev = devices.resolve(choice)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--device") from exc
+        raise UsageError(str(exc), "--device") from exc
     return dev, devices.prepare(dev)
 
 
@@ -73,13 +74,13 @@ def resolve_preset(choice: str, device: torch.device, known: list[str]) -> str:
     name = ("full" if device.type == "cuda" else "quick") if choice == "auto" else choice
     if name not in known:
         choices = ", ".join(["auto", *known])
-        raise typer.BadParameter(f"unknown preset {choice!r}; choose from {choices}", param_hint="--preset")
+        raise UsageError(f"unknown preset {choice!r}; choose from {choices}", "--preset")
     return name
 
 
-def usage_error(message: str, option: str) -> typer.BadParameter:
+def usage_error(message: str, option: str) -> UsageError:
     """A usage error (exit 2) naming the option it is about."""
-    return typer.BadParameter(message, param_hint=option)
+    return UsageError(message, option)
 
 
 def check_kernel(registry: Registry, kernel: str | None) -> str:
@@ -199,8 +200,7 @@ def start(
         write_json(path / "env.json", env)
         writer = RecordWriter(path / "records.csv")
     except OSError as exc:
-        console.print(f"[bold red]{command}:[/] cannot write the run folder under {out}: {exc}", soft_wrap=True)
-        raise typer.Exit(2) from exc
+        raise UnusableInput(f"cannot write the run folder under {out}: {exc}") from exc
     return Run(run_id, path, env, writer)
 
 
@@ -276,16 +276,13 @@ def print_json(data: dict) -> None:
 
 
 def status_word(code: int) -> str:
-    return {0: "passed", 1: "failed", 2: "unusable", 130: "interrupted"}.get(code, "failed")
+    return ExitCode.of(code).status
 
 
-INTERRUPTED = 130
-
-
-def say_interrupted(run: Run) -> None:
+def say_interrupted(run: Run, how: str = "interrupted") -> None:
     m = run.manifest
     console.print(
-        f"[bold yellow]interrupted[/] after {m['completed']} of {m['planned']} {m['unit']}: "
+        f"[bold yellow]{how}[/] after {m['completed']} of {m['planned']} {m['unit']}: "
         f"the {m['rows']} completed rows and a summary are kept in {run.path}",
         soft_wrap=True,
     )

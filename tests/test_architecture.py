@@ -3,8 +3,10 @@
     kernels <- machinery (ligerbench/...) <- suites <- builtin registration <- commands <- cli
 
 No cycles among our modules, counting imports placed inside functions (an import moved into a
-function to dodge a cycle is still a dependency). The checker is tested on graphs with a planted
-cycle and a planted upward import, so it can fail."""
+function to dodge a cycle is still a dependency), and none among folders either: a folder
+(ligerbench/verify/, suites/, kernels/) or a top-level module (ligerbench/runs.py) is one room,
+and no two rooms import each other, however indirectly. The checkers are tested on graphs with a
+planted cycle, a planted folder cycle and a planted upward import, so they can fail."""
 
 from __future__ import annotations
 
@@ -94,11 +96,33 @@ def layer(name: str) -> int:
         return 2
     if name == "ligerbench.builtin":
         return 3
-    if name.endswith(".command") or name in ("ligerbench.catalog", "ligerbench.testing"):
+    if name.startswith("ligerbench.commands") or name == "ligerbench.testing":
         return 4
     if name == "ligerbench.cli":
         return 5
     return 1
+
+
+def room(name: str) -> str:
+    """The room a module lives in: its folder (ligerbench/verify/, suites/ce/), a top-level module
+    of ligerbench/ on its own (ligerbench/runs.py), the loose modules of kernels/ and suites/
+    together (kernels/, suites/), as /work/shared/tools/folder_knots.py counts them."""
+    for folder, dotted in reversed(PACKAGES.items()):  # the served names before ligerbench itself
+        if name != dotted and not name.startswith(dotted + "."):
+            continue
+        rest = name[len(dotted) + 1 :].split(".") if name != dotted else []
+        if rest and (len(rest) > 1 or (ROOT / folder / rest[0]).is_dir()):
+            return f"{folder}/{rest[0]}/"
+        return f"{folder}/{rest[0]}.py" if rest and folder == "ligerbench" else folder + "/"
+    return name
+
+
+def rooms(g: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph seen folder by folder: an arrow between two rooms for every import across them."""
+    out: dict[str, set[str]] = {}
+    for a, deps in g.items():
+        out.setdefault(room(a), set()).update(room(b) for b in deps if room(b) != room(a))
+    return out
 
 
 def upward(g: dict[str, set[str]]) -> list[str]:
@@ -111,8 +135,33 @@ def test_no_import_cycles_among_our_modules():
     assert cycles(g) == []
 
 
+def test_no_cycles_among_folders():
+    r = rooms(graph())
+    assert {"ligerbench/commands/", "ligerbench/runs.py", "ligerbench/verify/", "suites/", "kernels/"} <= set(r)
+    assert cycles(r) == []
+
+
 def test_imports_run_one_way():
     assert upward(graph()) == []
+
+
+def external_imports(path: Path) -> set[str]:
+    """The top-level names of every package `path` imports (functions included)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {a.name.partition(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            out.add(node.module.partition(".")[0])
+    return out
+
+
+def test_only_the_commands_and_the_cli_know_typer():
+    """Machinery raises domain errors (ligerbench/exits.py); the CLI alone turns them into exits."""
+    mods = modules()
+    users = sorted(name for name, path in mods.items() if "typer" in external_imports(path))
+    assert "ligerbench.cli" in users and "ligerbench.commands.verify" in users  # the check sees them
+    assert [u for u in users if layer(u) < 4] == []
 
 
 def test_kernels_import_nothing_from_the_harness():
@@ -129,6 +178,19 @@ def test_the_checker_finds_a_planted_cycle_and_an_upward_import():
     g = graph()
     g["ligerbench.verify.engine"] = g["ligerbench.verify.engine"] | {"ligerbench.suites.ce"}
     assert upward(g) == ["ligerbench.verify.engine -> ligerbench.suites.ce"]
+
+
+def test_the_folder_checker_finds_a_planted_folder_cycle():
+    # no module cycle: runs imports nothing of verify/, but the verify folder's summary (which
+    # imports runs) and a planted runs -> verify.engine put the two rooms in one knot
+    g = graph()
+    g["ligerbench.runs"] = g["ligerbench.runs"] | {"ligerbench.verify.engine"}
+    assert "ligerbench.runs" in g["ligerbench.verify.summary"] and cycles(g) == []  # modules: no cycle
+    assert any({"ligerbench/runs.py", "ligerbench/verify/"} <= set(c) for c in cycles(rooms(g)))
+    assert room("ligerbench.commands.verify") == "ligerbench/commands/"
+    assert room("ligerbench.suites.ce.spec") == "suites/ce/" and room("ligerbench.suites.covering") == "suites/"
+    assert room("ligerbench.kernels.cross_entropy") == "kernels/"
+    assert room("ligerbench.builtin") == "ligerbench/builtin.py"
 
 
 def test_an_import_inside_a_function_counts(tmp_path):

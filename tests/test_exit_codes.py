@@ -156,7 +156,7 @@ def _interrupt_after_first(real):
 
 
 def test_verify_130_keeps_rows_summary_and_manifest(tmp_path, monkeypatch):
-    from ligerbench.verify import command
+    from ligerbench.verify import job as command
 
     monkeypatch.setattr(command, "run_plan", _interrupt_after_first(command.run_plan))
     result = invoke("verify", *SMALL, "--out", tmp_path)
@@ -193,7 +193,7 @@ def test_bench_1_when_a_provider_errors_and_json(tmp_path, monkeypatch):
 
 
 def test_bench_130(tmp_path, monkeypatch):
-    from ligerbench.bench import command
+    from ligerbench.bench import job as command
 
     monkeypatch.setattr(command, "run_plan", _interrupt_after_first(command.run_plan))
     result = invoke("bench", "--smoke", "--provider", "eager", "--out", tmp_path)
@@ -236,7 +236,7 @@ def test_converge_presets_quick_and_full_and_aliases(tmp_path):
 
 
 def test_converge_json_and_130(tmp_path, monkeypatch):
-    from ligerbench.converge import command
+    from ligerbench.commands import converge as command
 
     monkeypatch.setattr(command, "run_case", _fake_case())
     result = invoke("converge", "llama-mini", "--device", "cpu", "--out", tmp_path / "a", "--json")
@@ -353,6 +353,37 @@ def test_version_help_and_examples_in_every_command():
     for command in ("verify", "list", "bench", "converge", "selftest", "gate", "report"):
         result = invoke(command, "-h")
         assert result.exit_code == 0 and "Examples" in result.stdout, command
+
+
+COMMANDS = ("verify", "list", "bench", "converge", "selftest", "gate", "report")
+
+
+def test_help_at_80_columns_lists_each_command_on_one_line():
+    result = runner.invoke(app, ["-h"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    assert result.exit_code == 0
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    start = next(i for i, line in enumerate(lines) if "Commands" in line)
+    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("╰"))
+    listed = [line.strip("│ ").split()[0] for line in lines[start + 1 : end]]
+    assert listed == list(COMMANDS)  # one line each: a wrapped summary would add a line without a name
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_paragraphs_are_reflowed_by_the_terminal(command):
+    """A paragraph of the docstring (wrapped at 100 columns in the source) is one line on a wide
+    terminal, and wraps at 80 on a narrow one: never the source's line breaks."""
+    from ligerbench import cli as the_cli
+
+    doc = the_cli.reflow(getattr(the_cli, command if command != "list" else "list_registry").__doc__)
+    exit_status = max((p for p in doc.split("\n\n")[1:] if not p.startswith(" ")), key=len)  # the longest
+    assert len(exit_status) > 80
+    wide = runner.invoke(app, [command, "-h"], env={"COLUMNS": "2000", "TERMINAL_WIDTH": "2000"})
+    assert exit_status in wide.stdout  # all of it on one line
+    narrow = runner.invoke(app, [command, "-h"], env={"COLUMNS": "80", "TERMINAL_WIDTH": "80"})
+    words = exit_status.split()
+    text = " ".join(narrow.stdout.split())
+    assert " ".join(words) in text and max(len(line) for line in narrow.stdout.splitlines()) <= 80
 
 
 def test_interpreter_warnings_on_masked_lanes_are_silenced_and_nothing_else():

@@ -70,7 +70,7 @@ def test_selftest_kill_matrix(tmp_path, monkeypatch):
 
 
 def test_converge_table_shows_brackets(tmp_path, monkeypatch):
-    from ligerbench.converge import command
+    from ligerbench.commands import converge as command
 
     quantities = [f"logits_to_keep[{mode},k={k}].loss" for mode in ("train", "eval") for k in (0, 1)]
 

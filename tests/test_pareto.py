@@ -7,11 +7,11 @@ import math
 import pytest
 from typer.testing import CliRunner
 
-from ligerbench.bench import command as bench_command
 from ligerbench.bench import pareto
 from ligerbench.bench.spec import SweepPoint
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
+from ligerbench.commands import bench as bench_command
 from ligerbench.records import Record, read_records, to_frame
 from ligerbench.suites.flce import bench as flce_bench
 from ligerbench.suites.flce.axes import case as flce_case

@@ -1,7 +1,7 @@
 """Starting real process groups: `verify --nproc N` and `bench --nproc N` run their plan on N
 ranks started through torch's own launcher,
 
-    python -m torch.distributed.run --nproc-per-node N --standalone -m ligerbench.distributed.command JOB
+    python -m torch.distributed.run --nproc-per-node N --standalone -m ligerbench.commands.ranks JOB
 
 gloo on CPU (Triton's interpreter; how CI tests it), NCCL on GPUs (one rank per GPU). Rank 0
 writes the records into the run folder; this process then reads them.
@@ -38,8 +38,9 @@ import ligerbench
 from ligerbench.records import Record, append_record
 
 CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-FAULT_ENV = "LIGERBENCH_FAULT"  # fault injection for tests: "die:<rank>" or "hang:<rank>" (command.py)
-WORKER = "ligerbench.distributed.command"
+FAULT_ENV = "LIGERBENCH_FAULT"  # fault injection for tests: "die:<rank>" or "hang:<rank>" (commands/ranks.py)
+# what each rank runs: named, not imported (it sits above this machinery: ligerbench/commands/)
+WORKER = "ligerbench.commands.ranks"
 JOB_FILE, LOG_FILE, DONE_FILE = "job.json", "launch.log", "ranks_done.json"
 
 
@@ -201,7 +202,7 @@ def run_job(
     echo: Callable[[str], None] | None = None,
     label: str | None = None,
 ) -> dict:
-    """Run `job` (a dict with command, run_id, run_path, ...: what command.py's job function of
+    """Run `job` (a dict with command, run_id, run_path, ...: what commands/ranks.py's job function of
     that name reads) on `nproc` real ranks. Rank 0 writes run_path/records.csv and, at the end,
     ranks_done.json with `completed_<unit>`; fewer than `planned`, a non-zero exit or the wall
     clock running out is appended there as an error record (kernel `label`, by default the

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ligerbench import runs
+from ligerbench.exits import ExitCode
 from ligerbench.gate.rules import PERF_SUITE, Comparison, GateResult
 from ligerbench.verify.summary import markdown_table
 
@@ -93,7 +94,7 @@ def _subset_hint(result: GateResult) -> str:
 
 
 def markdown(result: GateResult) -> str:
-    status = "PASSED" if result.exit_code == 0 else "FAILED"
+    status = "PASSED" if result.exit_code == ExitCode.OK else "FAILED"
     cleared = [c for c in result.comparisons if c.status == "cleared"]
     run_env, base_env = result.run.env, result.baseline.env
     parts = [
@@ -153,7 +154,7 @@ def as_json(result: GateResult) -> dict:
     env = result.run.env
     return runs.json_report(
         env,
-        exit_code=code,
+        exit_code=int(code),
         status=runs.status_word(code),
         counts=counts,
         path=result.run.path,
@@ -172,4 +173,5 @@ def unusable_json(reason: str) -> dict:
     counts = dict.fromkeys(
         ("failures", "regressions", "performance_points", "compared", "expected", "missing", "kill_problems"), 0
     )
-    return runs.json_report({}, exit_code=2, status="unusable", counts=counts, reason=reason)
+    code = ExitCode.USAGE
+    return runs.json_report({}, exit_code=int(code), status=code.status, counts=counts, reason=reason)

@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ligerbench.exits import ExitCode
 from ligerbench.gate.inputs import (
     CHECK,
     MEASURED,
@@ -117,9 +118,9 @@ class GateResult:
         return [c for c in self.comparisons if c.counts]
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitCode:
         bad = len(self.failures) or self.regressions or len(self.missing) or self.incomplete or self.kill_problems
-        return 1 if bad else 0
+        return ExitCode.FAILED if bad else ExitCode.OK
 
     @property
     def kind(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ligerbench import runs
+from ligerbench.exits import ExitCode
 from ligerbench.records import VERDICTS
 
 
@@ -30,12 +31,12 @@ def problems(df: pd.DataFrame) -> pd.DataFrame:
     return df[df["verdict"].isin(["fail", "error"])]
 
 
-def exit_code(df: pd.DataFrame, env: dict | None = None) -> int:
-    """0 when nothing failed or errored and (given env.json) the run's manifest says it finished
-    what it planned and wrote rows; 1 otherwise (skips are reported, not failures)."""
+def exit_code(df: pd.DataFrame, env: dict | None = None) -> ExitCode:
+    """OK when nothing failed or errored and (given env.json) the run's manifest says it finished
+    what it planned and wrote rows; FAILED otherwise (skips are reported, not failures)."""
     if len(problems(df)):
-        return 1
-    return 1 if env is not None and runs.problems(env, df) else 0
+        return ExitCode.FAILED
+    return ExitCode.FAILED if env is not None and runs.problems(env, df) else ExitCode.OK
 
 
 def status(df: pd.DataFrame, env: dict) -> str:

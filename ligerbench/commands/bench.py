@@ -8,7 +8,8 @@
     ligerbench bench --kernel vp_ce --nproc 2     # a vocab-parallel kernel on 2 GPUs (NCCL)
     ligerbench bench --kernel vp_ce --nproc 2 --smoke   # 2 gloo ranks on CPU (tests)
 
-The command only orchestrates: each kernel's inputs, work model and sweeps are its
+The command holds its options and its selection; the run is ligerbench/bench/job.py under
+ligerbench/lifecycle.py. Each kernel's inputs, work model and sweeps are its
 `KernelSpec.bench` (suites/<kernel>/bench.py), timing/memory/ceilings/derived figures/report/
 plots are in ligerbench/bench/. A kernel whose call is collective (`BenchSpec.distributed`)
 runs on N ranks started through torch.distributed.run (`--nproc N`, ligerbench/distributed/):
@@ -17,7 +18,6 @@ rank 0 writes the measured rows, this process the ceilings, derived figures, tar
 
 from __future__ import annotations
 
-import shutil
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -25,15 +25,13 @@ from typing import Annotated, Optional
 import torch
 import typer
 
-from ligerbench import named, runs
-from ligerbench import records as rec
-from ligerbench.bench import ceilings, metrics, pareto, plots
-from ligerbench.bench import report as bench_report
-from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
+from ligerbench import lifecycle, named, runs
+from ligerbench.bench.engine import Plan
+from ligerbench.bench.job import BenchJob
 from ligerbench.bench.spec import BenchSpec, on_ranks
 from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
 from ligerbench.builtin import default_registry
-from ligerbench.distributed import launch
+from ligerbench.exits import ExitCode
 from ligerbench.registry import Provider, Registry
 
 ModeName = Enum("ModeName", {m: m for m in ("full", "forward", "backward")}, type=str)
@@ -118,7 +116,9 @@ def bench(
         float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
     ] = 1800.0,
 ):
-    """Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
+    """Time and measure every provider of a kernel side by side (GPU).
+
+    Time (median, p20/p80), memory (peak, extra over inputs) and throughput (GB/s for ce, TFLOP/s
     for flce, also as % of ceilings measured at the start of the run) of every provider, each also
     as a ratio to the best provider at the same point.
 
@@ -141,14 +141,14 @@ def bench(
       ligerbench bench --kernel vp_ce --nproc 2
     """
     if baseline and smoke:
-        raise typer.BadParameter("a smoke run is not a measurement and cannot be a baseline", param_hint="--baseline")
+        raise runs.usage_error("a smoke run is not a measurement and cannot be a baseline", "--baseline")
     if not smoke and not torch.cuda.is_available():
         console.print(
             "[bold red]ligerbench bench needs a CUDA GPU:[/] timings on CPU (Triton's interpreter) "
             "say nothing about kernel speed. Run it on a GPU, or pass --smoke for a tiny check of "
             "the harness whose output is marked NOT A MEASUREMENT."
         )
-        raise typer.Exit(2)
+        return ExitCode.USAGE
     dev, triton_mode = runs.resolve_device("cpu" if smoke else "cuda")  # before any kernel import
     registry = default_registry()
     runs.report_plugin_errors(registry)
@@ -185,132 +185,12 @@ def bench(
         else:
             print("\n".join(facts["case_ids"]))
             print(f"{len(points)} points x {len(chosen)} providers = {facts['steps']} steps; sweep {sweep_name}")
-        raise typer.Exit(0)
-    if mode.value != "full":
-        console.print(f"[yellow]note:[/] {bench_report.FAIRNESS_NOTE}")
-
-    verdict = NOT_A_MEASUREMENT if smoke else "measured"
-    console.print("measuring the ceilings (copy bandwidth, bf16 matmul) ...")
-    ceiling = ceilings.measure(dev)
-    if nproc and dev.type == "cuda":
-        torch.cuda.empty_cache()  # the ranks (one per GPU) get GPU 0's memory back
-    run = runs.start(
-        "bench",
-        kernel,
-        device=dev,
-        triton_mode=triton_mode,
-        seed=seed,
-        out=out,
-        filters=selection,
-        unit="steps",
-        planned=len(points) * len(chosen),
-        kernel=kernel,
-        sweep=sweep_name,
-        mode=mode.value,
-        dtype=dtype.value,
-        ceilings=ceiling,
-        measurement=not smoke,
-        note=SMOKE_MESSAGE if smoke else "",
-    )
-    ceiling_rows = metrics.ceiling_records(
-        ceiling,
-        run_id=run.id,
-        kernel=kernel,
-        verdict=verdict,
-        message=SMOKE_MESSAGE if smoke else "measured at the start of the run",
-    )
-    for r in [] if nproc else ceiling_rows:  # with --nproc: written once the ranks' rows are back
-        run.writer.write(r)
-    interrupted = False
-    done = 0
-    facts: dict = {}
-    try:
-        with run.progress(f"bench {kernel} {sweep_name}", total=len(points) * len(chosen), disable=as_json) as advance:
-
-            def on_step(step: str) -> None:
-                nonlocal done
-                done += 1
-                advance(step)
-
-            if nproc:  # the ranks' rank 0 writes the measured rows (ligerbench/distributed/)
-                run.writer.close()
-                job = {
-                    "command": "bench", "kernel": kernel, "device_type": dev.type, "seed": seed, "run_id": run.id,
-                    "run_path": str(run.path), "sweep": sweep_name, "mode": mode.value, "dtype": dtype.value,
-                    "tokens": tokens, "smoke": smoke, "rep_ms": rep_ms, "mutates_input": mutates_input,
-                    "providers": [p.name for p in chosen], "cases": [p.case.id for p in points],
-                }  # fmt: skip
-                echo = None if as_json else launch.echo_with(advance)
-                planned = len(points) * len(chosen)
-                facts = launch.run_job(job, nproc=nproc, planned=planned, unit="steps", timeout_s=timeout, echo=echo)
-                done = facts.pop("completed_steps")
-                facts.pop("done")
-            else:
-                run_plan(plan, run_id=run.id, writer=run.writer, on_step=on_step)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if nproc:  # records.csv rewritten: the ceilings, the ranks' rows (launcher errors included)
-            ranked = _ranks_rows(run.path / "records.csv")
-            run.writer = rec.RecordWriter(run.path / "records.csv")
-            for r in ceiling_rows + ranked:
-                run.writer.write(r)
-        writer = run.writer
-        cases = {p.case.id: p.case for p in points}
-        measured = list(writer.rows)
-        for r in metrics.derive(measured, spec, cases, ceiling) + metrics.target_records(measured, spec, cases):
-            writer.write(r)
-        run.finish(interrupted=interrupted, planned=len(points) * len(chosen), completed=done, **facts)
-    df = writer.frame()
-    title = f"ligerbench bench {kernel} --sweep {sweep_name} --mode {mode.value} ({run.id})"
-    (run.path / "summary.md").write_text(
-        bench_report.markdown(
-            df,
-            points,
-            spec,
-            title=title,
-            mode=mode.value,
-            sweep=sweep_name,
-            ceilings=ceiling,
-            env=run.env,
-            smoke=smoke,
-            interrupted=interrupted,
-        )
-    )
-    plots.draw(
-        df,
-        points,
-        sweep=sweep_name,
-        mode=mode.value,
-        title=title + (" NOT A MEASUREMENT" if smoke else ""),
-        folder=run.path,
-    )
-    pareto.draw(df, points, title=title, folder=run.path)
-    if not as_json:
-        print((run.path / "summary.md").read_text())
-    if baseline and not interrupted:
-        dest = baseline_root / f"bench-{kernel}-{sweep_name}-{mode.value}"
-        if dest.exists():
-            shutil.rmtree(dest)
-        shutil.copytree(run.path, dest)
-        console.print(f"baseline written: {dest} (commit it)")
-    console.print(f"results: {run.path}")
-    errors = df[df["verdict"].isin(["error", "fail"])]
-    incomplete = runs.problems(run.env, df)
-    timed = df[df["metric"] == "time_ms"]
-    unmeasured = {} if interrupted else named.missing_evidence(timed, provider, evidence=(verdict,))
-    code = runs.INTERRUPTED if interrupted else (1 if len(errors) or incomplete or unmeasured else 0)
-    if as_json:
-        counts = runs.verdict_counts(df)
-        counts |= {"measured": counts.pop("measured", 0), "not_a_measurement": counts.pop("not_a_measurement", 0)}
-        runs.print_json(
-            runs.json_report(run.env, exit_code=code, status=runs.status_word(code), counts=counts, path=run.path,
-                             measurement=not smoke, problems=incomplete)
-        )  # fmt: skip
-    if interrupted:
-        runs.say_interrupted(run)
-    named.print_missing(unmeasured)
-    raise typer.Exit(code)
+        return ExitCode.OK
+    dest = baseline_root / f"bench-{kernel}-{sweep_name}-{mode.value}" if baseline else None
+    job = BenchJob(plan, kernel, sweep_name, dtype.value, tokens, rep_ms, named=provider, mutates_input=mutates_input,
+                   nproc=nproc, timeout_s=timeout, baseline=dest)  # fmt: skip
+    return lifecycle.execute(job, quiet=as_json, device=dev, triton_mode=triton_mode, seed=seed, out=out,
+                             filters=selection)  # fmt: skip
 
 
 def _check_nproc(spec: BenchSpec, kernel: str, nproc: int, dev: torch.device) -> None:
@@ -321,13 +201,6 @@ def _check_nproc(spec: BenchSpec, kernel: str, nproc: int, dev: torch.device) ->
         raise runs.usage_error(f"kernel {kernel!r} is collective: its bench runs on ranks, pass --nproc N", "--nproc")
     if nproc and not spec.distributed:
         raise runs.usage_error(f"kernel {kernel!r} runs in one process: --nproc is for collective kernels", "--nproc")
-
-
-def _ranks_rows(path: Path) -> list:
-    """The rows the ranks (and the launcher's error record) left in records.csv."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    return rec.from_frame(rec.load_records(path))
 
 
 def _spec(registry: Registry, kernel: str) -> BenchSpec:

@@ -6,28 +6,26 @@
     ligerbench verify --kernel ce --provider mypkg.losses:my_ce          # your own callable
     ligerbench verify --kernel vp_ce --nproc 2 --device cpu    # 2 real ranks (gloo), ligerbench/distributed/
 
-The command only orchestrates: the engine is ligerbench/verify/engine.py, the kernel's grid,
-suites and providers come from the registry (suites/<kernel>/ or a plugin).
+The command holds its options and its selection; the run is ligerbench/verify/job.py under
+ligerbench/lifecycle.py, the engine ligerbench/verify/engine.py, the kernel's grid, suites and
+providers come from the registry (suites/<kernel>/ or a plugin).
 """
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 from typing import Annotated, Optional
 
 import torch
 import typer
-from rich.console import Console
 
-from ligerbench import axes, kexpr, named, runs, tables
+from ligerbench import axes, kexpr, lifecycle, named, runs
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
-from ligerbench.distributed import launch
-from ligerbench.records import load_records
+from ligerbench.exits import ExitCode
 from ligerbench.registry import Registry
-from ligerbench.verify import summary
-from ligerbench.verify.engine import make_plan, run_plan
+from ligerbench.verify.engine import make_plan
+from ligerbench.verify.job import VerifyJob, collect
 
 
 def verify(
@@ -85,7 +83,9 @@ def verify(
         float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
     ] = 1800.0,
 ):
-    """Check providers' loss and gradients against a float64 reference, case by case.
+    """Check providers' loss and gradients against a float64 truth.
+
+    Case by case, every provider of the kernel against a float64 reference.
 
     Exit status: 0 when every check passes, 1 when any fails or errors (they are named) or
     when a provider named with --provider cannot load or is checked on no case (the reason is
@@ -154,101 +154,12 @@ def verify(
     selection |= {"k": keyword, "case": sorted(exact), "provider": provider, "suite": suite}
     selection = {k: v for k, v in selection.items() if v}
     if collect_only:
-        _collect(plan, kernel, preset_name, selection, as_json)
-        raise typer.Exit(0)
-
-    run = runs.start(
-        "verify",
-        kernel,
-        device=dev,
-        triton_mode=mode,
-        seed=seed,
-        out=out,
-        filters=selection,
-        planned=len(plan.cases),
-        preset=preset_name,
-        kernel=kernel,
-    )
-    random.seed(seed)
-    interrupted = stopped = False
-    done = 0
-    facts: dict = {"nproc": nproc} if nproc else {}
-    limit = 1 if exitfirst else maxfail
-    failing = runs.FailingCases(run.writer, limit)
-    try:
-        with run.progress(f"verify {kernel}", total=len(plan.cases), disable=as_json) as advance:
-
-            def on_case(c: Case) -> None:
-                nonlocal done
-                done += 1
-                advance(c.id)
-                failing.check()
-
-            if nproc:  # the ranks' rank 0 writes the records (ligerbench/distributed/launch.py)
-                run.writer.close()
-                facts = launch.run_plan_on_ranks(
-                    plan, nproc=nproc, run_id=run.id, run_path=run.path, seed=seed, preset=preset_name,
-                    device_type=dev.type, timeout_s=timeout, echo=None if as_json else launch.echo_with(advance),
-                )  # fmt: skip
-                done = facts.pop("completed_cases")
-            else:
-                run_plan(plan, registry, run_id=run.id, seed=seed, device=dev, writer=run.writer, on_case=on_case)
-    except KeyboardInterrupt:
-        interrupted = True
-    except runs.StopEarly:
-        stopped = True
-    finally:
-        # with --nproc the ranks wrote the records: read them back once the writer is closed
-        run.writer.close()
-        df = load_records(run.path / "records.csv") if nproc else run.writer.frame()
-        unchecked = {} if interrupted else named.missing_evidence(df, provider)
-        run.finish(
-            interrupted=interrupted,
-            planned=len(plan.cases),
-            completed=done,
-            stopped_early=stopped,
-            rows=len(df),
-            unchecked_providers=unchecked,
-            **facts,
-        )
-        title = f"ligerbench verify {kernel} ({run.id})"
-        text = summary.summary_markdown(df, run.env, title=title)
-        (run.path / "summary.md").write_text(named.mark_summary(text, unchecked))
-    code = runs.INTERRUPTED if interrupted else max(summary.exit_code(df, run.env), 1 if unchecked else 0)
-    if as_json:
-        runs.print_json({**_json_summary(df, run, code), "unchecked_providers": unchecked})
-    else:
-        _print_tables(df, run.path, kernel)
-    named.print_missing(unchecked)
-    if interrupted:
-        runs.say_interrupted(run)
-    elif stopped:
-        runs.console.print(f"stopped after {failing.count} failing case(s) (-x/--maxfail): {done} of {len(plan.cases)}")
-    raise typer.Exit(code)
-
-
-def _collect(plan, kernel: str, preset: str, selection: dict, as_json: bool) -> None:
-    """--collect-only: what a run with these options would take, without running it."""
-    ids = [c.id for c in plan.cases]
-    facts = {
-        "command": "verify",
-        "kernel": kernel,
-        "preset": preset,
-        "filters": selection,
-        "cases": len(ids),
-        "providers": [p.name for p in plan.providers],
-        "suites": [s.name for s in plan.suites],
-        "case_ids": ids,
-    }
-    if as_json:
-        runs.print_json(facts)
-        return
-    for i in ids:
-        print(i)
-    print(
-        f"{len(ids)} cases x {len(plan.providers)} providers ({', '.join(facts['providers'])}); "
-        f"suites {', '.join(facts['suites'])}; preset {preset}"
-    )
+        collect(plan, kernel, preset_name, selection, as_json)
+        return ExitCode.OK
+    job = VerifyJob(plan, registry, dev, seed=seed, preset=preset_name, named=provider, nproc=nproc, timeout_s=timeout,
+                    maxfail=1 if exitfirst else maxfail)  # fmt: skip
+    return lifecycle.execute(job, quiet=as_json, device=dev, triton_mode=mode, seed=seed, out=out, filters=selection,
+                             preset=preset_name, kernel=kernel)  # fmt: skip
 
 
 def _check_names(registry: Registry, kernel: str, providers, suites) -> None:
@@ -260,44 +171,3 @@ def _check_names(registry: Registry, kernel: str, providers, suites) -> None:
     for s in suites or []:
         if s not in known_s:
             raise typer.BadParameter(f"unknown suite {s!r}; choose from {', '.join(known_s)}", param_hint="--suite")
-
-
-def _json_summary(df, run: runs.Run, code: int) -> dict:
-    bad = summary.problems(df)
-    failures = bad[["suite", "provider", "case", "quantity", "value", "limit", "verdict", "message"]]
-    return runs.json_report(
-        run.env,
-        exit_code=code,
-        status=runs.status_word(code),
-        counts=runs.verdict_counts(df),
-        path=run.path,
-        problems=runs.problems(run.env, df),
-        failures=failures.to_dict("records"),
-    )
-
-
-def _print_tables(df, path: Path, kernel: str) -> None:
-    out = Console()
-    cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit"})
-    numbers = [c for c in cols.columns if c not in ("suite", "provider")]
-    tables.show(out, "verify: per suite and provider", list(cols.columns), cols.values.tolist(), right=numbers)
-    bad = summary.problems(df)
-    if len(bad):
-        # plain lines, not a table: case ids are long and must survive a narrow terminal
-        out.print(f"[bold red]{len(bad)} failing checks[/] (suite provider quantity case: error > limit):")
-        for _, r in bad.head(50).iterrows():
-            detail = r["message"] or f"{r['value']:.3g} > {r['limit']:.3g}"
-            out.print(
-                f"  {r['verdict'].upper()} {r['suite']} {r['provider']} {r['quantity']} {r['case']}: {detail}",
-                soft_wrap=True,
-                markup=False,
-            )
-        if len(bad) > 50:
-            out.print(f"  ... and {len(bad) - 50} more in {path / 'records.csv'}")
-        first = bad.iloc[0]
-        out.print(
-            f"re-run one: ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}",
-            soft_wrap=True,
-            markup=False,
-        )
-    out.print(f"results: {path}")

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ligerbench import runs
+from ligerbench.exits import ExitCode
 from ligerbench.report.build import Unreadable, build, verdict
 
 console = Console(stderr=True)
@@ -22,7 +23,9 @@ def report(
     run: Annotated[Path, typer.Argument(help="Run folder with records.csv (and env.json).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON verdict of the run on stdout.")] = False,
 ):
-    """Write RUN/report.md (plots beside it) and RUN/report.html (plots embedded): environment,
+    """Write one self-contained report of a run (markdown, HTML).
+
+    Write RUN/report.md (plots beside it) and RUN/report.html (plots embedded): environment,
     verdicts, failures, checks, measurements, kill matrix, and the run's own plots. The status
     line reads the run's manifest (env.json): an interrupted, unfinished or empty run never reads
     as passed.
@@ -39,19 +42,19 @@ def report(
     """
     if not (run / "records.csv").is_file():
         console.print(f"[bold red]report:[/] {escape(str(run))} has no records.csv: not a ligerbench run folder")
-        raise typer.Exit(2)
+        return ExitCode.USAGE
     try:
         md, page, facts = build(run)
     except Unreadable as exc:
         console.print(f"[bold red]report:[/] {escape(str(exc))}", soft_wrap=True)
-        raise typer.Exit(2) from None
-    code = 0 if facts["passed"] else 1
+        return ExitCode.USAGE
+    code = ExitCode.OK if facts["passed"] else ExitCode.FAILED
     if as_json:
         runs.print_json(
             runs.json_report(
                 facts["env"],
-                exit_code=code,
-                status=runs.status_word(code),
+                exit_code=int(code),
+                status=code.status,
                 counts=facts["counts"],
                 path=run,
                 verdict=facts["status"],
@@ -62,7 +65,7 @@ def report(
         )
     else:
         print(f"{facts['status']}\n{md}\n{page}")
-    raise typer.Exit(code)
+    return code
 
 
 __all__ = ["report", "verdict"]

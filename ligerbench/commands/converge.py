@@ -4,8 +4,9 @@ float64 as the truth; compare.
     ligerbench converge llama-mini --patch ce --dtype fp32                   # CPU, quick preset
     ligerbench converge gemma2-mini --patch both --preset full --packed      # H100, both dtypes
 
-The command only orchestrates: checks in suites/converge.py, models/data/training/tolerances/
-plot and the checker in ligerbench/converge/. Results go to OUT/<run-id>/: records.csv, curves.csv, env.json,
+The command holds its options and its selection; the run is ligerbench/converge/job.py under
+ligerbench/lifecycle.py, the checks in suites/converge.py, models/data/training/tolerances/plot
+and the checker in ligerbench/converge/. Results go to OUT/<run-id>/: records.csv, curves.csv, env.json,
 summary.md and loss_<dtype>.png. Exit 0 when every comparison is in tolerance, 1 when any is
 out of it or errored, 2 on a usage error, 130 when interrupted.
 
@@ -15,7 +16,6 @@ Presets have the names every command uses: quick (CPU, the models' `tiny` sizes)
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 from enum import Enum
 from pathlib import Path
@@ -23,18 +23,15 @@ from typing import Annotated, Optional
 
 import torch
 import typer
-from rich.console import Console
 
-from ligerbench import runs, tables
+from ligerbench import lifecycle, runs
+from ligerbench.converge.job import ConvergeJob
 from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import DATA_PARALLEL, PLANS
-from ligerbench.converge.plot import loss_curves_png
-from ligerbench.distributed import launch
-from ligerbench.records import load_records
-from ligerbench.suites.converge import PATCHES, ConvergeCase, run_case
+from ligerbench.exits import ExitCode
+from ligerbench.suites.converge import PATCHES, run_case
 from ligerbench.suites.converge_parallel import PLAN_PATCHES
-from ligerbench.verify import summary
 
 ModelName = Enum("ModelName", {m: m for m in MODELS}, type=str)
 PatchName = Enum("PatchName", {p: p for p in PATCHES}, type=str)
@@ -98,7 +95,9 @@ def converge(
         Optional[str], typer.Option(hidden=True, help="With --nproc: a planted bug of converge/mutants.py.")
     ] = None,
 ):
-    """Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
+    """Train a mini model with and without our kernels, and compare.
+
+    Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
     compare loss per step, final parameters and eval top-k log-probs with the float64 run (limit:
     10x transformers' own distance to it, see converge/tolerance.py), step-0 gradients,
     logits_to_keep and (--packed) packing.
@@ -127,9 +126,7 @@ def converge(
     preset_name = PRESET_NAMES.get(picked, picked)
     chosen = PRESETS[preset_name]
     if chosen.device == "cuda" and dev.type != "cuda":
-        raise typer.BadParameter(
-            "the gpu preset needs a CUDA device (Triton's interpreter would take hours)", param_hint="--preset"
-        )
+        raise runs.usage_error("the gpu preset needs a CUDA device (Triton's interpreter would take hours)", "--preset")
     if steps:
         chosen = dataclasses.replace(chosen, steps=steps)
     if batch:
@@ -147,105 +144,17 @@ def converge(
         else:
             print(f"{len(dtypes)} dtypes ({', '.join(dtypes)}) x {chosen.steps} steps of {model.value} --patch "
                   f"{patch.value}; preset {picked} ({chosen.description})")  # fmt: skip
-        raise typer.Exit(0)
-
-    run = runs.start(
-        "converge",
-        f"{model.value}-{patch.value}" + (f"-{parallel.value}x{nproc}" if nproc else ""),
-        device=dev,
-        triton_mode=mode,
-        seed=seed,
-        out=out,
-        filters=selection,
-        unit="dtypes",
-        planned=len(dtypes),
-        preset=picked,
-        model_sizes=preset_name,
-        model=model.value,
-        patch=patch.value,
-        dtypes=dtypes,
-        packed=packed,
-        steps=chosen.steps,
-        batch=chosen.batch,
-    )
-    curves = []
-    interrupted = False
-    done = 0
-    facts: dict = {}
-    try:
-        if nproc:  # the ranks' rank 0 writes the records (ligerbench/distributed/launch.py)
-            run.writer.close()
-            job = {
-                "command": "converge", "model": model.value, "patch": patch.value, "preset": preset_name,
-                "steps": chosen.steps, "batch": chosen.batch, "dtypes": dtypes, "seed": seed,
-                "device_type": dev.type, "run_id": run.id, "parallel": parallel.value, "accum": accum, "mutant": mutant,
-            }  # fmt: skip
-            title = f"converge {model.value} --parallel {parallel.value} x{nproc}"
-            with run.progress(title, total=len(dtypes), disable=as_json) as advance:
-                facts = launch.run_job(
-                    {**job, "run_path": str(run.path)}, nproc=nproc, planned=len(dtypes), unit="cases",
-                    label=patch.value, timeout_s=timeout, echo=None if as_json else launch.echo_with(advance),
-                )  # fmt: skip
-            done = facts.pop("completed_cases")
-            for dt, c in facts.pop("done").get("curves", {}).items():
-                curves += [(dt, i, *row) for i, row in enumerate(zip(c["ref"], c["ours"], c["truth"], strict=True))]
-                loss_curves_png(run.path / f"loss_{dt}.png", c["ref"], c["ours"], title=f"{title} {dt}",
-                                vocab=chosen.vocab, truth=c["truth"])  # fmt: skip
-        for dt in dtypes if not nproc else ():
-            case = ConvergeCase(model.value, chosen, dt, patch.value, seed=seed, packed=packed, device=dev.type)
-            # ref, ours and (first dtype only: it is shared) the float64 truth run
-            total = (3 if dt == dtypes[0] else 2) * chosen.steps
-            with run.progress(f"converge {case.id}", total=total, disable=as_json) as advance:
-                result = run_case(
-                    case,
-                    run_id=run.id,
-                    sink=run.writer.write,
-                    on_step=lambda who, i, v, advance=advance: advance(f"{who} step {i}: {v:.4f}"),
-                )
-            done += 1
-            if result.ref and result.ours and result.truth:
-                curves += [
-                    (dt, i, a, b, t)
-                    for i, (a, b, t) in enumerate(
-                        zip(result.ref.losses, result.ours.losses, result.truth.losses, strict=True)
-                    )
-                ]
-                loss_curves_png(
-                    run.path / f"loss_{dt}.png",
-                    result.ref.losses,
-                    result.ours.losses,
-                    title=case.id,
-                    vocab=chosen.vocab,
-                    truth=result.truth.losses,
-                )
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        run.writer.close()
-        df = load_records(run.path / "records.csv") if nproc else run.writer.frame()
-        run.finish(interrupted=interrupted, planned=len(dtypes), completed=done, rows=len(df), **facts)
-        with open(run.path / "curves.csv", "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["dtype", "step", "loss_reference", "loss_patched", "loss_float64"])
-            w.writerows(curves)
-        title = f"ligerbench converge {model.value} --patch {patch.value} ({run.id})"
-        _report(df, run.path, run.env, title=title, quiet=as_json)
-    code = runs.INTERRUPTED if interrupted else summary.exit_code(df, run.env)
-    if as_json:
-        runs.print_json(
-            runs.json_report(
-                run.env,
-                exit_code=code,
-                status=runs.status_word(code),
-                counts=runs.verdict_counts(df),
-                path=run.path,
-                problems=runs.problems(run.env, df),
-                failures=summary.problems(df)[["case", "quantity", "value", "limit", "verdict"]].to_dict("records"),
-            )
-        )
-    if interrupted:
-        runs.say_interrupted(run)
-    raise typer.Exit(code)
+        return ExitCode.OK
+    job = ConvergeJob(
+        run_case, model.value, patch.value, chosen, dtypes, seed=seed, device_type=dev.type, packed=packed,
+        preset_name=preset_name, nproc=nproc, parallel=parallel.value if parallel else None, accum=accum,
+        mutant=mutant, timeout_s=timeout,
+    )  # fmt: skip
+    return lifecycle.execute(
+        job, quiet=as_json, device=dev, triton_mode=mode, seed=seed, out=out, filters=selection, preset=picked,
+        model_sizes=preset_name, model=model.value, patch=patch.value, dtypes=dtypes, packed=packed,
+        steps=chosen.steps, batch=chosen.batch,
+    )  # fmt: skip
 
 
 def _check_parallel(nproc, parallel, accum, patch, packed, mutant, batch, dev) -> None:
@@ -269,37 +178,3 @@ def _check_parallel(nproc, parallel, accum, patch, packed, mutant, batch, dev) -
         raise runs.usage_error(message, "--accum")
     if mutant is not None and mutant not in PARALLEL_MUTANTS:
         raise runs.usage_error(f"--mutant: one of {', '.join(PARALLEL_MUTANTS)}", "--mutant")
-
-
-def _fmt(v: float) -> str:
-    return f"{v:.3g}"
-
-
-def _report(df, path: Path, env: dict, *, title: str, quiet: bool = False) -> None:
-    """summary.md (every row, message included) and the terminal table. The case is the table's
-    title when the run has one (the rows' case ids are long and alike), messages stay in
-    summary.md, and every cell is plain text: `logits_to_keep[train,k=0]` shows as written."""
-    cols = ("case", "quantity", "value", "limit", "verdict", "message")
-    lines = [f"# {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    rows, styles = [], []
-    for _, r in df.iterrows():
-        verdict = r["verdict"] if r["metric"] != "rel_diff_info" else "info"
-        cells = [r["case"], r["quantity"], _fmt(r["value"]), _fmt(r["limit"]), verdict, str(r["message"])]
-        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
-        rows.append(cells)
-        styles.append({"fail": "red", "error": "red"}.get(verdict))
-    bad = summary.problems(df)
-    verdict = f"{len(bad)} comparison(s) out of tolerance or errored" if len(bad) else "all comparisons in tolerance"
-    why = runs.problems(env, df)
-    if why and not len(bad):
-        verdict = "NOT PASSED: " + "; ".join(why)
-    lines += ["", verdict, ""]
-    (path / "summary.md").write_text("\n".join(lines))
-    if quiet:
-        return
-    out = Console()
-    for case in dict.fromkeys(r[0] for r in rows):
-        mine = [(r[1:5], s) for r, s in zip(rows, styles, strict=True) if r[0] == case]
-        tables.show(out, case, cols[1:5], [m for m, _ in mine], right=("value", "limit"),
-                    row_styles=[s for _, s in mine])  # fmt: skip
-    out.print(f"{verdict}\nresults: {path}", markup=False)

@@ -4,8 +4,9 @@
     ligerbench gate results/<bench-run> --baseline results/baselines/bench-ce-vocab-full \\
         --remeasure "ligerbench bench --kernel ce --sweep vocab --out {out}" --threshold time_ms=0.05
 
-The command only orchestrates: inputs and their checks in ligerbench/gate/inputs.py, the rules in
-ligerbench/gate/rules.py, JUnit, markdown and JSON in ligerbench/gate/output.py.
+The command holds its options and one call into the rules: inputs and their checks in
+ligerbench/gate/inputs.py, the rules in ligerbench/gate/rules.py, JUnit, markdown and JSON in
+ligerbench/gate/output.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.markup import escape
 
 from ligerbench import runs
 from ligerbench.builtin import default_registry
+from ligerbench.exits import ExitCode, UsageError
 from ligerbench.gate import output as gate_output
 from ligerbench.gate import rules
 
@@ -30,13 +32,13 @@ def _pairs(items: list[str] | None, hint: str, known: list[str] | None, convert)
     for item in items or []:
         name, sep, value = item.partition("=")
         if not sep or not name or not value:
-            raise typer.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint=hint)
+            raise UsageError(f"{item!r}: expected NAME=VALUE", hint)
         if known is not None and name not in known:
-            raise typer.BadParameter(f"unknown {hint} name {name!r}; choose from {', '.join(known)}", param_hint=hint)
+            raise UsageError(f"unknown {hint} name {name!r}; choose from {', '.join(known)}", hint)
         try:
             out[name] = convert(value)
         except ValueError as exc:
-            raise typer.BadParameter(f"{item!r}: {exc}", param_hint=hint) from exc
+            raise UsageError(f"{item!r}: {exc}", hint) from exc
     return out
 
 
@@ -89,7 +91,9 @@ def gate(
         bool, typer.Option("--json", help="Print a JSON verdict on stdout instead of markdown.")
     ] = False,
 ):
-    """Fail on any failed or errored check in RUN, and on performance regressions against BASELINE
+    """Judge a run against a baseline: failures and regressions.
+
+    Fail on any failed or errored check in RUN, and on performance regressions against BASELINE
     (ratios to a peer timed in the same run, same GPU, case and provider) that survive one
     re-measurement.
 
@@ -112,7 +116,7 @@ def gate(
       ligerbench gate results/<bench-run> --baseline results/baselines/bench-ce-vocab-full --json
     """
     if remeasure and recheck:
-        raise typer.BadParameter("give --remeasure or --recheck, not both", param_hint="--remeasure")
+        raise UsageError("give --remeasure or --recheck, not both", "--remeasure")
     thresholds = _pairs(threshold, "--threshold", list(rules.DEFAULT_THRESHOLDS), _fraction)
     registry = default_registry()
     runs.report_plugin_errors(registry)
@@ -120,7 +124,7 @@ def gate(
     try:
         chosen = rules.parse_subset(subset)
     except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--subset") from exc
+        raise UsageError(str(exc), "--subset") from exc
     try:
         result = rules.evaluate(
             rules.load(run),
@@ -135,7 +139,7 @@ def gate(
         console.print(f"[bold red]gate: unusable input:[/] {escape(str(exc))}", soft_wrap=True)
         if as_json:
             runs.print_json(gate_output.unusable_json(str(exc)))
-        raise typer.Exit(2) from None
+        return ExitCode.USAGE
     text = gate_output.markdown(result)
     if junit:
         gate_output.junit(result, junit)
@@ -145,4 +149,4 @@ def gate(
         runs.print_json(gate_output.as_json(result))
     else:
         print(text)
-    raise typer.Exit(result.exit_code)
+    return ExitCode.of(result.exit_code)

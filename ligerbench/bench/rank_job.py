@@ -1,4 +1,5 @@
-"""What each rank of `bench --nproc N` runs (command.py hands it the job and the registry):
+"""What each rank of `bench --nproc N` runs (ligerbench/commands/ranks.py hands it the job and the
+registry, the job's ad-hoc providers already added to it):
 
     bench_job(job, registry, rank=..., world=..., device=..., backend=...)
 
@@ -15,7 +16,6 @@ from pathlib import Path
 
 import torch
 
-from ligerbench import named
 from ligerbench.bench.engine import Plan, run_plan
 from ligerbench.bench.ranks import Group
 from ligerbench.bench.spec import on_ranks
@@ -27,7 +27,6 @@ from ligerbench.registry import Registry
 
 def bench_plan(job: dict, registry: Registry, *, world: int, device: torch.device) -> Plan:
     kernel = job["kernel"]
-    named.add_adhoc(registry, kernel, job["providers"], mutates_input=job.get("mutates_input", False))
     spec = registry.kernels[kernel].bench
     points = on_ranks(spec.sweeps[job["sweep"]](job["dtype"], job["tokens"], job["smoke"]), world)
     by_id = {p.case.id: p for p in points}

@@ -1,9 +1,9 @@
 """The internal entry point every rank runs, started by torch.distributed.run on behalf of
 `verify --nproc N`, `bench --nproc N` and `converge --nproc N --parallel PLAN` (the job's
-"command" picks: verify and converge here, bench in bench_worker.py; ligerbench/distributed/
-launch.py writes the job file it reads):
+"command" picks: verify and converge here, bench in ligerbench/bench/rank_job.py;
+ligerbench/distributed/launch.py writes the job file it reads):
 
-    python -m torch.distributed.run --nproc-per-node 2 --standalone -m ligerbench.distributed.command JOB.json
+    python -m torch.distributed.run --nproc-per-node 2 --standalone -m ligerbench.commands.ranks JOB.json
 
 Each rank joins the default group (gloo on CPU, NCCL on its GPU), rebuilds the parent's plan
 (the same registry, suites, providers and case ids) and runs it with the verify engine, in
@@ -30,12 +30,13 @@ import torch.distributed as dist
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from ligerbench import device as devices
+from ligerbench import named
+from ligerbench.bench.rank_job import bench_job
 from ligerbench.builtin import default_registry
 from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import CORRECT
-from ligerbench.distributed.bench_worker import bench_job
 from ligerbench.distributed.launch import FAULT_ENV, PROGRESS, ranks_done
 from ligerbench.records import RecordWriter
 from ligerbench.suites.converge_parallel import run_parallel_case
@@ -109,7 +110,9 @@ def _verify(job: dict, rank: int, world: int, dev: torch.device, backend: str) -
 
 
 def _bench(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:
-    bench_job(job, default_registry(), rank=rank, world=world, device=dev, backend=backend)
+    registry = default_registry()
+    named.add_adhoc(registry, job["kernel"], job["providers"], mutates_input=job.get("mutates_input", False))
+    bench_job(job, registry, rank=rank, world=world, device=dev, backend=backend)
 
 
 def _converge(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:

@@ -1,0 +1,170 @@
+"""A bench run, as ligerbench/lifecycle.py drives it: the ceilings measured first (they go into
+env.json), the plan's steps timed in this process (engine.py) or on N ranks (--nproc N, a
+collective kernel: rank 0 writes the measured rows), then the derived figures and targets as
+rows of their own, summary.md, the plots and (--baseline) a copy of the run folder.
+
+    job = BenchJob(plan, kernel="ce", sweep="vocab", dtype="bf16", tokens=None, rep_ms=600.0)
+    code = lifecycle.execute(job, quiet=False, device=dev, triton_mode=mode, seed=0, out=out, filters={})
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+from ligerbench import named, runs
+from ligerbench import records as rec
+from ligerbench.bench import ceilings, metrics, pareto, plots
+from ligerbench.bench import report as bench_report
+from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
+from ligerbench.distributed import launch
+from ligerbench.exits import ExitCode
+from ligerbench.lifecycle import Job, Life
+
+console = runs.console
+
+
+@dataclass
+class BenchJob(Job):
+    plan: Plan
+    kernel: str
+    sweep: str
+    dtype: str
+    tokens: int | None  # as given (the ranks rebuild the sweep from it)
+    rep_ms: float
+    named: list[str] = field(default_factory=list)  # providers asked for by name: each must be timed
+    mutates_input: bool = False  # the ad-hoc providers' declaration, for the ranks
+    nproc: int = 0
+    timeout_s: float = 1800.0
+    baseline: Path | None = None  # copy the run folder here when it completes
+    ceiling: dict = field(default_factory=dict, init=False)
+    ceiling_rows: list = field(default_factory=list, init=False)
+    unmeasured: dict = field(default_factory=dict, init=False)
+    command = "bench"
+    unit = "steps"
+
+    @property
+    def label(self) -> str:
+        return self.kernel
+
+    @property
+    def planned(self) -> int:
+        return len(self.plan.points) * len(self.plan.providers)
+
+    @property
+    def verdict(self) -> str:
+        return NOT_A_MEASUREMENT if self.plan.smoke else "measured"
+
+    @property
+    def title(self) -> str:
+        return f"ligerbench bench {self.kernel} --sweep {self.sweep} --mode {self.plan.mode}"
+
+    def before_start(self) -> dict:
+        if self.plan.mode != "full":
+            console.print(f"[yellow]note:[/] {bench_report.FAIRNESS_NOTE}")
+        console.print("measuring the ceilings (copy bandwidth, bf16 matmul) ...")
+        self.ceiling = ceilings.measure(self.plan.device)
+        if self.nproc and self.plan.device.type == "cuda":
+            torch.cuda.empty_cache()  # the ranks (one per GPU) get GPU 0's memory back
+        smoke = self.plan.smoke
+        return {"kernel": self.kernel, "sweep": self.sweep, "mode": self.plan.mode, "dtype": self.dtype,
+                "ceilings": self.ceiling, "measurement": not smoke, "note": SMOKE_MESSAGE if smoke else ""}  # fmt: skip
+
+    def work(self, life: Life) -> None:
+        run = life.run
+        message = SMOKE_MESSAGE if self.plan.smoke else "measured at the start of the run"
+        self.ceiling_rows = metrics.ceiling_records(
+            self.ceiling, run_id=run.id, kernel=self.kernel, verdict=self.verdict, message=message
+        )
+        for r in [] if self.nproc else self.ceiling_rows:  # with --nproc: written once the ranks' rows are back
+            run.writer.write(r)
+        with life.progress(f"bench {self.kernel} {self.sweep}", total=self.planned) as advance:
+
+            def on_step(step: str) -> None:
+                life.done()
+                advance(step)
+
+            if not self.nproc:
+                run_plan(self.plan, run_id=run.id, writer=run.writer, on_step=on_step)
+                return
+            run.writer.close()  # the ranks' rank 0 writes the measured rows
+            plan = self.plan
+            job = {
+                "command": "bench", "kernel": self.kernel, "device_type": plan.device.type, "seed": plan.seed,
+                "run_id": run.id, "run_path": str(run.path), "sweep": self.sweep, "mode": plan.mode,
+                "dtype": self.dtype, "tokens": self.tokens, "smoke": plan.smoke, "rep_ms": self.rep_ms,
+                "mutates_input": self.mutates_input, "providers": [p.name for p in plan.providers],
+                "cases": [p.case.id for p in plan.points],
+            }  # fmt: skip
+            echo = None if life.quiet else launch.echo_with(advance)
+            facts = launch.run_job(
+                job, nproc=self.nproc, planned=self.planned, unit="steps", timeout_s=self.timeout_s, echo=echo
+            )
+            life.completed = facts.pop("completed_steps")
+            facts.pop("done")
+            life.facts.update(facts)
+
+    def rows(self, life: Life) -> pd.DataFrame:
+        run = life.run
+        if self.nproc:  # records.csv rewritten: the ceilings, the ranks' rows (launcher errors included)
+            run.writer.close()
+            ranked = _ranks_rows(run.path / "records.csv")
+            run.writer = rec.RecordWriter(run.path / "records.csv")
+            for r in self.ceiling_rows + ranked:
+                run.writer.write(r)
+        cases = {p.case.id: p.case for p in self.plan.points}
+        measured = list(run.writer.rows)
+        spec = self.plan.spec
+        for r in metrics.derive(measured, spec, cases, self.ceiling) + metrics.target_records(measured, spec, cases):
+            run.writer.write(r)
+        run.writer.close()
+        df = run.writer.frame()
+        timed = df[df["metric"] == "time_ms"]
+        self.unmeasured = {} if life.interrupted else named.missing_evidence(timed, self.named, (self.verdict,))
+        return df
+
+    def summarize(self, life: Life, df: pd.DataFrame) -> None:
+        run, plan = life.run, self.plan
+        title = f"{self.title} ({run.id})"
+        text = bench_report.markdown(
+            df, list(plan.points), plan.spec, title=title, mode=plan.mode, sweep=self.sweep,
+            ceilings=self.ceiling, env=run.env, smoke=plan.smoke, interrupted=life.interrupted,
+        )  # fmt: skip
+        (run.path / "summary.md").write_text(text)
+        shown = title + (" NOT A MEASUREMENT" if plan.smoke else "")
+        plots.draw(df, list(plan.points), sweep=self.sweep, mode=plan.mode, title=shown, folder=run.path)
+        pareto.draw(df, list(plan.points), title=title, folder=run.path)
+
+    def exit_code(self, life: Life, df: pd.DataFrame) -> ExitCode:
+        errors = df["verdict"].isin(["error", "fail"]).any()
+        return ExitCode.FAILED if errors or runs.problems(life.run.env, df) or self.unmeasured else ExitCode.OK
+
+    def counts(self, life: Life, df: pd.DataFrame) -> dict:
+        counts = runs.verdict_counts(df)
+        return counts | {"measured": counts.pop("measured", 0), "not_a_measurement": counts.pop("not_a_measurement", 0)}
+
+    def json_extra(self, life: Life, df: pd.DataFrame) -> dict:
+        return {"measurement": not self.plan.smoke, "problems": runs.problems(life.run.env, df)}
+
+    def show(self, life: Life, df: pd.DataFrame) -> None:
+        print((life.run.path / "summary.md").read_text())
+
+    def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
+        if self.baseline is not None and not life.interrupted:
+            if self.baseline.exists():
+                shutil.rmtree(self.baseline)
+            shutil.copytree(life.run.path, self.baseline)
+            console.print(f"baseline written: {self.baseline} (commit it)")
+        console.print(f"results: {life.run.path}")
+        named.print_missing(self.unmeasured)
+
+
+def _ranks_rows(path: Path) -> list:
+    """The rows the ranks (and the launcher's error record) left in records.csv."""
+    if not path.exists() or path.stat().st_size == 0:
+        return []
+    return rec.from_frame(rec.load_records(path))

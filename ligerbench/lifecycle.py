@@ -1,0 +1,189 @@
+"""One run's life, the same for every command that makes a run folder (verify, bench, converge,
+selftest): start, work with a progress bar, Ctrl-C and SIGTERM, finish, summary, manifest, the
+JSON or the tables, and the exit code.
+
+    code = lifecycle.execute(VerifyJob(...), quiet=as_json, device=dev, triton_mode=mode, seed=0,
+                             out=Path("results"), filters=selection, preset="quick")
+
+A Job (verify/job.py, bench/job.py, converge/job.py, selftest/job.py) says what the run does and
+how it reads: `work(life)` writes records and counts what it completed (life.done()); the rest
+has defaults below. The order is fixed here, once:
+
+    1. job.before_start()       facts for env.json known before the run (bench: the ceilings)
+    2. runs.start               the folder, env.json (manifest: not finished), records.csv
+    3. job.work(life)           SIGINT raises KeyboardInterrupt, SIGTERM raises Terminated (in the
+                                main thread, once, only while the work runs); -x/--maxfail raises
+                                StopEarly
+    4. job.rows(life)           the rows as written (records.csv re-read when ranks wrote it); then
+                                run.finish: the manifest's rows and completed are counted from
+                                what was written, interrupted/stopped_early/finished set
+    5. job.summarize(life, df)  summary.md and whatever the job writes beside it
+    6. the exit code            130 after Ctrl-C, 143 after SIGTERM, else job.exit_code
+    7. --json: one JSON object on stdout (runs.json_report), else job.show; then job.tell (both)
+
+Steps 4 and 5 run whatever stopped the work, with SIGINT and SIGTERM held off, so a run stopped
+by `timeout`, a CI runner or Ctrl-C keeps its completed rows, a summary and a manifest that says
+so. Only SIGKILL leaves an unfinished run (env.json: finished false), which every reader refuses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ligerbench import runs
+from ligerbench.exits import ExitCode, Terminated
+
+
+@dataclass
+class Life:
+    """What a job's work sees of its run: the run itself, its progress bars and its counts."""
+
+    run: runs.Run
+    quiet: bool  # --json: no progress bar, no tables
+    completed: int = 0  # units done (cases, steps, dtypes, mutants), as the manifest counts them
+    facts: dict = field(default_factory=dict)  # more for env.json (the launcher's, ...)
+    stopped_by: ExitCode | None = None  # INTERRUPTED or TERMINATED
+    stopped_early: bool = False  # -x / --maxfail
+
+    def progress(self, title: str, total: int):
+        return self.run.progress(title, total, disable=self.quiet)
+
+    def done(self, n: int = 1) -> None:
+        self.completed += n
+
+    @property
+    def interrupted(self) -> bool:
+        return self.stopped_by is not None
+
+
+class Job:
+    """A command's run: what it plans, how it works and how its rows read. Subclasses set the
+    class-level facts and `work`; every other step has a default."""
+
+    command: str  # verify, bench, converge, selftest
+    label: str  # the run's label (its kernel, model, ...)
+    unit: str = "cases"  # what planned and completed count
+    planned: int = 0
+
+    def before_start(self) -> dict:
+        return {}
+
+    def work(self, life: Life) -> None:
+        raise NotImplementedError
+
+    def rows(self, life: Life) -> pd.DataFrame:
+        life.run.writer.close()
+        return life.run.writer.frame()
+
+    def summarize(self, life: Life, df: pd.DataFrame) -> None:
+        pass
+
+    def exit_code(self, life: Life, df: pd.DataFrame) -> ExitCode:
+        bad = df["verdict"].isin(["fail", "error"]).any() if len(df) else False
+        return ExitCode.FAILED if bad or runs.problems(life.run.env, df) else ExitCode.OK
+
+    def counts(self, life: Life, df: pd.DataFrame) -> dict:
+        return runs.verdict_counts(df)
+
+    def json_extra(self, life: Life, df: pd.DataFrame) -> dict:
+        return {"problems": runs.problems(life.run.env, df)}
+
+    def show(self, life: Life, df: pd.DataFrame) -> None:
+        pass
+
+    def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
+        pass
+
+
+def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
+    """Run `job` from start to exit code (module docstring); `start` goes to runs.start."""
+    extra = job.before_start()
+    run = runs.start(job.command, job.label, unit=job.unit, planned=job.planned, **start, **extra)
+    life = Life(run, quiet)
+    with stop_signals():
+        try:
+            job.work(life)
+        except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
+            life.stopped_by = ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED
+        except runs.StopEarly:
+            life.stopped_early = True
+        finally:
+            with signals_held():
+                df = job.rows(life)
+                stopped = {"stopped_by": signal.Signals(life.stopped_by - 128).name} if life.interrupted else {}
+                run.finish(
+                    interrupted=life.interrupted,
+                    planned=job.planned,
+                    completed=life.completed,
+                    stopped_early=life.stopped_early,
+                    rows=len(df),
+                    **life.facts,
+                    **stopped,
+                )
+                job.summarize(life, df)
+    code = life.stopped_by or job.exit_code(life, df)
+    if quiet:
+        report = runs.json_report(
+            run.env, exit_code=int(code), status=code.status, counts=job.counts(life, df), path=run.path
+        )
+        runs.print_json({**report, **job.json_extra(life, df)})
+    else:
+        job.show(life, df)
+    job.tell(life, df, code)
+    if life.interrupted:
+        runs.say_interrupted(run, "terminated (SIGTERM)" if code == ExitCode.TERMINATED else "interrupted")
+    elif life.stopped_early:
+        m = run.manifest
+        runs.console.print(f"stopped early (-x/--maxfail): {m['completed']} of {m['planned']} {m['unit']}")
+    return code
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """While the work runs, SIGINT raises KeyboardInterrupt and SIGTERM raises Terminated, once:
+    Python's default for SIGTERM would end the process without a word, and a repeat (`timeout`
+    signals the process and then its whole group, a user presses Ctrl-C twice) would land in the
+    middle of the clean-up. The previous handlers come back afterwards. Outside the main thread
+    no handler can be set, and nothing changes."""
+    if not _main_thread():
+        yield
+        return
+    stopping = []
+
+    def stop(signum, frame):
+        if stopping:  # already on its way out: the first signal's exception is being handled
+            return
+        stopping.append(signum)
+        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM ignored while a stopped run is written up (rows, manifest, summary): a
+    second Ctrl-C or a CI runner's repeated SIGTERM must not cut the summary short."""
+    if not _main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

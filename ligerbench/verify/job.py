@@ -1,0 +1,158 @@
+"""A verify run, as ligerbench/lifecycle.py drives it: the plan's cases in this process (the
+engine, engine.py) or on N ranks started through torch.distributed.run (--nproc N: rank 0 writes
+the records, ligerbench/distributed/launch.py); then summary.md, the JSON or the tables.
+
+    code = lifecycle.execute(VerifyJob(plan, registry, dev, seed=0, preset="quick", named=["ours"]),
+                             quiet=False, device=dev, triton_mode=mode, seed=0, out=out, filters={})
+
+Exit 1 also when a provider the user named was compared on no case (ligerbench/named.py).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import torch
+from rich.console import Console
+
+from ligerbench import named, runs, tables
+from ligerbench.cases import Case
+from ligerbench.distributed import launch
+from ligerbench.exits import ExitCode
+from ligerbench.lifecycle import Job, Life
+from ligerbench.records import load_records
+from ligerbench.registry import Registry
+from ligerbench.verify import summary
+from ligerbench.verify.engine import Plan, run_plan
+
+
+@dataclass
+class VerifyJob(Job):
+    plan: Plan
+    registry: Registry
+    device: torch.device
+    seed: int
+    preset: str
+    named: list[str] = field(default_factory=list)  # providers asked for by name: each needs evidence
+    maxfail: int | None = None  # -x / --maxfail: stop after this many failing cases
+    nproc: int = 0  # 0: in this process
+    timeout_s: float = 1800.0  # --nproc: the ranks' wall clock
+    unchecked: dict = field(default_factory=dict, init=False)  # named provider -> why it was compared on no case
+    command = "verify"
+
+    @property
+    def label(self) -> str:
+        return self.plan.kernel
+
+    @property
+    def planned(self) -> int:
+        return len(self.plan.cases)
+
+    def work(self, life: Life) -> None:
+        random.seed(self.seed)
+        run = life.run
+        failing = runs.FailingCases(run.writer, self.maxfail)
+        with life.progress(f"verify {self.plan.kernel}", total=self.planned) as advance:
+
+            def on_case(c: Case) -> None:
+                life.done()
+                advance(c.id)
+                failing.check()
+
+            if not self.nproc:
+                run_plan(self.plan, self.registry, run_id=run.id, seed=self.seed, device=self.device,
+                         writer=run.writer, on_case=on_case)  # fmt: skip
+                return
+            run.writer.close()  # the ranks' rank 0 writes the records
+            facts = launch.run_plan_on_ranks(
+                self.plan, nproc=self.nproc, run_id=run.id, run_path=run.path, seed=self.seed, preset=self.preset,
+                device_type=self.device.type, timeout_s=self.timeout_s,
+                echo=None if life.quiet else launch.echo_with(advance),
+            )  # fmt: skip
+            life.completed = facts.pop("completed_cases")
+            life.facts.update(facts)
+
+    def rows(self, life: Life) -> pd.DataFrame:
+        life.run.writer.close()
+        df = load_records(life.run.path / "records.csv") if self.nproc else life.run.writer.frame()
+        self.unchecked = {} if life.interrupted else named.missing_evidence(df, self.named)
+        life.facts["unchecked_providers"] = self.unchecked
+        if self.nproc:
+            life.facts.setdefault("nproc", self.nproc)
+        return df
+
+    def summarize(self, life: Life, df: pd.DataFrame) -> None:
+        text = summary.summary_markdown(df, life.run.env, title=f"ligerbench verify {self.plan.kernel} ({life.run.id})")
+        (life.run.path / "summary.md").write_text(named.mark_summary(text, self.unchecked))
+
+    def exit_code(self, life: Life, df: pd.DataFrame) -> ExitCode:
+        return ExitCode(max(summary.exit_code(df, life.run.env), 1 if self.unchecked else 0))
+
+    def json_extra(self, life: Life, df: pd.DataFrame) -> dict:
+        bad = summary.problems(df)
+        failures = bad[["suite", "provider", "case", "quantity", "value", "limit", "verdict", "message"]]
+        return {
+            "problems": runs.problems(life.run.env, df),
+            "failures": failures.to_dict("records"),
+            "unchecked_providers": self.unchecked,
+        }
+
+    def show(self, life: Life, df: pd.DataFrame) -> None:
+        print_tables(df, life.run.path, self.plan.kernel)
+
+    def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
+        named.print_missing(self.unchecked)
+
+
+def collect(plan: Plan, kernel: str, preset: str, selection: dict, as_json: bool) -> None:
+    """--collect-only: what a run with these options would take, without running it."""
+    ids = [c.id for c in plan.cases]
+    facts = {
+        "command": "verify",
+        "kernel": kernel,
+        "preset": preset,
+        "filters": selection,
+        "cases": len(ids),
+        "providers": [p.name for p in plan.providers],
+        "suites": [s.name for s in plan.suites],
+        "case_ids": ids,
+    }
+    if as_json:
+        runs.print_json(facts)
+        return
+    for i in ids:
+        print(i)
+    print(
+        f"{len(ids)} cases x {len(plan.providers)} providers ({', '.join(facts['providers'])}); "
+        f"suites {', '.join(facts['suites'])}; preset {preset}"
+    )
+
+
+def print_tables(df: pd.DataFrame, path: Path, kernel: str) -> None:
+    out = Console()
+    cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit"})
+    numbers = [c for c in cols.columns if c not in ("suite", "provider")]
+    tables.show(out, "verify: per suite and provider", list(cols.columns), cols.values.tolist(), right=numbers)
+    bad = summary.problems(df)
+    if len(bad):
+        # plain lines, not a table: case ids are long and must survive a narrow terminal
+        out.print(f"[bold red]{len(bad)} failing checks[/] (suite provider quantity case: error > limit):")
+        for _, r in bad.head(50).iterrows():
+            detail = r["message"] or f"{r['value']:.3g} > {r['limit']:.3g}"
+            out.print(
+                f"  {r['verdict'].upper()} {r['suite']} {r['provider']} {r['quantity']} {r['case']}: {detail}",
+                soft_wrap=True,
+                markup=False,
+            )
+        if len(bad) > 50:
+            out.print(f"  ... and {len(bad) - 50} more in {path / 'records.csv'}")
+        first = bad.iloc[0]
+        out.print(
+            f"re-run one: ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}",
+            soft_wrap=True,
+            markup=False,
+        )
+    out.print(f"results: {path}")
