@@ -1,0 +1,448 @@
+"""Per-token log-probabilities and entropy at a temperature, from logits, in Triton.
+
+    import torch
+    from ligerbench.kernels.log_probs import log_probs
+    logits = torch.randn(8, 1000, requires_grad=True)   # on a GPU: device="cuda", bf16
+    target = torch.randint(0, 1000, (8,))
+    logp, entropy = log_probs(logits, target, temperature=0.7)
+    (logp.sum() + 0.01 * entropy.sum()).backward()
+
+Semantics (this op and kernels/fused_linear_log_probs.py, where x = hidden @ weight.T + bias):
+    z = logit_scale * x
+    z = softcap * tanh(z / softcap)        when softcap is set; a -inf logit stays -inf
+    z = z / temperature
+    logp    = log_softmax(z)[target]        float32, target's shape
+    entropy = -(p * log p).sum(-1)          float32, the row shape; p = softmax(z), 0 log 0 = 0
+- target is [...] (one token per row) or [..., K] (K tokens per row, e.g. a teacher's top-K).
+- ignore_index: an ignored target entry gives logp 0 and no gradient through it. A row's
+  entropy is 0 (no gradient) only when ALL its targets are ignored (with one target: when it
+  is); a row with some targets left keeps its entropy.
+- A target outside [0, V) that is not ignore_index gives NaN (its logp), never a silent number.
+- A -inf logit (a padded vocabulary column) has zero probability and gets zero gradient, also
+  with a softcap (tanh would map it to -softcap, giving padding mass: unsloth #10616).
+- All math is float32 from the logits as given (never rounded to 16 bits on the way); the
+  gradient has the logits' dtype. logit_scale and temperature must be > 0.
+
+Design (cost model: forward reads the logits once, backward reads them once and writes the
+gradient once: 3 passes over N * V):
+- forward, one program per row: an online softmax over vocabulary blocks keeps the max m, the
+  sum of exp(z - m) over all columns but one copy of the max (r, so log sum = log1p(r) keeps
+  its digits for confident rows: docs/bugs.md, bug 6) and u = sum exp(z - m) (m - z), which
+  has no cancellation (every term >= 0). Then entropy = log s + u / s. It stores (m, log s,
+  u / s) per row: all backward needs besides the logits and the targets.
+- backward, one program per row, from the upstream gradients dlogp [.., K] and dH (either may
+  be None): with p = softmax(z), D_j = sum of dlogp_k over the targets equal to j, S = sum_k
+  dlogp_k,
+      dL/dz_j = D_j (1 - p_j) - (S - D_j) p_j - dH p_j ((z_j - m) + u / s)
+  where (z_j - m) + u / s = log p_j + H with log s cancelled exactly, 1 - p_j at the max is
+  -expm1(-log s) (no cancellation when p -> 1) and a p_j that underflows to 0 contributes
+  exactly 0 (never 0 * -inf). Then chained through / temperature, the softcap's slope
+  (1 - tanh^2 as 4e / (1 + e)^2, triton_math.softcap_and_slope) and logit_scale.
+- logits of any strides (a column slice of a padded vocabulary, transposed storage, [B, T, V]
+  views): the kernels take the strides; no copy of the logits is made. Row offsets in int64.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .cross_entropy import _INTERPRETED, _launch_config
+from .triton_math import expm1, log1p, softcap_and_slope, to_store  # decides the Triton mode
+
+N_STATS = 3  # per-row statistics forward saves: max m, log s, u / s (see the module docstring)
+
+
+@triton.jit
+def _to_z(x_raw, scale, cap, temperature, SOFTCAP: tl.constexpr):
+    """z from raw logits (float32), and the softcap's slope d capped / d (scale * x)."""
+    x = x_raw.to(tl.float32) * scale
+    slope = 1.0
+    if SOFTCAP:
+        capped, slope = softcap_and_slope(x, cap)
+        x = tl.where(x == float("-inf"), x, capped)  # padding stays padding
+    return x / temperature, slope
+
+
+@triton.jit
+def _row_base(x_ptr, row, T, stride_b, stride_t):
+    # rows are (b, t) pairs of a [B, T, V] view (2-D logits: B = 1); int64 throughout
+    return x_ptr + (row // T) * stride_b + (row % T) * stride_t
+
+
+@triton.jit
+def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
+    # int32 offsets when the row is contiguous (cols < V < 2**31); else int64: cols * stride_v
+    # exceeds 2**31 for transposed storage at large N * V
+    if UNIT_STRIDE:
+        return cols
+    else:
+        return cols.to(tl.int64) * stride_v
+
+
+@triton.jit
+def _count_valid(tgt_row, K, ignore_index):
+    n = 0
+    for k in range(0, K):
+        n += (tl.load(tgt_row + k) != ignore_index).to(tl.int32)
+    return n
+
+
+@triton.jit
+def _lp_fwd_kernel(
+    # logits [B, T, V] with any strides (2-D logits: B = 1)
+    x_ptr,
+    T,
+    stride_b,
+    stride_t,
+    stride_v,
+    # targets [N, K], contiguous (N = B * T)
+    tgt_ptr,
+    K,
+    # outputs, float32: log-probs [N, K], entropy [N], row statistics [N, N_STATS]
+    logp_ptr,
+    ent_ptr,
+    stats_ptr,
+    # sizes and options
+    V,
+    ignore_index,
+    scale,
+    cap,
+    temperature,
+    SOFTCAP: tl.constexpr,
+    UNIT_STRIDE: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
+    tgt_row = tgt_ptr + row * K
+    if _count_valid(tgt_row, K, ignore_index) == 0:
+        for k in range(0, K):
+            tl.store(logp_ptr + row * K + k, 0.0)
+        tl.store(ent_ptr + row, 0.0)
+        for i in range(0, 3):
+            tl.store(stats_ptr + row * 3 + i, 0.0)
+    else:
+        offs = tl.arange(0, BLOCK_V)
+        m = float("-inf")
+        r = 0.0  # sum of exp(z - m) over the columns but one copy of the max: s = 1 + r
+        u = 0.0  # sum of exp(z - m) * (m - z)
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
+            z, _ = _to_z(x_raw, scale, cap, temperature, SOFTCAP)
+            m_new = tl.maximum(m, tl.max(z, 0))
+            # every exp below is of a value <= 0; -inf columns (padding, lanes past V) give 0,
+            # also while nothing finite has been seen (m_new = -inf: exp(-inf + inf) is NaN)
+            e = tl.where(z > float("-inf"), tl.exp(z - m_new), 0.0)
+            at_max = z == m_new
+            ties = tl.sum(tl.where(at_max, 1.0, 0.0), 0)
+            e_rest = tl.sum(tl.where(at_max, 0.0, e), 0)
+            gap = tl.sum(e * tl.where(e > 0.0, m_new - z, 0.0), 0)
+            seen = m > float("-inf")
+            s_old = tl.where(seen, 1.0 + r, 0.0)
+            alpha = tl.where(seen, tl.exp(m - m_new), 0.0)
+            rise = m_new > m
+            # the max rose: the old sum (its max included) moves down by alpha, one copy of the
+            # new max leaves r; else every column of the block, ties with m included, joins r
+            r = tl.where(rise, alpha * s_old + e_rest + (ties - 1.0), r + e_rest + ties)
+            u = tl.where(rise, alpha * (u + tl.where(seen, m_new - m, 0.0) * s_old), u) + gap
+            m = m_new
+        log_s = log1p(r)
+        mean_gap = u / (1.0 + r)
+        tl.store(stats_ptr + row * 3, m)
+        tl.store(stats_ptr + row * 3 + 1, log_s)
+        tl.store(stats_ptr + row * 3 + 2, mean_gap)
+        tl.store(ent_ptr + row, log_s + mean_gap)
+        for k in range(0, K):
+            t = tl.load(tgt_row + k).to(tl.int64)
+            valid = t != ignore_index
+            x_t = tl.load(x_row + t * stride_v, mask=valid & (t >= 0) & (t < V), other=float("nan"))
+            z_t, _ = _to_z(x_t, scale, cap, temperature, SOFTCAP)
+            # (z_t - m) - log s: exact for the max, where z_t - lse would round lse first
+            tl.store(logp_ptr + row * K + k, tl.where(valid, (z_t - m) - log_s, 0.0))
+
+
+@triton.jit
+def _lp_bwd_kernel(
+    # logits [B, T, V] with any strides (2-D logits: B = 1)
+    x_ptr,
+    T,
+    stride_b,
+    stride_t,
+    stride_v,
+    # targets [N, K] contiguous; forward's row statistics [N, N_STATS]
+    tgt_ptr,
+    K,
+    stats_ptr,
+    # upstream gradients, float32, contiguous: dlogp [N, K], dentropy [N] (read only if HAS_*)
+    dlogp_ptr,
+    dent_ptr,
+    # gradient of the logits [N, V], rows stride_g apart, unit column stride (may be the logits)
+    grad_ptr,
+    stride_g,
+    # sizes and options
+    V,
+    ignore_index,
+    scale,
+    cap,
+    temperature,
+    HAS_DLOGP: tl.constexpr,
+    HAS_DENT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    UNIT_STRIDE: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    ROUND_BY_HAND: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
+    g_row = grad_ptr + row * stride_g
+    tgt_row = tgt_ptr + row * K
+    offs = tl.arange(0, BLOCK_V)
+    out_ty = grad_ptr.dtype.element_ty
+    if _count_valid(tgt_row, K, ignore_index) == 0:
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=out_ty), mask=cols < V)
+    else:
+        m = tl.load(stats_ptr + row * 3)
+        log_s = tl.load(stats_ptr + row * 3 + 1)
+        mean_gap = tl.load(stats_ptr + row * 3 + 2)
+        one_minus_p_max = -expm1(-log_s)  # 1 - 1/s, exact when s -> 1
+        s_up = 0.0  # S: sum of the upstream over the row's counted targets
+        if HAS_DLOGP:
+            for k in range(0, K):
+                valid = tl.load(tgt_row + k) != ignore_index
+                s_up += tl.where(valid, tl.load(dlogp_ptr + row * K + k), 0.0)
+        d_ent = 0.0
+        if HAS_DENT:
+            d_ent = tl.load(dent_ptr + row)
+        chain = scale / temperature
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            in_row = cols < V
+            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=in_row, other=float("-inf"))
+            z, slope = _to_z(x_raw, scale, cap, temperature, SOFTCAP)
+            zm = z - m
+            p = tl.exp(zm - log_s)
+            g = tl.zeros([BLOCK_V], dtype=tl.float32)
+            if HAS_DLOGP:
+                d_at = tl.zeros([BLOCK_V], dtype=tl.float32)  # D_j
+                for k in range(0, K):
+                    t = tl.load(tgt_row + k).to(tl.int64)
+                    d_k = tl.load(dlogp_ptr + row * K + k)
+                    d_at += tl.where((cols == t) & (t != ignore_index), d_k, 0.0)
+                q = tl.where(zm == 0.0, one_minus_p_max, 1.0 - p)
+                g = d_at * q - (s_up - d_at) * p
+            if HAS_DENT:
+                g -= d_ent * p * tl.where(p > 0.0, zm + mean_gap, 0.0)
+            g = g * slope * chain
+            tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=in_row)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+def _view_3d(x: torch.Tensor) -> torch.Tensor:
+    return x if x.dim() == 3 else x.unsqueeze(0)
+
+
+def log_probs_rows(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    temperature: float,
+    softcap: float | None,
+    logit_scale: float,
+    ignore_index: int,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Low-level forward over `logits` [N, V] or [B, T, V] (any strides) and `target` [N, K]
+    (contiguous, N = rows of the logits). Returns float32 (logp [N, K], entropy [N], row
+    statistics [N, N_STATS]). No validation, no host sync. Used by the fused linear op on chunks."""
+    x = _view_3d(logits)
+    n_cols = x.shape[-1]
+    n_rows, k = target.shape
+    dev = logits.device
+    logp = torch.empty(n_rows, k, dtype=torch.float32, device=dev)
+    ent = torch.empty(n_rows, dtype=torch.float32, device=dev)
+    stats = torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev)
+    if n_rows == 0:
+        return logp, ent, stats
+    block_v, num_warps = _launch_config(n_cols, dev)
+    _lp_fwd_kernel[(n_rows,)](
+        x,
+        x.shape[1],
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        target,
+        k,
+        logp,
+        ent,
+        stats,
+        n_cols,
+        ignore_index,
+        float(logit_scale),
+        float(softcap) if softcap else 1.0,
+        float(temperature),
+        SOFTCAP=bool(softcap),
+        UNIT_STRIDE=x.stride(2) == 1,
+        BLOCK_V=block_v,
+        num_warps=num_warps,
+    )
+    return logp, ent, stats
+
+
+def log_probs_grad_rows(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    stats: torch.Tensor,
+    dlogp: torch.Tensor | None,
+    dentropy: torch.Tensor | None,
+    grad: torch.Tensor,
+    *,
+    temperature: float,
+    softcap: float | None,
+    logit_scale: float,
+    ignore_index: int,
+) -> torch.Tensor:
+    """Low-level backward: writes d(sum dlogp * logp + sum dentropy * entropy) / d logits into
+    `grad` ([N, V] rows, unit column stride, any float dtype; it may be `logits` itself, which
+    is read block by block before the same block is written). dlogp [N, K] and dentropy [N] are
+    float32 and contiguous, or None (no gradient through that output). No host sync."""
+    x = _view_3d(logits)
+    n_cols = x.shape[-1]
+    n_rows, k = target.shape
+    if n_rows == 0:
+        return grad
+    g = grad.reshape(n_rows, n_cols)  # a view: grad is dense along its rows
+    block_v, num_warps = _launch_config(n_cols, logits.device)
+    _lp_bwd_kernel[(n_rows,)](
+        x,
+        x.shape[1],
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        target,
+        k,
+        stats,
+        dlogp if dlogp is not None else stats,
+        dentropy if dentropy is not None else stats,
+        g,
+        g.stride(0),
+        n_cols,
+        ignore_index,
+        float(logit_scale),
+        float(softcap) if softcap else 1.0,
+        float(temperature),
+        HAS_DLOGP=dlogp is not None,
+        HAS_DENT=dentropy is not None,
+        SOFTCAP=bool(softcap),
+        UNIT_STRIDE=x.stride(2) == 1,
+        BLOCK_V=block_v,
+        ROUND_BY_HAND=_INTERPRETED,
+        num_warps=num_warps,
+    )
+    return grad
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def validate_options(temperature: float, softcap: float | None, logit_scale: float) -> None:
+    if not temperature > 0 or temperature == float("inf"):
+        raise ValueError(f"temperature must be positive and finite, got {temperature}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap}")
+    if not logit_scale > 0 or logit_scale == float("inf"):
+        raise ValueError(f"logit_scale must be positive and finite, got {logit_scale}")
+
+
+def targets_2d(target: torch.Tensor, row_shape: tuple[int, ...], name: str) -> torch.Tensor:
+    """target [...rows] or [...rows, K] as a contiguous [N, K] tensor (a copy only if needed).
+    `name` is the tensor whose leading dims give the rows, for the error message."""
+    if target.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"target must be int64 or int32 token ids, got {target.dtype}")
+    shape = tuple(target.shape)
+    if shape == row_shape:
+        k = 1
+    elif len(shape) == len(row_shape) + 1 and shape[:-1] == row_shape and shape[-1] >= 1:
+        k = shape[-1]
+    else:
+        raise ValueError(
+            f"target shape {shape} must be {name}'s shape without its last dim {row_shape}, "
+            f"or that with K >= 1 targets per row appended"
+        )
+    n_rows = 1
+    for d in row_shape:
+        n_rows *= d
+    return target.reshape(n_rows, k).contiguous()
+
+
+def _validate(logits, target, temperature, softcap, logit_scale) -> torch.Tensor:
+    if logits.dim() not in (2, 3):
+        raise ValueError(f"logits must be 2-D [N, V] or 3-D [B, T, V], got shape {tuple(logits.shape)}")
+    if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"logits must be float32, bfloat16 or float16, got {logits.dtype}")
+    if logits.shape[-1] < 1:
+        raise ValueError("logits must have at least one class")
+    if target.device != logits.device:
+        raise ValueError(f"target is on {target.device} but logits is on {logits.device}")
+    validate_options(temperature, softcap, logit_scale)
+    return targets_2d(target, tuple(logits.shape[:-1]), "logits")
+
+
+def upstream_2d(dlogp, dentropy, n_rows: int, k: int):
+    """The upstream gradients as the kernels read them: float32, contiguous, [N, K] and [N]."""
+    dl = None if dlogp is None else dlogp.reshape(n_rows, k).float().contiguous()
+    de = None if dentropy is None else dentropy.reshape(n_rows).float().contiguous()
+    return dl, de
+
+
+# ----------------------------------------------------------------------------- autograd
+
+
+class LogProbsFunction(torch.autograd.Function):
+    """autograd wrapper; forward(...) returns (logp, entropy), both differentiable."""
+
+    @staticmethod
+    def forward(ctx, logits, target, temperature, softcap, logit_scale, ignore_index):
+        t2 = _validate(logits, target, temperature, softcap, logit_scale)
+        opts = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
+        logp, ent, stats = log_probs_rows(logits, t2, **opts)
+        ctx.save_for_backward(logits)  # the caller's tensor, no copy; changed in place later, autograd says so
+        ctx.t2, ctx.stats, ctx.opts = t2, stats, opts
+        # an output that gets no gradient arrives as None: its term is skipped, not added as zeros
+        ctx.set_materialize_grads(False)
+        return logp.view(target.shape), ent.view(logits.shape[:-1])
+
+    @staticmethod
+    def backward(ctx, dlogp, dentropy):
+        (logits,) = ctx.saved_tensors
+        if not ctx.needs_input_grad[0] or (dlogp is None and dentropy is None):
+            return (None,) * 6
+        n_rows, k = ctx.t2.shape
+        dl, de = upstream_2d(dlogp, dentropy, n_rows, k)
+        grad = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
+        log_probs_grad_rows(logits, ctx.t2, ctx.stats, dl, de, grad, **ctx.opts)
+        return (grad,) + (None,) * 5
+
+
+def log_probs(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    softcap: float | None = None,
+    logit_scale: float = 1.0,
+    ignore_index: int = -100,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy) of `target` under softmax(z), z = softcap-capped (logit_scale * logits)
+    / temperature: the semantics in this module's docstring.
+
+    logits [N, V] or [B, T, V] (float32, bfloat16 or float16; any strides, never copied or
+    written); target [N] / [B, T] (one token per row) or [N, K] / [B, T, K] (K per row).
+    Returns float32 logp (target's shape) and float32 entropy (the row shape); gradients flow
+    into the logits through either or both (the gradient has the logits' dtype)."""
+    return LogProbsFunction.apply(logits, target, temperature, softcap, logit_scale, ignore_index)
