@@ -28,14 +28,14 @@ gradient once: 3 passes over N * V):
 - forward, one program per row: an online softmax over vocabulary blocks keeps the max m, the
   sum of exp(z - m) over all columns but one copy of the max (r, so log sum = log1p(r) keeps
   its digits for confident rows: docs/bugs.md, bug 6) and u = sum exp(z - m) (m - z), which
-  has no cancellation (every term >= 0). Then entropy = log s + u / s. It stores (m, log s,
+  has no cancellation (every term >= 0). Then entropy = log s + u / s. It stores (m, r,
   u / s) per row: all backward needs besides the logits and the targets.
 - backward, one program per row, from the upstream gradients dlogp [.., K] and dH (either may
   be None): with p = softmax(z), D_j = sum of dlogp_k over the targets equal to j, S = sum_k
   dlogp_k,
       dL/dz_j = D_j (1 - p_j) - (S - D_j) p_j - dH p_j ((z_j - m) + u / s)
   where (z_j - m) + u / s = log p_j + H with log s cancelled exactly, 1 - p_j at the max is
-  -expm1(-log s) (no cancellation when p -> 1) and a p_j that underflows to 0 contributes
+  r / (1 + r) (no cancellation when p -> 1) and a p_j that underflows to 0 contributes
   exactly 0 (never 0 * -inf). Then chained through / temperature, the softcap's slope
   (1 - tanh^2 as 4e / (1 + e)^2, triton_math.softcap_and_slope) and logit_scale.
 - logits of any strides (a column slice of a padded vocabulary, transposed storage, [B, T, V]
@@ -49,9 +49,9 @@ import triton
 import triton.language as tl
 
 from .cross_entropy import _INTERPRETED, _launch_config
-from .triton_math import expm1, log1p, softcap_and_slope, to_store  # decides the Triton mode
+from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
 
-N_STATS = 3  # per-row statistics forward saves: max m, log s, u / s (see the module docstring)
+N_STATS = 3  # per-row statistics forward saves: max m, r = s - 1, u / s (see the module docstring)
 
 
 @triton.jit
@@ -133,26 +133,28 @@ def _lp_fwd_kernel(
             x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
             z, _ = _to_z(x_raw, scale, cap, temperature, SOFTCAP)
             m_new = tl.maximum(m, tl.max(z, 0))
-            # every exp below is of a value <= 0; -inf columns (padding, lanes past V) give 0,
-            # also while nothing finite has been seen (m_new = -inf: exp(-inf + inf) is NaN)
-            e = tl.where(z > float("-inf"), tl.exp(z - m_new), 0.0)
-            at_max = z == m_new
+            seen = m > float("-inf")
+            # finite stand-ins for the maxima: exp(z - m_ref) is 0 for -inf columns (padding,
+            # lanes past V), also before anything finite was seen (-inf + inf would be NaN)
+            m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
+            m_old = tl.where(seen, m, m_ref)
+            e = tl.exp(z - m_ref)
+            at_max = (z == m_new) & (z > float("-inf"))
             ties = tl.sum(tl.where(at_max, 1.0, 0.0), 0)
             e_rest = tl.sum(tl.where(at_max, 0.0, e), 0)
-            gap = tl.sum(e * tl.where(e > 0.0, m_new - z, 0.0), 0)
-            seen = m > float("-inf")
+            gap = tl.sum(e * tl.where(e > 0.0, m_ref - z, 0.0), 0)
             s_old = tl.where(seen, 1.0 + r, 0.0)
-            alpha = tl.where(seen, tl.exp(m - m_new), 0.0)
+            alpha = tl.exp(m_old - m_ref)
             rise = m_new > m
             # the max rose: the old sum (its max included) moves down by alpha, one copy of the
             # new max leaves r; else every column of the block, ties with m included, joins r
             r = tl.where(rise, alpha * s_old + e_rest + (ties - 1.0), r + e_rest + ties)
-            u = tl.where(rise, alpha * (u + tl.where(seen, m_new - m, 0.0) * s_old), u) + gap
+            u = tl.where(rise, alpha * (u + (m_ref - m_old) * s_old), u) + gap
             m = m_new
         log_s = log1p(r)
         mean_gap = u / (1.0 + r)
         tl.store(stats_ptr + row * 3, m)
-        tl.store(stats_ptr + row * 3 + 1, log_s)
+        tl.store(stats_ptr + row * 3 + 1, r)
         tl.store(stats_ptr + row * 3 + 2, mean_gap)
         tl.store(ent_ptr + row, log_s + mean_gap)
         for k in range(0, K):
@@ -207,9 +209,10 @@ def _lp_bwd_kernel(
             tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=out_ty), mask=cols < V)
     else:
         m = tl.load(stats_ptr + row * 3)
-        log_s = tl.load(stats_ptr + row * 3 + 1)
+        r = tl.load(stats_ptr + row * 3 + 1)
         mean_gap = tl.load(stats_ptr + row * 3 + 2)
-        one_minus_p_max = -expm1(-log_s)  # 1 - 1/s, exact when s -> 1
+        log_s = log1p(r)
+        one_minus_p_max = r / (1.0 + r)  # 1 - 1/s, exact when s -> 1
         s_up = 0.0  # S: sum of the upstream over the row's counted targets
         if HAS_DLOGP:
             for k in range(0, K):
