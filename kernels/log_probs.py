@@ -259,17 +259,23 @@ def log_probs_rows(
     softcap: float | None,
     logit_scale: float,
     ignore_index: int,
+    out: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Low-level forward over `logits` [N, V] or [B, T, V] (any strides) and `target` [N, K]
     (contiguous, N = rows of the logits). Returns float32 (logp [N, K], entropy [N], row
-    statistics [N, N_STATS]). No validation, no host sync. Used by the fused linear op on chunks."""
+    statistics [N, N_STATS]), written into `out` when given (contiguous float32 tensors of those
+    shapes). No validation, no host sync. Used by the fused linear op on chunks."""
     x = _view_3d(logits)
     n_cols = x.shape[-1]
     n_rows, k = target.shape
     dev = logits.device
-    logp = torch.empty(n_rows, k, dtype=torch.float32, device=dev)
-    ent = torch.empty(n_rows, dtype=torch.float32, device=dev)
-    stats = torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev)
+    if out is None:
+        out = (
+            torch.empty(n_rows, k, dtype=torch.float32, device=dev),
+            torch.empty(n_rows, dtype=torch.float32, device=dev),
+            torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev),
+        )
+    logp, ent, stats = out
     if n_rows == 0:
         return logp, ent, stats
     block_v, num_warps = _launch_config(n_cols, dev)

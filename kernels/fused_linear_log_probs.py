@@ -1,0 +1,208 @@
+"""Per-token log-probs and entropy of `hidden @ weight.T (+ bias)` without the full logits.
+
+    import torch
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+    h = torch.randn(64, 32, requires_grad=True)          # on a GPU: device="cuda", bf16
+    w = torch.randn(500, 32, requires_grad=True)
+    y = torch.randint(0, 500, (64,))
+    logp, entropy = fused_linear_log_probs(h, w, y, temperature=0.7)
+    (logp.sum() + 0.01 * entropy.sum()).backward()
+
+Semantics: kernels/log_probs.py's docstring, with x = hidden @ weight.T + bias.
+
+Design (cost: 8*N*H*V FLOPs forward+backward, 4 matmuls: the upstream gradients are unknown in
+forward, so backward recomputes the logits instead of keeping [N, V]):
+- forward: rows are cut into chunks; one float32 [chunk, V] logits buffer is reused. Per chunk:
+  x = h_c @ W.T (+ b) as a float32 product with float32 accumulation, never rounded to 16 bits
+  (a bf16 buffer would round z before the softmax: 4-23% gradient error, Liger #1432); then
+  log_probs's forward kernel gives logp, entropy and the row statistics. Forward keeps only the
+  statistics (12 bytes per row) and references to the inputs.
+- backward, per chunk: the same product again, then log_probs's backward kernel writes dL/dx,
+  into the float32 buffer itself for float32 inputs, else into a [chunk, V] buffer in the
+  inputs' dtype (the operand dtype the gradient matmuls run at on tensor cores; one rounding
+  of the gradient, within the tests' rule of 2x a float32 yardstick). Then
+      grad_hidden[c] = dx @ W;   grad_weight += dx.T @ h_c (float32 accumulator [V, H] for
+      16-bit weights, rounded once at the end);   grad_bias += dx.sum(0) (float32).
+  The results depend on the chunking only through the float32 summation order of grad_weight
+  and grad_bias (tests/test_flp_kernel.py).
+- memory: `chunk_bytes` bounds the per-chunk buffers (float32 logits, plus the 16-bit gradient
+  for 16-bit inputs: 6 bytes per logit, or 4 for float32); `chunk_rows` forces the rows per
+  chunk. Backward also holds the float32 grad_weight accumulator for 16-bit weights: 4*V*H bytes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, _add_product_fp32, chunk_size
+from .log_probs import (
+    N_STATS,
+    log_probs_grad_rows,
+    log_probs_rows,
+    targets_2d,
+    upstream_2d,
+    validate_options,
+)
+
+_FP32_OUT_MM: dict[str, bool] = {}  # device type -> whether mm(out_dtype=float32) runs there
+
+
+def _logits_fp32(h_c: torch.Tensor, w: torch.Tensor, b32: torch.Tensor | None, out: torch.Tensor) -> None:
+    """out = h_c @ w.T (+ b32) in float32, the product accumulated in float32 and never rounded
+    to 16 bits. cuBLAS does it straight from 16-bit operands (torch's out_dtype matmul, CUDA
+    only); elsewhere the operands are upcast first (exact, more memory: fine on CPU)."""
+    if h_c.dtype == torch.float32:
+        if b32 is None:
+            torch.mm(h_c, w.t(), out=out)
+        else:
+            torch.addmm(b32, h_c, w.t(), out=out)
+        return
+    kind = out.device.type
+    done = False
+    if _FP32_OUT_MM.get(kind, True):
+        try:
+            torch.mm(h_c, w.t(), out_dtype=torch.float32, out=out)
+            _FP32_OUT_MM[kind] = done = True
+        except (RuntimeError, TypeError, NotImplementedError):
+            _FP32_OUT_MM[kind] = False
+    if not done:
+        torch.mm(h_c.float(), w.float().t(), out=out)
+    if b32 is not None:
+        out += b32
+
+
+def _validate(hidden, weight, bias, target, temperature, softcap, logit_scale) -> torch.Tensor:
+    if hidden.dim() not in (2, 3):
+        raise ValueError(f"hidden must be 2-D [N, H] or 3-D [B, T, H], got shape {tuple(hidden.shape)}")
+    if weight.dim() != 2 or weight.shape[1] != hidden.shape[-1] or weight.shape[0] < 1:
+        raise ValueError(
+            f"weight must be [V, H] with V >= 1 and H = hidden.shape[-1] = {hidden.shape[-1]}, "
+            f"got {tuple(weight.shape)}"
+        )
+    if hidden.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"hidden must be float32, bfloat16 or float16, got {hidden.dtype}")
+    if weight.dtype != hidden.dtype or (bias is not None and bias.dtype != hidden.dtype):
+        got = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
+        raise TypeError(f"hidden, weight and bias must share one dtype, got {got}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        raise ValueError(f"bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    for name, t in (("weight", weight), ("bias", bias), ("target", target)):
+        if t is not None and t.device != hidden.device:
+            raise ValueError(f"{name} is on {t.device} but hidden is on {hidden.device}")
+    validate_options(temperature, softcap, logit_scale)
+    return targets_2d(target, tuple(hidden.shape[:-1]), "hidden")
+
+
+def plan_rows(n_rows: int, n_classes: int, dtype: torch.dtype, chunk_bytes: int, chunk_rows: int | None) -> int:
+    """Rows per chunk: `chunk_rows` if given, else the most whose buffers fit `chunk_bytes`
+    (float32 logits, plus the 16-bit gradient of the logits for 16-bit inputs)."""
+    per_logit = 4 if dtype == torch.float32 else 4 + torch.finfo(dtype).bits // 8
+    return chunk_size(n_rows, n_classes, per_logit, chunk_bytes, chunk_rows)
+
+
+def _chunks(n_rows: int, chunk: int):
+    for start in range(0, n_rows, chunk):
+        yield start, min(start + chunk, n_rows)
+
+
+class FusedLinearLogProbsFunction(torch.autograd.Function):
+    """autograd wrapper; forward(...) returns (logp, entropy), both differentiable."""
+
+    @staticmethod
+    def forward(
+        ctx, hidden, weight, bias, target, temperature, softcap, logit_scale, ignore_index, chunk_bytes, chunk_rows
+    ):
+        t2 = _validate(hidden, weight, bias, target, temperature, softcap, logit_scale)
+        h = hidden.reshape(-1, hidden.shape[-1])  # a view where the strides allow; else [N, H] copied
+        n_rows, n_classes = h.shape[0], weight.shape[0]
+        chunk = plan_rows(n_rows, n_classes, hidden.dtype, chunk_bytes, chunk_rows)
+        opts = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
+        b32 = None if bias is None else bias.float()
+        dev = hidden.device
+        logp = torch.empty(n_rows, t2.shape[1], dtype=torch.float32, device=dev)
+        entropy = torch.empty(n_rows, dtype=torch.float32, device=dev)
+        stats = torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev)
+        buf = torch.empty(min(chunk, n_rows), n_classes, dtype=torch.float32, device=dev)
+        for start, stop in _chunks(n_rows, chunk):
+            x = buf[: stop - start]
+            _logits_fp32(h[start:stop], weight, b32, x)
+            log_probs_rows(x, t2[start:stop], **opts, out=(logp[start:stop], entropy[start:stop], stats[start:stop]))
+        ctx.save_for_backward(hidden, weight, bias)  # the caller's tensors, no copies
+        ctx.t2, ctx.stats, ctx.opts, ctx.chunk = t2, stats, opts, chunk
+        # an output that gets no gradient arrives as None: its term is skipped, not added as zeros
+        ctx.set_materialize_grads(False)
+        return logp.view(target.shape), entropy.view(hidden.shape[:-1])
+
+    @staticmethod
+    def backward(ctx, dlogp, dentropy):
+        hidden, weight, bias = ctx.saved_tensors
+        need_h, need_w, need_b = ctx.needs_input_grad[:3]
+        none = (None,) * 10
+        if not (need_h or need_w or need_b) or (dlogp is None and dentropy is None):
+            return none
+        h = hidden.reshape(-1, hidden.shape[-1])
+        n_rows, n_classes = h.shape[0], weight.shape[0]
+        dl, de = upstream_2d(dlogp, dentropy, n_rows, ctx.t2.shape[1])
+        dev, dtype = hidden.device, hidden.dtype
+        b32 = None if bias is None else bias.float()
+        grad_h = torch.empty(h.shape, dtype=dtype, device=dev) if need_h else None
+        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=dev) if need_w else None
+        grad_b = torch.zeros(n_classes, dtype=torch.float32, device=dev) if need_b else None
+        rows = min(ctx.chunk, n_rows)
+        buf = torch.empty(rows, n_classes, dtype=torch.float32, device=dev)
+        gbuf = buf if dtype == torch.float32 else torch.empty(rows, n_classes, dtype=dtype, device=dev)
+        for start, stop in _chunks(n_rows, ctx.chunk):
+            x, g, h_c = buf[: stop - start], gbuf[: stop - start], h[start:stop]
+            _logits_fp32(h_c, weight, b32, x)
+            log_probs_grad_rows(
+                x,
+                ctx.t2[start:stop],
+                ctx.stats[start:stop],
+                None if dl is None else dl[start:stop],
+                None if de is None else de[start:stop],
+                g,
+                **ctx.opts,
+            )
+            if need_h:
+                torch.mm(g, weight, out=grad_h[start:stop])
+            if need_w:
+                _add_product_fp32(grad_w, g.t(), h_c)
+            if need_b:
+                grad_b += g.sum(0, dtype=torch.float32)
+        del buf, gbuf  # before the accumulator's conversion: the two never coexist with it
+        if grad_h is not None:
+            grad_h = grad_h.view(hidden.shape)
+        if grad_w is not None and grad_w.dtype != weight.dtype:
+            grad_w = grad_w.to(weight.dtype)
+        if grad_b is not None:
+            grad_b = grad_b.to(bias.dtype)
+        return (grad_h, grad_w, grad_b) + none[3:]
+
+
+def fused_linear_log_probs(
+    hidden: torch.Tensor,
+    weight: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    bias: torch.Tensor | None = None,
+    temperature: float = 1.0,
+    softcap: float | None = None,
+    logit_scale: float = 1.0,
+    ignore_index: int = -100,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_rows: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy) of `target` under softmax(z), z = softcap-capped (logit_scale * (hidden @
+    weight.T + bias)) / temperature: kernels/log_probs.py's semantics, without storing [N, V].
+
+    hidden [N, H] or [B, T, H] (any strides: column-major, a logits_to_keep slice); weight
+    [V, H]; bias [V] or None; all three in one dtype (float32, bfloat16 or float16) on one
+    device. target [N] / [B, T] (one token per row) or [N, K] / [B, T, K] (K per row).
+    Returns float32 logp (target's shape) and float32 entropy (the row shape); gradients flow
+    into hidden, weight and bias through either or both (each in its own dtype).
+    chunk_bytes: the budget for the per-chunk buffers (default DEFAULT_CHUNK_BYTES, 192 MiB:
+    float32 logits, plus their 16-bit gradient for 16-bit inputs); chunk_rows forces the rows
+    per chunk instead. The results do not depend on either beyond float32 summation order."""
+    return FusedLinearLogProbsFunction.apply(
+        hidden, weight, bias, target, temperature, softcap, logit_scale, ignore_index, chunk_bytes, chunk_rows
+    )
