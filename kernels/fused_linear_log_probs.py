@@ -16,21 +16,32 @@ forward, so backward recomputes the logits instead of keeping [N, V]):
   x = h_c @ W.T (+ b) as a float32 product with float32 accumulation, never rounded to 16 bits
   (a bf16 buffer would round z before the softmax: 4-23% gradient error, Liger #1432); then
   log_probs's forward kernel gives logp, entropy and the row statistics. Forward keeps only the
-  statistics (12 bytes per row) and references to the inputs.
-- backward, per chunk: the same product again, then log_probs's backward kernel writes dL/dx,
-  into the float32 buffer itself for float32 inputs, else into a [chunk, V] buffer in the
-  inputs' dtype (the operand dtype the gradient matmuls run at on tensor cores; one rounding
-  of the gradient, within the tests' rule of 2x a float32 yardstick). Then
-      grad_hidden[c] = dx @ W;   grad_weight += dx.T @ h_c (float32 accumulator [V, H] for
-      16-bit weights, rounded once at the end);   grad_bias += dx.sum(0) (float32).
-  The results depend on the chunking only through the float32 summation order of grad_weight
-  and grad_bias (tests/test_flp_kernel.py).
+  statistics and references to the inputs.
+- backward recomputes the logits (the same float32 product) and log_probs's backward kernel
+  writes dL/dx: into the float32 buffer itself for float32 inputs, else into a buffer in the
+  inputs' dtype (the operand dtype the gradient matmuls run at on tensor cores; one rounding of
+  the gradient, within the tests' rule of 2x a float32 yardstick). Two ways to cut the work,
+  `backward_split`:
+    "rows"  (default) the forward's row chunks: grad_hidden[c] = dx @ W; grad_weight +=
+            dx.T @ h_c into a float32 [V, H] accumulator for 16-bit weights (rounded once at
+            the end: 4*V*H extra bytes); grad_bias += dx.sum(0) in float32. Each chunk reads
+            and writes the whole accumulator: 8*V*H bytes per chunk.
+    "vocab" vocabulary slices of every row, [N, cols] (the backward kernel takes the slice's
+            first vocabulary id; the row statistics are the whole row's): grad_weight[s] =
+            dx_s.T @ h in one product (K = N: float32 accumulation inside the matmul, one
+            rounding, no accumulator); grad_hidden += dx_s @ W_s into a float32 [N, H]
+            accumulator for 16-bit inputs (4*N*H extra bytes, 8*N*H moved per slice);
+            grad_bias[s] = dx_s.sum(0). Cheaper than "rows" in memory and traffic when N < V
+            (RL micro-batches against 128-256K vocabularies).
+  The results depend on the chunking only through float32 summation order (tests/test_flp_kernel.py).
 - memory: `chunk_bytes` bounds the per-chunk buffers (float32 logits, plus the 16-bit gradient
   for 16-bit inputs: 6 bytes per logit, or 4 for float32); `chunk_rows` forces the rows per
-  chunk. Backward also holds the float32 grad_weight accumulator for 16-bit weights: 4*V*H bytes.
+  chunk (forward, and backward "rows"). Forward keeps 12 bytes per row (N_STATS float32).
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 import torch
 
@@ -96,13 +107,88 @@ def _validate(hidden, weight, bias, target, temperature, softcap, logit_scale) -
 def plan_rows(n_rows: int, n_classes: int, dtype: torch.dtype, chunk_bytes: int, chunk_rows: int | None) -> int:
     """Rows per chunk: `chunk_rows` if given, else the most whose buffers fit `chunk_bytes`
     (float32 logits, plus the 16-bit gradient of the logits for 16-bit inputs)."""
-    per_logit = 4 if dtype == torch.float32 else 4 + torch.finfo(dtype).bits // 8
-    return chunk_size(n_rows, n_classes, per_logit, chunk_bytes, chunk_rows)
+    return chunk_size(n_rows, n_classes, _bytes_per_logit(dtype), chunk_bytes, chunk_rows)
 
 
-def _chunks(n_rows: int, chunk: int):
-    for start in range(0, n_rows, chunk):
-        yield start, min(start + chunk, n_rows)
+def plan_cols(n_rows: int, n_classes: int, dtype: torch.dtype, chunk_bytes: int, chunk_cols: int | None) -> int:
+    """Vocabulary columns per slice for backward_split="vocab" (every row at once): `chunk_cols`
+    if given, else the most whose [N, cols] buffers fit `chunk_bytes`."""
+    return chunk_size(n_classes, n_rows, _bytes_per_logit(dtype), chunk_bytes, chunk_cols)
+
+
+def _bytes_per_logit(dtype: torch.dtype) -> int:
+    return 4 if dtype == torch.float32 else 4 + torch.finfo(dtype).bits // 8
+
+
+def _spans(n: int, step: int):
+    for start in range(0, n, step):
+        yield start, min(start + step, n)
+
+
+def _buffers(n_elements: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat storage for one chunk's float32 logits and their gradient (in the inputs' dtype;
+    the logits' own storage for float32 inputs: the kernel overwrites each block after reading it)."""
+    buf = torch.empty(n_elements, dtype=torch.float32, device=device)
+    return buf, buf if dtype == torch.float32 else torch.empty(n_elements, dtype=dtype, device=device)
+
+
+def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
+    """Row chunks: grad_hidden[c] = dx @ W; grad_weight += dx.T @ h_c into a float32 [V, H]
+    accumulator for 16-bit weights (rounded once at the end); grad_bias += dx.sum(0)."""
+    need_h, need_w, need_b = need
+    (n_rows, n_hidden), n_classes, dev, dtype = h.shape, weight.shape[0], h.device, h.dtype
+    grad_h = torch.empty(n_rows, n_hidden, dtype=dtype, device=dev) if need_h else None
+    grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=dev) if need_w else None
+    grad_b = torch.zeros(n_classes, dtype=torch.float32, device=dev) if need_b else None
+    buf, gbuf = _buffers(min(chunk, n_rows) * n_classes, dtype, dev)
+    for start, stop in _spans(n_rows, chunk):
+        x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
+        g = gbuf[: x.numel()].view(x.shape)
+        h_c = h[start:stop]
+        _logits_fp32(h_c, weight, b32, x)
+        rows = slice(start, stop)
+        log_probs_grad_rows(x, t2[rows], stats[rows], _rows(dl, rows), _rows(de, rows), g, **opts)
+        if need_h:
+            torch.mm(g, weight, out=grad_h[start:stop])
+        if need_w:
+            _add_product_fp32(grad_w, g.t(), h_c)
+        if need_b:
+            grad_b += g.sum(0, dtype=torch.float32)
+    del buf, gbuf  # before the accumulator's conversion: the two never coexist with it
+    return grad_h, grad_w, grad_b
+
+
+def _backward_vocab(h, weight, b32, t2, stats, dl, de, opts, cols, need):
+    """Vocabulary slices over every row: grad_weight[s] = dx_s.T @ h in one product (K = N,
+    float32 accumulation inside the matmul, one rounding, no accumulator); grad_hidden +=
+    dx_s @ W_s into a float32 [N, H] accumulator for 16-bit inputs; grad_bias[s] = dx_s.sum(0)."""
+    need_h, need_w, need_b = need
+    (n_rows, n_hidden), n_classes, dev, dtype = h.shape, weight.shape[0], h.device, h.dtype
+    grad_h = torch.zeros(n_rows, n_hidden, dtype=torch.float32, device=dev) if need_h else None
+    grad_w = torch.empty(weight.shape, dtype=dtype, device=dev) if need_w else None
+    grad_b = torch.empty(n_classes, dtype=torch.float32, device=dev) if need_b else None
+    buf, gbuf = _buffers(n_rows * min(cols, n_classes), dtype, dev)
+    for c0, c1 in _spans(n_classes, cols):
+        x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
+        g = gbuf[: x.numel()].view(x.shape)
+        w_s = weight[c0:c1]
+        _logits_fp32(h, w_s, None if b32 is None else b32[c0:c1], x)
+        log_probs_grad_rows(x, t2, stats, dl, de, g, **opts, col_start=c0)
+        if need_w:
+            torch.mm(g.t(), h, out=grad_w[c0:c1])
+        if need_h:
+            _add_product_fp32(grad_h, g, w_s)
+        if need_b:
+            grad_b[c0:c1] = g.sum(0, dtype=torch.float32)
+    del buf, gbuf
+    return grad_h, grad_w, grad_b
+
+
+def _rows(t: torch.Tensor | None, rows: slice) -> torch.Tensor | None:
+    return None if t is None else t[rows]
+
+
+BackwardSplit = Literal["rows", "vocab"]
 
 
 class FusedLinearLogProbsFunction(torch.autograd.Function):
@@ -110,9 +196,22 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx, hidden, weight, bias, target, temperature, softcap, logit_scale, ignore_index, chunk_bytes, chunk_rows
+        ctx,
+        hidden,
+        weight,
+        bias,
+        target,
+        temperature,
+        softcap,
+        logit_scale,
+        ignore_index,
+        chunk_bytes,
+        chunk_rows,
+        backward_split,
     ):
         t2 = _validate(hidden, weight, bias, target, temperature, softcap, logit_scale)
+        if backward_split not in ("rows", "vocab"):
+            raise ValueError(f"backward_split must be 'rows' or 'vocab', got {backward_split!r}")
         h = hidden.reshape(-1, hidden.shape[-1])  # a view where the strides allow; else [N, H] copied
         n_rows, n_classes = h.shape[0], weight.shape[0]
         chunk = plan_rows(n_rows, n_classes, hidden.dtype, chunk_bytes, chunk_rows)
@@ -122,13 +221,17 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
         logp = torch.empty(n_rows, t2.shape[1], dtype=torch.float32, device=dev)
         entropy = torch.empty(n_rows, dtype=torch.float32, device=dev)
         stats = torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev)
-        buf = torch.empty(min(chunk, n_rows), n_classes, dtype=torch.float32, device=dev)
-        for start, stop in _chunks(n_rows, chunk):
-            x = buf[: stop - start]
+        buf = torch.empty(min(chunk, n_rows) * n_classes, dtype=torch.float32, device=dev)
+        for start, stop in _spans(n_rows, chunk):
+            x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
             _logits_fp32(h[start:stop], weight, b32, x)
-            log_probs_rows(x, t2[start:stop], **opts, out=(logp[start:stop], entropy[start:stop], stats[start:stop]))
+            rows = slice(start, stop)
+            log_probs_rows(x, t2[rows], **opts, out=(logp[rows], entropy[rows], stats[rows]))
+        del buf
         ctx.save_for_backward(hidden, weight, bias)  # the caller's tensors, no copies
-        ctx.t2, ctx.stats, ctx.opts, ctx.chunk = t2, stats, opts, chunk
+        ctx.t2, ctx.stats, ctx.opts = t2, stats, opts
+        ctx.split = backward_split
+        ctx.span = chunk if backward_split == "rows" else plan_cols(n_rows, n_classes, hidden.dtype, chunk_bytes, None)
         # an output that gets no gradient arrives as None: its term is skipped, not added as zeros
         ctx.set_materialize_grads(False)
         return logp.view(target.shape), entropy.view(hidden.shape[:-1])
@@ -136,43 +239,18 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, dlogp, dentropy):
         hidden, weight, bias = ctx.saved_tensors
-        need_h, need_w, need_b = ctx.needs_input_grad[:3]
-        none = (None,) * 10
-        if not (need_h or need_w or need_b) or (dlogp is None and dentropy is None):
+        need = tuple(ctx.needs_input_grad[:3])
+        none = (None,) * 11
+        if not any(need) or (dlogp is None and dentropy is None):
             return none
         h = hidden.reshape(-1, hidden.shape[-1])
-        n_rows, n_classes = h.shape[0], weight.shape[0]
-        dl, de = upstream_2d(dlogp, dentropy, n_rows, ctx.t2.shape[1])
-        dev, dtype = hidden.device, hidden.dtype
+        dl, de = upstream_2d(dlogp, dentropy, h.shape[0], ctx.t2.shape[1])
         b32 = None if bias is None else bias.float()
-        grad_h = torch.empty(h.shape, dtype=dtype, device=dev) if need_h else None
-        grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=dev) if need_w else None
-        grad_b = torch.zeros(n_classes, dtype=torch.float32, device=dev) if need_b else None
-        rows = min(ctx.chunk, n_rows)
-        buf = torch.empty(rows, n_classes, dtype=torch.float32, device=dev)
-        gbuf = buf if dtype == torch.float32 else torch.empty(rows, n_classes, dtype=dtype, device=dev)
-        for start, stop in _chunks(n_rows, ctx.chunk):
-            x, g, h_c = buf[: stop - start], gbuf[: stop - start], h[start:stop]
-            _logits_fp32(h_c, weight, b32, x)
-            log_probs_grad_rows(
-                x,
-                ctx.t2[start:stop],
-                ctx.stats[start:stop],
-                None if dl is None else dl[start:stop],
-                None if de is None else de[start:stop],
-                g,
-                **ctx.opts,
-            )
-            if need_h:
-                torch.mm(g, weight, out=grad_h[start:stop])
-            if need_w:
-                _add_product_fp32(grad_w, g.t(), h_c)
-            if need_b:
-                grad_b += g.sum(0, dtype=torch.float32)
-        del buf, gbuf  # before the accumulator's conversion: the two never coexist with it
+        run = _backward_rows if ctx.split == "rows" else _backward_vocab
+        grad_h, grad_w, grad_b = run(h, weight, b32, ctx.t2, ctx.stats, dl, de, ctx.opts, ctx.span, need)
         if grad_h is not None:
-            grad_h = grad_h.view(hidden.shape)
-        if grad_w is not None and grad_w.dtype != weight.dtype:
+            grad_h = grad_h.to(hidden.dtype).view(hidden.shape)
+        if grad_w is not None:
             grad_w = grad_w.to(weight.dtype)
         if grad_b is not None:
             grad_b = grad_b.to(bias.dtype)
@@ -191,6 +269,7 @@ def fused_linear_log_probs(
     ignore_index: int = -100,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     chunk_rows: int | None = None,
+    backward_split: BackwardSplit = "rows",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, entropy) of `target` under softmax(z), z = softcap-capped (logit_scale * (hidden @
     weight.T + bias)) / temperature: kernels/log_probs.py's semantics, without storing [N, V].
@@ -202,7 +281,21 @@ def fused_linear_log_probs(
     into hidden, weight and bias through either or both (each in its own dtype).
     chunk_bytes: the budget for the per-chunk buffers (default DEFAULT_CHUNK_BYTES, 192 MiB:
     float32 logits, plus their 16-bit gradient for 16-bit inputs); chunk_rows forces the rows
-    per chunk instead. The results do not depend on either beyond float32 summation order."""
+    per chunk instead (forward, and backward_split="rows").
+    backward_split: how backward recomputes the logits: "rows" (the forward's row chunks; a
+    float32 [V, H] accumulator for 16-bit weights) or "vocab" (vocabulary slices of every row,
+    sized by chunk_bytes; a float32 [N, H] accumulator for 16-bit hidden). See the module
+    docstring. The results do not depend on either choice beyond float32 summation order."""
     return FusedLinearLogProbsFunction.apply(
-        hidden, weight, bias, target, temperature, softcap, logit_scale, ignore_index, chunk_bytes, chunk_rows
+        hidden,
+        weight,
+        bias,
+        target,
+        temperature,
+        softcap,
+        logit_scale,
+        ignore_index,
+        chunk_bytes,
+        chunk_rows,
+        backward_split,
     )

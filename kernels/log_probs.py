@@ -58,7 +58,7 @@ N_STATS = 3  # per-row statistics forward saves: max m, r = s - 1, u / s (see th
 def _to_z(x_raw, scale, cap, temperature, SOFTCAP: tl.constexpr):
     """z from raw logits (float32), and the softcap's slope d capped / d (scale * x)."""
     x = x_raw.to(tl.float32) * scale
-    slope = 1.0
+    slope = tl.full([1], 1.0, tl.float32)  # a tensor either way: jit functions return tensors
     if SOFTCAP:
         capped, slope = softcap_and_slope(x, cap)
         x = tl.where(x == float("-inf"), x, capped)  # padding stays padding
@@ -184,8 +184,9 @@ def _lp_bwd_kernel(
     # gradient of the logits [N, V], rows stride_g apart, unit column stride (may be the logits)
     grad_ptr,
     stride_g,
-    # sizes and options
+    # sizes and options; col_start: the vocabulary id of column 0 (a slice of the vocabulary)
     V,
+    col_start,
     ignore_index,
     scale,
     cap,
@@ -235,7 +236,7 @@ def _lp_bwd_kernel(
                 for k in range(0, K):
                     t = tl.load(tgt_row + k).to(tl.int64)
                     d_k = tl.load(dlogp_ptr + row * K + k)
-                    d_at += tl.where((cols == t) & (t != ignore_index), d_k, 0.0)
+                    d_at += tl.where((cols == t - col_start) & (t != ignore_index), d_k, 0.0)
                 q = tl.where(zm == 0.0, one_minus_p_max, 1.0 - p)
                 g = d_at * q - (s_up - d_at) * p
             if HAS_DENT:
@@ -315,11 +316,14 @@ def log_probs_grad_rows(
     softcap: float | None,
     logit_scale: float,
     ignore_index: int,
+    col_start: int = 0,
 ) -> torch.Tensor:
     """Low-level backward: writes d(sum dlogp * logp + sum dentropy * entropy) / d logits into
     `grad` ([N, V] rows, unit column stride, any float dtype; it may be `logits` itself, which
     is read block by block before the same block is written). dlogp [N, K] and dentropy [N] are
-    float32 and contiguous, or None (no gradient through that output). No host sync."""
+    float32 and contiguous, or None (no gradient through that output). `logits` may be the
+    columns [col_start, col_start + V) of the vocabulary only (the statistics are the whole
+    row's, the targets vocabulary ids). No host sync."""
     x = _view_3d(logits)
     n_cols = x.shape[-1]
     n_rows, k = target.shape
@@ -341,6 +345,7 @@ def log_probs_grad_rows(
         g,
         g.stride(0),
         n_cols,
+        col_start,
         ignore_index,
         float(logit_scale),
         float(softcap) if softcap else 1.0,

@@ -36,7 +36,7 @@ def _inputs(kind: str, rows: tuple[int, ...], v: int, target, gen, *, bias: bool
 
 
 def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32, v=V,
-          bias=True, chunk_rows=CHUNK, chunk_bytes=None, seed=0, **opts):  # fmt: skip
+          bias=True, chunk_rows=CHUNK, chunk_bytes=None, split="rows", seed=0, **opts):  # fmt: skip
     """Build one case and check it; returns our (logp, entropy, [grads of hidden, weight, bias])."""
     gen = torch.Generator().manual_seed(seed)
     rows = (2, N // 2) if layout in ("3d", "kept_slice") else (N,)
@@ -63,7 +63,9 @@ def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2
             return s
 
     up = make_upstream(upstream, target.shape, rows, gen)
-    chunking = dict(chunk_rows=chunk_rows) if chunk_bytes is None else dict(chunk_bytes=chunk_bytes)
+    chunking = dict(chunk_rows=chunk_rows, backward_split=split)
+    if chunk_bytes is not None:
+        chunking["chunk_bytes"] = chunk_bytes
 
     def ours(s, w_, b_):
         assert layout in ("2d", "3d") or not view(s).is_contiguous()
@@ -93,9 +95,7 @@ def test_temperature_softcap_scale(temperature, softcap, logit_scale, k):
 @pytest.mark.parametrize("pattern", IGNORE_PATTERNS)
 @pytest.mark.parametrize("k", [None, 3])
 def test_upstream_and_ignore_patterns(upstream, pattern, k):
-    (logp, entropy, (grad_h, _, _)), target, _ = _case(
-        k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3
-    )
+    (logp, entropy, (grad_h, _, _)), target, _ = _case(k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3)
     ignored_entry = target == IGNORE
     ignored_row = ignored_entry if k is None else ignored_entry.all(-1)
     assert torch.equal(logp[ignored_entry], torch.zeros_like(logp[ignored_entry]))
@@ -131,15 +131,34 @@ def test_odd_vocab_sizes_without_bias(v):
     _case(v=v, k=3, bias=False, temperature=1.5, seed=v)
 
 
+def _per_logit(dtype) -> int:
+    return 4 if dtype == torch.float32 else 6  # float32 logits (+ their 16-bit gradient)
+
+
+# backward by vocabulary slices (3 slices of <= 100 columns: the kernel's col_start and a partial
+# last slice); layout: 2-D, and the two strided hidden layouts its whole-hidden products read;
+# dtype: float32 and bf16 (grad_weight rounded once, grad_hidden through a float32 accumulator)
+@pytest.mark.parametrize("layout", ["2d", "column_major", "kept_slice"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_vocab_split_backward(layout, dtype):
+    _case(split="vocab", chunk_bytes=N * 100 * _per_logit(dtype), layout=layout, dtype=dtype, k=3, softcap=5.0,
+          temperature=0.6, seed=17)  # fmt: skip
+
+
 # chunking: one chunk holding every row, chunks of 3 (partial last), a byte budget of one row
-# per chunk; results may differ only by float32 summation order (grad_weight, grad_bias)
+# per chunk, and backward by vocabulary slices of 64 columns or all of them; results may differ
+# only by float32 summation order (grad_weight, grad_bias; grad_hidden for the vocab split)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_results_do_not_depend_on_the_chunking(dtype):
-    per_row = V * (4 if dtype == torch.float32 else 6)
-    results = [
-        _case(dtype=dtype, k=3, softcap=5.0, temperature=0.6, seed=13, **c)[0]
-        for c in (dict(chunk_rows=N), dict(chunk_rows=3), dict(chunk_rows=None, chunk_bytes=per_row))
-    ]
+    per_row = V * _per_logit(dtype)
+    chunkings = (
+        dict(chunk_rows=N),
+        dict(chunk_rows=3),
+        dict(chunk_rows=None, chunk_bytes=per_row),
+        dict(split="vocab", chunk_bytes=N * 64 * _per_logit(dtype)),
+        dict(split="vocab", chunk_bytes=N * per_row),
+    )
+    results = [_case(dtype=dtype, k=3, softcap=5.0, temperature=0.6, seed=13, **c)[0] for c in chunkings]
     first = results[0]
     for other in results[1:]:
         torch.testing.assert_close(other[0], first[0], rtol=1e-6, atol=1e-7)  # logp
