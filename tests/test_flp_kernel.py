@@ -35,7 +35,7 @@ def _inputs(kind: str, rows: tuple[int, ...], v: int, target, gen, *, bias: bool
     return h, w, b
 
 
-def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32, v=V,
+def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32, v=V,
           bias=True, chunk_rows=CHUNK, chunk_bytes=None, split="rows", seed=0, **opts):  # fmt: skip
     """Build one case and check it; returns our (logp, entropy, [grads of hidden, weight, bias])."""
     gen = torch.Generator().manual_seed(seed)
@@ -43,7 +43,8 @@ def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2
     n_real = v - 5 if kind == "neg_inf_bias" else v
     target = make_target(rows, k, n_real, pattern, gen)
     h, w, b = _inputs(kind, rows, v, target, gen, bias=bias)
-    h, w, b = (None if t is None else t.to(dtype) for t in (h, w, b))
+    h, w, b = (None if t is None else t.to(device=device, dtype=dtype) for t in (h, w, b))
+    target = target.to(device)
     # the stored hidden and the view the op gets: column-major ([H, N] transposed), or the
     # last T positions of a longer sequence (logits_to_keep: batch rows 6 * H apart)
     if layout == "column_major":
@@ -52,7 +53,7 @@ def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2
         def view(s):
             return s.t()
     elif layout == "kept_slice":
-        stored = torch.cat([torch.randn(2, 2, H, generator=gen).to(dtype), h], dim=1)
+        stored = torch.cat([torch.randn(2, 2, H, generator=gen).to(device=device, dtype=dtype), h], dim=1)
 
         def view(s):
             return s[:, -(N // 2) :, :]
@@ -85,8 +86,8 @@ def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2
 @pytest.mark.parametrize("softcap", [None, 5.0])
 @pytest.mark.parametrize("logit_scale", [1.0, 3.0])
 @pytest.mark.parametrize("k", [None, 3])
-def test_temperature_softcap_scale(temperature, softcap, logit_scale, k):
-    _case(k=k, temperature=temperature, softcap=softcap, logit_scale=logit_scale, seed=7)
+def test_temperature_softcap_scale(device, temperature, softcap, logit_scale, k):
+    _case(device, k=k, temperature=temperature, softcap=softcap, logit_scale=logit_scale, seed=7)
 
 
 # upstream: logp only, entropy only (TRL #6625 dropped its gradient), both, rows of exact zeros;
@@ -94,8 +95,10 @@ def test_temperature_softcap_scale(temperature, softcap, logit_scale, k):
 @pytest.mark.parametrize("upstream", UPSTREAMS)
 @pytest.mark.parametrize("pattern", IGNORE_PATTERNS)
 @pytest.mark.parametrize("k", [None, 3])
-def test_upstream_and_ignore_patterns(upstream, pattern, k):
-    (logp, entropy, (grad_h, _, _)), target, _ = _case(k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3)
+def test_upstream_and_ignore_patterns(device, upstream, pattern, k):
+    (logp, entropy, (grad_h, _, _)), target, _ = _case(
+        device, k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3
+    )
     ignored_entry = target == IGNORE
     ignored_row = ignored_entry if k is None else ignored_entry.all(-1)
     assert torch.equal(logp[ignored_entry], torch.zeros_like(logp[ignored_entry]))
@@ -107,8 +110,10 @@ def test_upstream_and_ignore_patterns(upstream, pattern, k):
 # dtype: float32 (tight rule) and bf16 (float32 logits from bf16 operands, gradients rounded)
 @pytest.mark.parametrize("layout", ["2d", "3d", "column_major", "kept_slice"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_layouts(layout, dtype):
-    (_, _, (grad_h, _, _)), _, view = _case(layout=layout, dtype=dtype, k=3, temperature=0.6, softcap=5.0, seed=11)
+def test_layouts(device, layout, dtype):
+    (_, _, (grad_h, _, _)), _, view = _case(
+        device, layout=layout, dtype=dtype, k=3, temperature=0.6, softcap=5.0, seed=11
+    )
     if layout == "kept_slice":  # the positions outside the kept slice get exactly nothing
         assert torch.equal(grad_h[:, :2], torch.zeros_like(grad_h[:, :2]))
 
@@ -117,8 +122,8 @@ def test_layouts(layout, dtype):
 # bias, vocabulary padding masked by a -inf bias; dtype: float32 and bf16
 @pytest.mark.parametrize("kind", ["normal", "peaked", "flat", "up200", "down200", "neg_inf_bias"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_logits_kinds(kind, dtype):
-    (_, _, (_, grad_w, grad_b)), _, _ = _case(kind=kind, dtype=dtype, temperature=0.6, seed=5)
+def test_logits_kinds(device, kind, dtype):
+    (_, _, (_, grad_w, grad_b)), _, _ = _case(device, kind=kind, dtype=dtype, temperature=0.6, seed=5)
     if kind == "neg_inf_bias":
         assert torch.equal(grad_w[V - 5 :], torch.zeros_like(grad_w[V - 5 :]))
         assert torch.equal(grad_b[V - 5 :], torch.zeros_like(grad_b[V - 5 :]))
@@ -127,8 +132,8 @@ def test_logits_kinds(kind, dtype):
 # V = 1 (every log-prob 0), 3 (tiny rows), 1000 (the largest CPU-sized vocabulary); no bias:
 # the path without one
 @pytest.mark.parametrize("v", [1, 3, 1000])
-def test_odd_vocab_sizes_without_bias(v):
-    _case(v=v, k=3, bias=False, temperature=1.5, seed=v)
+def test_odd_vocab_sizes_without_bias(device, v):
+    _case(device, v=v, k=3, bias=False, temperature=1.5, seed=v)
 
 
 def _per_logit(dtype) -> int:
@@ -140,16 +145,16 @@ def _per_logit(dtype) -> int:
 # dtype: float32 and bf16 (grad_weight rounded once, grad_hidden through a float32 accumulator)
 @pytest.mark.parametrize("layout", ["2d", "column_major", "kept_slice"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_vocab_split_backward(layout, dtype):
-    _case(split="vocab", chunk_bytes=N * 100 * _per_logit(dtype), layout=layout, dtype=dtype, k=3, softcap=5.0,
-          temperature=0.6, seed=17)  # fmt: skip
+def test_vocab_split_backward(device, layout, dtype):
+    budget = N * 100 * _per_logit(dtype)
+    _case(device, split="vocab", chunk_bytes=budget, layout=layout, dtype=dtype, k=3, softcap=5.0, temperature=0.6)
 
 
 # chunking: one chunk holding every row, chunks of 3 (partial last), a byte budget of one row
 # per chunk, and backward by vocabulary slices of 64 columns or all of them; results may differ
 # only by float32 summation order (grad_weight, grad_bias; grad_hidden for the vocab split)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_results_do_not_depend_on_the_chunking(dtype):
+def test_results_do_not_depend_on_the_chunking(device, dtype):
     per_row = V * _per_logit(dtype)
     chunkings = (
         dict(chunk_rows=N),
@@ -158,7 +163,7 @@ def test_results_do_not_depend_on_the_chunking(dtype):
         dict(split="vocab", chunk_bytes=N * 64 * _per_logit(dtype)),
         dict(split="vocab", chunk_bytes=N * per_row),
     )
-    results = [_case(dtype=dtype, k=3, softcap=5.0, temperature=0.6, seed=13, **c)[0] for c in chunkings]
+    results = [_case(device, dtype=dtype, k=3, softcap=5.0, temperature=0.6, seed=13, **c)[0] for c in chunkings]
     first = results[0]
     for other in results[1:]:
         torch.testing.assert_close(other[0], first[0], rtol=1e-6, atol=1e-7)  # logp
@@ -169,12 +174,12 @@ def test_results_do_not_depend_on_the_chunking(dtype):
             torch.testing.assert_close(g, g0, **tol)
 
 
-def test_outputs_are_float32_and_inputs_untouched():
+def test_outputs_are_float32_and_inputs_untouched(device):
     gen = torch.Generator().manual_seed(0)
-    h = torch.randn(N, H, generator=gen).bfloat16()
-    w = (torch.randn(V, H, generator=gen) / H**0.5).bfloat16()
-    b = torch.randn(V, generator=gen).bfloat16()
-    target = make_target((N,), 3, V, "random", gen)
+    h = torch.randn(N, H, generator=gen).to(device=device, dtype=torch.bfloat16)
+    w = (torch.randn(V, H, generator=gen) / H**0.5).to(device=device, dtype=torch.bfloat16)
+    b = torch.randn(V, generator=gen).to(device=device, dtype=torch.bfloat16)
+    target = make_target((N,), 3, V, "random", gen).to(device)
     saved = [t.view(torch.int16).clone() for t in (h, w, b)] + [target.clone()]
     leaves = [t.clone().requires_grad_(True) for t in (h, w, b)]
     logp, entropy = fused_linear_log_probs(leaves[0], leaves[1], target, bias=leaves[2], softcap=5.0, chunk_rows=3)
@@ -187,13 +192,13 @@ def test_outputs_are_float32_and_inputs_untouched():
     assert torch.equal(target, saved[3])
 
 
-def test_gradient_only_where_asked():
+def test_gradient_only_where_asked(device):
     """hidden alone requires grad (a frozen lm_head): weight and bias get none, hidden's is right."""
     gen = torch.Generator().manual_seed(2)
-    h = torch.randn(N, H, generator=gen, requires_grad=True)
-    w = torch.randn(V, H, generator=gen) / H**0.5
-    b = torch.randn(V, generator=gen)
-    target = torch.randint(0, V, (N,), generator=gen)
+    h = torch.randn(N, H, generator=gen).to(device).requires_grad_(True)
+    w = (torch.randn(V, H, generator=gen) / H**0.5).to(device)
+    b = torch.randn(V, generator=gen).to(device)
+    target = torch.randint(0, V, (N,), generator=gen).to(device)
     logp, entropy = fused_linear_log_probs(h, w, target, bias=b, chunk_rows=CHUNK)
     (logp.sum() - entropy.sum()).backward()
     assert w.grad is None and b.grad is None
@@ -209,11 +214,15 @@ def test_gradient_only_where_asked():
         (lambda h, w, t: fused_linear_log_probs(h, w, t, temperature=-1.0), ValueError),
         (lambda h, w, t: fused_linear_log_probs(h, w[:, :-1], t), ValueError),  # H mismatch
         (lambda h, w, t: fused_linear_log_probs(h, w.double(), t), TypeError),  # one dtype
-        (lambda h, w, t: fused_linear_log_probs(h, w, t, bias=torch.zeros(3)), ValueError),
+        (lambda h, w, t: fused_linear_log_probs(h, w, t, bias=torch.zeros(3, device=h.device)), ValueError),
         (lambda h, w, t: fused_linear_log_probs(h, w, t[:, None].expand(4, 2)[:-1]), ValueError),
         (lambda h, w, t: fused_linear_log_probs(h, w, t, chunk_rows=0), ValueError),
     ],
 )
-def test_bad_arguments_are_refused(call, error):
+def test_bad_arguments_are_refused(device, call, error):
     with pytest.raises(error):
-        call(torch.randn(4, 8), torch.randn(10, 8), torch.zeros(4, dtype=torch.long))
+        call(
+            torch.randn(4, 8, device=device),
+            torch.randn(10, 8, device=device),
+            torch.zeros(4, dtype=torch.long, device=device),
+        )

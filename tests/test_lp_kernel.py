@@ -41,8 +41,8 @@ def _logits(kind: str, rows: tuple[int, ...], v: int, target, gen) -> torch.Tens
     return x
 
 
-def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32, v=V,
-          seed=0, **opts):  # fmt: skip
+def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32,
+          v=V, seed=0, **opts):  # fmt: skip
     """Build one case and check it; returns our (logp, entropy, [grad of the stored logits])."""
     gen = torch.Generator().manual_seed(seed)
     rows = (2, N // 2) if layout == "3d" else (N,)
@@ -51,11 +51,12 @@ def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2
         target = torch.where(target == IGNORE, target, target + PAD_LEAD)
     else:
         target = make_target(rows, k, v, pattern, gen)
-    x = _logits(kind, rows, v, target, gen).to(dtype)
+    x = _logits(kind, rows, v, target, gen).to(device=device, dtype=dtype)
+    target = target.to(device)
     # the stored tensor and the view the op gets: a column slice of a wider (padded) vocabulary,
     # or the transpose of a [V, N] tensor (a column stride of N)
     if layout == "padded_slice":
-        stored = torch.cat([x, torch.randn(N, 7, generator=gen).to(dtype)], dim=-1)
+        stored = torch.cat([x, torch.randn(N, 7, generator=gen).to(device=device, dtype=dtype)], dim=-1)
 
         def view(s):
             return s[:, :v]
@@ -91,8 +92,8 @@ def _case(*, k=None, pattern="random", upstream="both", kind="normal", layout="2
 @pytest.mark.parametrize("softcap", [None, 5.0])
 @pytest.mark.parametrize("logit_scale", [1.0, 3.0])
 @pytest.mark.parametrize("k", [None, 3])
-def test_temperature_softcap_scale(temperature, softcap, logit_scale, k):
-    _case(k=k, temperature=temperature, softcap=softcap, logit_scale=logit_scale, seed=7)
+def test_temperature_softcap_scale(device, temperature, softcap, logit_scale, k):
+    _case(device, k=k, temperature=temperature, softcap=softcap, logit_scale=logit_scale, seed=7)
 
 
 # upstream: through logp only, entropy only (its gradient must not be dropped: TRL #6625), both,
@@ -101,8 +102,8 @@ def test_temperature_softcap_scale(temperature, softcap, logit_scale, k):
 @pytest.mark.parametrize("upstream", UPSTREAMS)
 @pytest.mark.parametrize("pattern", IGNORE_PATTERNS)
 @pytest.mark.parametrize("k", [None, 3])
-def test_upstream_and_ignore_patterns(upstream, pattern, k):
-    (logp, entropy, (grad,)), target = _case(k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3)
+def test_upstream_and_ignore_patterns(device, upstream, pattern, k):
+    (logp, entropy, (grad,)), target = _case(device, k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3)
     ignored_entry = target == IGNORE
     ignored_row = ignored_entry if k is None else ignored_entry.all(-1)
     assert torch.equal(logp[ignored_entry], torch.zeros_like(logp[ignored_entry]))
@@ -117,8 +118,8 @@ def test_upstream_and_ignore_patterns(upstream, pattern, k):
 # storage (column stride N); dtype: float32 (tight rule) and bf16 (gradient rounded once)
 @pytest.mark.parametrize("layout", ["2d", "3d", "padded_slice", "transposed"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_layouts(layout, dtype):
-    _case(layout=layout, dtype=dtype, k=3, temperature=0.6, softcap=5.0, seed=11)
+def test_layouts(device, layout, dtype):
+    _case(device, layout=layout, dtype=dtype, k=3, temperature=0.6, softcap=5.0, seed=11)
 
 
 # logits kinds: random normal, confident rows, near-uniform rows with exact ties, shifted by
@@ -126,9 +127,9 @@ def test_layouts(layout, dtype):
 # the padding mass); dtype: float32 and bf16
 @pytest.mark.parametrize("kind", ["normal", "peaked", "flat", "up200", "down200", "neg_inf_padding"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_logits_kinds(small_blocks, kind, dtype):
+def test_logits_kinds(device, small_blocks, kind, dtype):
     softcap = 5.0 if kind == "neg_inf_padding" else None
-    (_, _, (grad,)), _ = _case(kind=kind, dtype=dtype, temperature=0.6, softcap=softcap, seed=5)
+    (_, _, (grad,)), _ = _case(device, kind=kind, dtype=dtype, temperature=0.6, softcap=softcap, seed=5)
     if kind == "neg_inf_padding":
         pad = torch.cat([grad[:, :PAD_LEAD], grad[:, V - 5 :]], dim=1)
         assert torch.equal(pad, torch.zeros_like(pad))
@@ -137,14 +138,14 @@ def test_logits_kinds(small_blocks, kind, dtype):
 # V = 1 (every log-prob 0, entropy 0), 3 (a row smaller than one block), 1000 (8 blocks)
 @pytest.mark.parametrize("v", [1, 3, 1000])
 @pytest.mark.parametrize("k", [None, 3])
-def test_odd_vocab_sizes(small_blocks, v, k):
-    _case(v=v, k=k, temperature=1.5, seed=v)
+def test_odd_vocab_sizes(device, small_blocks, v, k):
+    _case(device, v=v, k=k, temperature=1.5, seed=v)
 
 
-def test_outputs_are_float32_and_inputs_untouched():
+def test_outputs_are_float32_and_inputs_untouched(device):
     gen = torch.Generator().manual_seed(0)
-    x = (torch.randn(N, V, generator=gen) * 3).bfloat16()
-    target = make_target((N,), 3, V, "random", gen)
+    x = (torch.randn(N, V, generator=gen) * 3).to(device=device, dtype=torch.bfloat16)
+    target = make_target((N,), 3, V, "random", gen).to(device)
     x_bits, t_bits = x.view(torch.int16).clone(), target.clone()
     leaf = x.clone().requires_grad_(True)
     logp, entropy = log_probs(leaf, target, temperature=0.6, softcap=5.0)
@@ -156,36 +157,37 @@ def test_outputs_are_float32_and_inputs_untouched():
     assert torch.equal(target, t_bits)
 
 
-def test_neg_inf_columns_give_nan_free_gradient_through_entropy():
+def test_neg_inf_columns_give_nan_free_gradient_through_entropy(device):
     """Padding columns with p = 0 exactly: the entropy's p log p term must give 0, not
     0 * -inf (VeOmni #720); with the softcap, the slope there is 0 as well."""
     gen = torch.Generator().manual_seed(1)
     x = torch.randn(N, V, generator=gen)
     x[:, 200:] = float("-inf")
     x[:, 3] = -200.0  # p underflows to 0 in float32 but is finite: its gradient is 0 as well
-    target = torch.randint(0, 200, (N,), generator=gen)
+    x, target = x.to(device), torch.randint(0, 200, (N,), generator=gen).to(device)
     for softcap in (None, 5.0):
         leaf = x.clone().requires_grad_(True)
         logp, entropy = log_probs(leaf, target, temperature=0.6, softcap=softcap)
-        torch.autograd.backward([logp, entropy], [torch.ones(N), torch.ones(N)])
+        torch.autograd.backward([logp, entropy], [torch.ones_like(logp), torch.ones_like(entropy)])
         assert torch.isfinite(leaf.grad).all() and torch.isfinite(logp).all() and torch.isfinite(entropy).all()
-        assert torch.equal(leaf.grad[:, 200:], torch.zeros(N, V - 200))
+        assert torch.equal(leaf.grad[:, 200:], torch.zeros_like(leaf.grad[:, 200:]))
 
 
-def test_confident_rows_keep_their_digits():
+def test_confident_rows_keep_their_digits(device):
     """p of the target near 1: logp ~ -1e-11 and the target's gradient 1 - p ~ 1e-11 must keep
     their relative digits (the fp32 yardstick loses them: it forms 1 - p and log of a sum ~ 1)."""
     gen = torch.Generator().manual_seed(4)
     x = torch.randn(N, V, generator=gen)
     target = torch.randint(0, V, (N,), generator=gen)
     x[torch.arange(N), target] = 30.0
+    x, target = x.to(device), target.to(device)
     leaf = x.clone().requires_grad_(True)
     logp, entropy = log_probs(leaf, target)
     logp.sum().backward()
     x64 = x.double().requires_grad_(True)
     ref_lp, ref_ent = reference(x64, target)
     ref_lp.sum().backward()
-    rows = torch.arange(N)
+    rows = torch.arange(N, device=device)
     for got, want in ((logp, ref_lp), (entropy, ref_ent), (leaf.grad[rows, target], x64.grad[rows, target])):
         rel = ((got.double() - want.detach()).abs() / want.detach().abs()).max().item()
         assert rel < 1e-5, rel
@@ -202,12 +204,12 @@ def test_confident_rows_keep_their_digits():
         (lambda x, t: log_probs(x[0], t), ValueError),  # logits must be 2-D or 3-D
     ],
 )
-def test_bad_arguments_are_refused(call, error):
+def test_bad_arguments_are_refused(device, call, error):
     with pytest.raises(error):
-        call(torch.randn(4, 10), torch.zeros(4, dtype=torch.long))
+        call(torch.randn(4, 10, device=device), torch.zeros(4, dtype=torch.long, device=device))
 
 
-def test_out_of_range_target_gives_nan_not_a_number():
-    x = torch.randn(4, 10)
-    logp, _ = log_probs(x, torch.tensor([0, 10, -1, IGNORE]))
+def test_out_of_range_target_gives_nan_not_a_number(device):
+    x = torch.randn(4, 10, device=device)
+    logp, _ = log_probs(x, torch.tensor([0, 10, -1, IGNORE], device=device))
     assert not torch.isnan(logp[0]) and torch.isnan(logp[1]) and torch.isnan(logp[2]) and logp[3] == 0
