@@ -12,31 +12,37 @@ Semantics: kernels/log_probs.py's docstring, with x = hidden @ weight.T + bias.
 
 Design (cost: 8*N*H*V FLOPs forward+backward, 4 matmuls: the upstream gradients are unknown in
 forward, so backward recomputes the logits instead of keeping [N, V]):
-- forward: rows are cut into chunks; one float32 [chunk, V] logits buffer is reused. Per chunk:
-  x = h_c @ W.T (+ b) as a float32 product with float32 accumulation, never rounded to 16 bits
-  (a bf16 buffer would round z before the softmax: 4-23% gradient error, Liger #1432); then
-  log_probs's forward kernel gives logp, entropy and the row statistics. Forward keeps only the
-  statistics and references to the inputs.
+- forward: the logits are made a piece at a time, cut as backward will cut them (below), into
+  one reused float32 buffer: x = h @ W.T (+ b) as a float32 product with float32 accumulation,
+  never rounded to 16 bits (a bf16 buffer would round z before the softmax: 4-23% gradient
+  error, Liger #1432); log_probs's forward kernel carries each row's online softmax across the
+  pieces and gives logp, entropy and the row statistics. Forward keeps only the statistics and
+  references to the inputs. Backward recomputes the very same products, so its logits are bit
+  for bit those the statistics came from (a product of another shape may round differently:
+  z - m for the max is then not 0, 1 - p loses a confident row's digits, V = 1 gets a gradient).
 - backward recomputes the logits (the same float32 product) and log_probs's backward kernel
   writes dL/dx: into the float32 buffer itself for float32 inputs, else into a buffer in the
   inputs' dtype (the operand dtype the gradient matmuls run at on tensor cores; one rounding of
   the gradient, within the tests' rule of 2x a float32 yardstick). Two ways to cut the work,
   `backward_split`:
-    "rows"  (default) the forward's row chunks: grad_hidden[c] = dx @ W; grad_weight +=
-            dx.T @ h_c into a float32 [V, H] accumulator for 16-bit weights (rounded once at
-            the end: 4*V*H extra bytes); grad_bias += dx.sum(0) in float32. Each chunk reads
-            and writes the whole accumulator: 8*V*H bytes per chunk.
-    "vocab" vocabulary slices of every row, [N, cols] (the backward kernel takes the slice's
+    "rows"  row chunks [c, V]: grad_hidden[c] = dx @ W; grad_weight += dx.T @ h_c into a
+            float32 [V, H] accumulator for 16-bit weights (rounded once at the end: 4*V*H
+            extra bytes); grad_bias += dx.sum(0) in float32. Each chunk reads and writes the
+            whole accumulator: 8*V*H bytes per chunk.
+    "vocab" (default) vocabulary slices of every row, [N, cols] (the kernels take the slice's
             first vocabulary id; the row statistics are the whole row's): grad_weight[s] =
             dx_s.T @ h in one product (K = N: float32 accumulation inside the matmul, one
             rounding, no accumulator); grad_hidden += dx_s @ W_s into a float32 [N, H]
             accumulator for 16-bit inputs (4*N*H extra bytes, 8*N*H moved per slice);
             grad_bias[s] = dx_s.sum(0). Cheaper than "rows" in memory and traffic when N < V
-            (RL micro-batches against 128-256K vocabularies).
-  The results depend on the chunking only through float32 summation order (tests/test_flp_kernel.py).
-- memory: `chunk_bytes` bounds the per-chunk buffers (float32 logits, plus the 16-bit gradient
+            (RL micro-batches against 128-256K vocabularies). Measured on an H100, bf16,
+            N=8192, default budget (kernels/NOTES.md): qwen2.5-7b head 71.9 ms and 248 MiB
+            beyond the gradients against 227.9 ms and 2080 MiB for "rows".
+  The results depend on the cutting only through float32 summation order
+  (tests/test_flp_kernel.py).
+- memory: `chunk_bytes` bounds the per-piece buffers (float32 logits, plus the 16-bit gradient
   for 16-bit inputs: 6 bytes per logit, or 4 for float32); `chunk_rows` forces the rows per
-  chunk (forward, and backward "rows"). Forward keeps 12 bytes per row (N_STATS float32).
+  chunk of "rows". Forward keeps 12 bytes per row (N_STATS float32).
 """
 
 from __future__ import annotations
@@ -212,26 +218,41 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
         t2 = _validate(hidden, weight, bias, target, temperature, softcap, logit_scale)
         if backward_split not in ("rows", "vocab"):
             raise ValueError(f"backward_split must be 'rows' or 'vocab', got {backward_split!r}")
+        if (chunk_rows is not None and chunk_rows < 1) or chunk_bytes < 1:
+            raise ValueError(f"chunk_rows must be None or >= 1 and chunk_bytes >= 1, got {chunk_rows}, {chunk_bytes}")
         h = hidden.reshape(-1, hidden.shape[-1])  # a view where the strides allow; else [N, H] copied
         n_rows, n_classes = h.shape[0], weight.shape[0]
-        chunk = plan_rows(n_rows, n_classes, hidden.dtype, chunk_bytes, chunk_rows)
         opts = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
         b32 = None if bias is None else bias.float()
         dev = hidden.device
         logp = torch.empty(n_rows, t2.shape[1], dtype=torch.float32, device=dev)
         entropy = torch.empty(n_rows, dtype=torch.float32, device=dev)
         stats = torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev)
-        buf = torch.empty(min(chunk, n_rows) * n_classes, dtype=torch.float32, device=dev)
-        for start, stop in _spans(n_rows, chunk):
-            x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
-            _logits_fp32(h[start:stop], weight, b32, x)
-            rows = slice(start, stop)
-            log_probs_rows(x, t2[rows], **opts, out=(logp[rows], entropy[rows], stats[rows]))
+        out = (logp, entropy, stats)
+        # Forward cuts the work as backward will: backward recomputes the very same products, so
+        # its logits are bit for bit the ones the statistics came from (a product of another
+        # shape may round differently: then z - m for the max is not 0 and 1 - p loses the
+        # digits of a confident row, and a V = 1 row gets a nonzero gradient).
+        if backward_split == "rows":
+            span = plan_rows(n_rows, n_classes, hidden.dtype, chunk_bytes, chunk_rows)
+            buf = torch.empty(min(span, n_rows) * n_classes, dtype=torch.float32, device=dev)
+            for start, stop in _spans(n_rows, span):
+                x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
+                _logits_fp32(h[start:stop], weight, b32, x)
+                rows = slice(start, stop)
+                log_probs_rows(x, t2[rows], **opts, out=(logp[rows], entropy[rows], stats[rows]))
+        else:
+            span = plan_cols(n_rows, n_classes, hidden.dtype, chunk_bytes, None)
+            buf = torch.empty(n_rows * min(span, n_classes), dtype=torch.float32, device=dev)
+            zt = torch.full(t2.shape, float("nan"), dtype=torch.float32, device=dev)
+            for c0, c1 in _spans(n_classes, span):
+                x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
+                _logits_fp32(h, weight[c0:c1], None if b32 is None else b32[c0:c1], x)
+                log_probs_rows(x, t2, **opts, out=out, slices=(c0, c0 == 0, c1 == n_classes, zt))
         del buf
         ctx.save_for_backward(hidden, weight, bias)  # the caller's tensors, no copies
         ctx.t2, ctx.stats, ctx.opts = t2, stats, opts
-        ctx.split = backward_split
-        ctx.span = chunk if backward_split == "rows" else plan_cols(n_rows, n_classes, hidden.dtype, chunk_bytes, None)
+        ctx.split, ctx.span = backward_split, span
         # an output that gets no gradient arrives as None: its term is skipped, not added as zeros
         ctx.set_materialize_grads(False)
         return logp.view(target.shape), entropy.view(hidden.shape[:-1])
@@ -269,7 +290,7 @@ def fused_linear_log_probs(
     ignore_index: int = -100,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     chunk_rows: int | None = None,
-    backward_split: BackwardSplit = "rows",
+    backward_split: BackwardSplit = "vocab",
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(logp, entropy) of `target` under softmax(z), z = softcap-capped (logit_scale * (hidden @
     weight.T + bias)) / temperature: kernels/log_probs.py's semantics, without storing [N, V].
@@ -279,13 +300,13 @@ def fused_linear_log_probs(
     device. target [N] / [B, T] (one token per row) or [N, K] / [B, T, K] (K per row).
     Returns float32 logp (target's shape) and float32 entropy (the row shape); gradients flow
     into hidden, weight and bias through either or both (each in its own dtype).
-    chunk_bytes: the budget for the per-chunk buffers (default DEFAULT_CHUNK_BYTES, 192 MiB:
-    float32 logits, plus their 16-bit gradient for 16-bit inputs); chunk_rows forces the rows
-    per chunk instead (forward, and backward_split="rows").
-    backward_split: how backward recomputes the logits: "rows" (the forward's row chunks; a
-    float32 [V, H] accumulator for 16-bit weights) or "vocab" (vocabulary slices of every row,
-    sized by chunk_bytes; a float32 [N, H] accumulator for 16-bit hidden). See the module
-    docstring. The results do not depend on either choice beyond float32 summation order."""
+    chunk_bytes: the budget for the per-piece buffers (default DEFAULT_CHUNK_BYTES, 192 MiB:
+    float32 logits, plus their 16-bit gradient for 16-bit inputs).
+    backward_split: how the logits are cut, forward and backward alike: "vocab" (default:
+    vocabulary slices of every row, sized by chunk_bytes; a float32 [N, H] accumulator for
+    16-bit hidden) or "rows" (row chunks, sized by chunk_bytes or forced by chunk_rows; a
+    float32 [V, H] accumulator for 16-bit weights). See the module docstring. The results do
+    not depend on either choice beyond float32 summation order."""
     return FusedLinearLogProbsFunction.apply(
         hidden,
         weight,

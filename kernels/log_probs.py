@@ -104,8 +104,11 @@ def _lp_fwd_kernel(
     logp_ptr,
     ent_ptr,
     stats_ptr,
-    # sizes and options
+    # the targets' z [N, K], float32, carried between the launches of a sliced row
+    zt_ptr,
+    # sizes and options; col_start: the vocabulary id of column 0 (a slice of the vocabulary)
     V,
+    col_start,
     ignore_index,
     scale,
     cap,
@@ -113,21 +116,29 @@ def _lp_fwd_kernel(
     SOFTCAP: tl.constexpr,
     UNIT_STRIDE: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    FIRST: tl.constexpr,  # the row's first slice: start from nothing, else from stats (m, r, u)
+    LAST: tl.constexpr,  # the row's last slice: finish (stats (m, r, u / s), logp, entropy)
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
     tgt_row = tgt_ptr + row * K
     if _count_valid(tgt_row, K, ignore_index) == 0:
-        for k in range(0, K):
-            tl.store(logp_ptr + row * K + k, 0.0)
-        tl.store(ent_ptr + row, 0.0)
-        for i in range(0, 3):
-            tl.store(stats_ptr + row * 3 + i, 0.0)
+        if LAST:
+            for k in range(0, K):
+                tl.store(logp_ptr + row * K + k, 0.0)
+            tl.store(ent_ptr + row, 0.0)
+            for i in range(0, 3):
+                tl.store(stats_ptr + row * 3 + i, 0.0)
     else:
         offs = tl.arange(0, BLOCK_V)
-        m = float("-inf")
-        r = 0.0  # sum of exp(z - m) over the columns but one copy of the max: s = 1 + r
-        u = 0.0  # sum of exp(z - m) * (m - z)
+        if FIRST:
+            m = float("-inf")
+            r = 0.0  # sum of exp(z - m) over the columns but one copy of the max: s = 1 + r
+            u = 0.0  # sum of exp(z - m) * (m - z)
+        else:
+            m = tl.load(stats_ptr + row * 3)
+            r = tl.load(stats_ptr + row * 3 + 1)
+            u = tl.load(stats_ptr + row * 3 + 2)
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
@@ -151,19 +162,28 @@ def _lp_fwd_kernel(
             r = tl.where(rise, alpha * s_old + e_rest + (ties - 1.0), r + e_rest + ties)
             u = tl.where(rise, alpha * (u + (m_ref - m_old) * s_old), u) + gap
             m = m_new
-        log_s = log1p(r)
-        mean_gap = u / (1.0 + r)
         tl.store(stats_ptr + row * 3, m)
         tl.store(stats_ptr + row * 3 + 1, r)
-        tl.store(stats_ptr + row * 3 + 2, mean_gap)
-        tl.store(ent_ptr + row, log_s + mean_gap)
+        if LAST:
+            log_s = log1p(r)
+            mean_gap = u / (1.0 + r)
+            tl.store(stats_ptr + row * 3 + 2, mean_gap)
+            tl.store(ent_ptr + row, log_s + mean_gap)
+        else:
+            tl.store(stats_ptr + row * 3 + 2, u)
         for k in range(0, K):
             t = tl.load(tgt_row + k).to(tl.int64)
             valid = t != ignore_index
-            x_t = tl.load(x_row + t * stride_v, mask=valid & (t >= 0) & (t < V), other=float("nan"))
+            here = valid & (t >= col_start) & (t < col_start + V)
+            x_t = tl.load(x_row + (t - col_start) * stride_v, mask=here, other=float("nan"))
             z_t, _ = _to_z(x_t, scale, cap, temperature, SOFTCAP)
-            # (z_t - m) - log s: exact for the max, where z_t - lse would round lse first
-            tl.store(logp_ptr + row * K + k, tl.where(valid, (z_t - m) - log_s, 0.0))
+            if LAST:
+                if not FIRST:  # a target in an earlier slice: its z from then (NaN: in none)
+                    z_t = tl.where(here, z_t, tl.load(zt_ptr + row * K + k))
+                # (z_t - m) - log s: exact for the max, where z_t - lse would round lse first
+                tl.store(logp_ptr + row * K + k, tl.where(valid, (z_t - m) - log_s, 0.0))
+            else:
+                tl.store(zt_ptr + row * K + k, z_t, mask=here)
 
 
 @triton.jit
@@ -248,6 +268,14 @@ def _lp_bwd_kernel(
 # ----------------------------------------------------------------------------- launchers
 
 
+# _NO_FP_FUSION: both kernels compile without multiply-add fusion. With it, compiled Triton
+# turned (x / temperature) - m into one fused operation where x / temperature is the target's
+# z and m the rounded max of the same z: z_t - m came out -1.2e-6 instead of 0 for a confident
+# row at temperature 0.6 (logp -1.2e-6 where the truth is -6e-18), and the backward's z - m for
+# the max missed its exact 1 - p. Every z must be rounded once, the same way everywhere (as
+# the interpreter and the float64 reference do). The kernels are memory-bound: no cost seen.
+
+
 def _view_3d(x: torch.Tensor) -> torch.Tensor:
     return x if x.dim() == 3 else x.unsqueeze(0)
 
@@ -261,11 +289,17 @@ def log_probs_rows(
     logit_scale: float,
     ignore_index: int,
     out: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    slices: tuple[int, bool, bool, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Low-level forward over `logits` [N, V] or [B, T, V] (any strides) and `target` [N, K]
     (contiguous, N = rows of the logits). Returns float32 (logp [N, K], entropy [N], row
     statistics [N, N_STATS]), written into `out` when given (contiguous float32 tensors of those
-    shapes). No validation, no host sync. Used by the fused linear op on chunks."""
+    shapes). No validation, no host sync. Used by the fused linear op on chunks.
+
+    A row may come in vocabulary slices, one launch each, in order: `slices` = (col_start,
+    first, last, zt) says which columns these logits are, whether this is the row's first and
+    last slice, and gives a float32 [N, K] tensor (NaN-filled before the first) that carries the
+    targets' z between launches; stats carry the running (m, r, u) until the last."""
     x = _view_3d(logits)
     n_cols = x.shape[-1]
     n_rows, k = target.shape
@@ -277,6 +311,7 @@ def log_probs_rows(
             torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev),
         )
     logp, ent, stats = out
+    col_start, first, last, zt = (0, True, True, None) if slices is None else slices
     if n_rows == 0:
         return logp, ent, stats
     block_v, num_warps = _launch_config(n_cols, dev)
@@ -291,7 +326,9 @@ def log_probs_rows(
         logp,
         ent,
         stats,
+        logp if zt is None else zt,
         n_cols,
+        col_start,
         ignore_index,
         float(logit_scale),
         float(softcap) if softcap else 1.0,
@@ -299,7 +336,10 @@ def log_probs_rows(
         SOFTCAP=bool(softcap),
         UNIT_STRIDE=x.stride(2) == 1,
         BLOCK_V=block_v,
+        FIRST=first,
+        LAST=last,
         num_warps=num_warps,
+        enable_fp_fusion=False,  # see _NO_FP_FUSION
     )
     return logp, ent, stats
 
@@ -357,6 +397,7 @@ def log_probs_grad_rows(
         BLOCK_V=block_v,
         ROUND_BY_HAND=_INTERPRETED,
         num_warps=num_warps,
+        enable_fp_fusion=False,  # see _NO_FP_FUSION
     )
     return grad
 

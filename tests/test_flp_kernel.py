@@ -1,8 +1,9 @@
 """kernels/fused_linear_log_probs.py against the float64 truth, axis by axis (rule:
 tests/lp_checks.py; the yardstick computes the logits in float32 from the unrounded inputs).
 
-Sizes: N = 8 rows cut into chunks of 3 (two full chunks and a partial one: the chunk loop's
-edges); H = 32; V = 257 (prime: every vocabulary block has masked lanes)."""
+Sizes: N = 8 rows cut into forward chunks of 3 (two full chunks and a partial one: the chunk
+loop's edges); H = 32; V = 257 (prime: every vocabulary block has masked lanes). Backward runs
+the default split (vocabulary slices) unless a test names one."""
 
 import pytest
 import torch
@@ -36,7 +37,7 @@ def _inputs(kind: str, rows: tuple[int, ...], v: int, target, gen, *, bias: bool
 
 
 def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32, v=V,
-          bias=True, chunk_rows=CHUNK, chunk_bytes=None, split="rows", seed=0, **opts):  # fmt: skip
+          bias=True, chunk_rows=CHUNK, chunk_bytes=None, split=None, seed=0, **opts):  # fmt: skip
     """Build one case and check it; returns our (logp, entropy, [grads of hidden, weight, bias])."""
     gen = torch.Generator().manual_seed(seed)
     rows = (2, N // 2) if layout in ("3d", "kept_slice") else (N,)
@@ -64,7 +65,9 @@ def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", l
             return s
 
     up = make_upstream(upstream, target.shape, rows, gen)
-    chunking = dict(chunk_rows=chunk_rows, backward_split=split)
+    chunking = dict(chunk_rows=chunk_rows)
+    if split is not None:
+        chunking["backward_split"] = split
     if chunk_bytes is not None:
         chunking["chunk_bytes"] = chunk_bytes
 
@@ -140,26 +143,29 @@ def _per_logit(dtype) -> int:
     return 4 if dtype == torch.float32 else 6  # float32 logits (+ their 16-bit gradient)
 
 
-# backward by vocabulary slices (3 slices of <= 100 columns: the kernel's col_start and a partial
-# last slice); layout: 2-D, and the two strided hidden layouts its whole-hidden products read;
-# dtype: float32 and bf16 (grad_weight rounded once, grad_hidden through a float32 accumulator)
+# backward split: the forward's row chunks (3 rows: a float32 [V, H] accumulator over 3
+# chunks) and vocabulary slices of every row (<= 100 columns: 3 slices, the kernel's col_start,
+# a partial last slice); layout: 2-D, and the two strided hidden layouts the products read;
+# dtype: float32 and bf16 (16-bit operands, float32 accumulation)
+@pytest.mark.parametrize("split", ["rows", "vocab"])
 @pytest.mark.parametrize("layout", ["2d", "column_major", "kept_slice"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_vocab_split_backward(device, layout, dtype):
-    budget = N * 100 * _per_logit(dtype)
-    _case(device, split="vocab", chunk_bytes=budget, layout=layout, dtype=dtype, k=3, softcap=5.0, temperature=0.6)
+def test_backward_splits(device, split, layout, dtype):
+    budget = N * 100 * _per_logit(dtype) if split == "vocab" else None
+    _case(device, split=split, chunk_bytes=budget, layout=layout, dtype=dtype, k=3, softcap=5.0, temperature=0.6)
 
 
-# chunking: one chunk holding every row, chunks of 3 (partial last), a byte budget of one row
-# per chunk, and backward by vocabulary slices of 64 columns or all of them; results may differ
-# only by float32 summation order (grad_weight, grad_bias; grad_hidden for the vocab split)
+# chunking: backward by row chunks (one chunk holding every row, chunks of 3 with a partial
+# last, a byte budget of one row per chunk) and by vocabulary slices (64 columns, or all);
+# results may differ only by float32 summation order (grad_weight, grad_bias; grad_hidden for
+# the vocab split)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_results_do_not_depend_on_the_chunking(device, dtype):
     per_row = V * _per_logit(dtype)
     chunkings = (
-        dict(chunk_rows=N),
-        dict(chunk_rows=3),
-        dict(chunk_rows=None, chunk_bytes=per_row),
+        dict(split="rows", chunk_rows=N),
+        dict(split="rows", chunk_rows=3),
+        dict(split="rows", chunk_rows=None, chunk_bytes=per_row),
         dict(split="vocab", chunk_bytes=N * 64 * _per_logit(dtype)),
         dict(split="vocab", chunk_bytes=N * per_row),
     )
@@ -217,6 +223,7 @@ def test_gradient_only_where_asked(device):
         (lambda h, w, t: fused_linear_log_probs(h, w, t, bias=torch.zeros(3, device=h.device)), ValueError),
         (lambda h, w, t: fused_linear_log_probs(h, w, t[:, None].expand(4, 2)[:-1]), ValueError),
         (lambda h, w, t: fused_linear_log_probs(h, w, t, chunk_rows=0), ValueError),
+        (lambda h, w, t: fused_linear_log_probs(h, w, t, backward_split="columns"), ValueError),
     ],
 )
 def test_bad_arguments_are_refused(device, call, error):
