@@ -21,7 +21,8 @@ Semantics (this op and kernels/fused_linear_log_probs.py, where x = hidden @ wei
 - A -inf logit (a padded vocabulary column) has zero probability and gets zero gradient, also
   with a softcap (tanh would map it to -softcap, giving padding mass: unsloth #10616).
 - All math is float32 from the logits as given (never rounded to 16 bits on the way); the
-  gradient has the logits' dtype. logit_scale and temperature must be > 0.
+  gradient has the logits' dtype. logit_scale and temperature must be > 0; the kernels divide
+  by the temperature as a product with 1 / temperature.
 
 Design (cost model: forward reads the logits once, backward reads them once and writes the
 gradient once: 3 passes over N * V):
@@ -55,14 +56,18 @@ N_STATS = 3  # per-row statistics forward saves: max m, r = s - 1, u / s (see th
 
 
 @triton.jit
-def _to_z(x_raw, scale, cap, temperature, SOFTCAP: tl.constexpr):
-    """z from raw logits (float32), and the softcap's slope d capped / d (scale * x)."""
-    x = x_raw.to(tl.float32) * scale
-    slope = tl.full([1], 1.0, tl.float32)  # a tensor either way: jit functions return tensors
+def _to_z(x_raw, scale, cap, inv_t, SOFTCAP: tl.constexpr):
+    """z from raw logits (float32), and the softcap's slope d capped / d (scale * x).
+    / temperature is * inv_t (1 / temperature rounded once on the host): an IEEE division per
+    logit costs more than the rest of the forward's arithmetic."""
+    x = x_raw.to(tl.float32)
     if SOFTCAP:
-        capped, slope = softcap_and_slope(x, cap)
-        x = tl.where(x == float("-inf"), x, capped)  # padding stays padding
-    return x / temperature, slope
+        capped, slope = softcap_and_slope(x * scale, cap)
+        z = tl.where(x == float("-inf"), x, capped) * inv_t  # padding stays padding
+    else:
+        slope = tl.full([1], 1.0, tl.float32)  # a tensor either way: jit functions return tensors
+        z = x * (scale * inv_t)
+    return z, slope
 
 
 @triton.jit
@@ -112,7 +117,7 @@ def _lp_fwd_kernel(
     ignore_index,
     scale,
     cap,
-    temperature,
+    inv_t,
     SOFTCAP: tl.constexpr,
     UNIT_STRIDE: tl.constexpr,
     BLOCK_V: tl.constexpr,
@@ -142,18 +147,20 @@ def _lp_fwd_kernel(
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
-            z, _ = _to_z(x_raw, scale, cap, temperature, SOFTCAP)
+            z, _ = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
             m_new = tl.maximum(m, tl.max(z, 0))
             seen = m > float("-inf")
             # finite stand-ins for the maxima: exp(z - m_ref) is 0 for -inf columns (padding,
             # lanes past V), also before anything finite was seen (-inf + inf would be NaN)
             m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
             m_old = tl.where(seen, m, m_ref)
-            e = tl.exp(z - m_ref)
-            at_max = (z == m_new) & (z > float("-inf"))
-            ties = tl.sum(tl.where(at_max, 1.0, 0.0), 0)
+            # d = m - z >= 0, clamped so that -inf columns give e = 0 and e * d = 0 (not 0 * inf)
+            d = tl.minimum(m_ref - z, 3.0e38)
+            e = tl.exp(-d)
+            at_max = d == 0.0
+            ties = tl.sum(at_max.to(tl.float32), 0)
             e_rest = tl.sum(tl.where(at_max, 0.0, e), 0)
-            gap = tl.sum(e * tl.where(e > 0.0, m_ref - z, 0.0), 0)
+            gap = tl.sum(e * d, 0)
             s_old = tl.where(seen, 1.0 + r, 0.0)
             alpha = tl.exp(m_old - m_ref)
             rise = m_new > m
@@ -176,7 +183,7 @@ def _lp_fwd_kernel(
             valid = t != ignore_index
             here = valid & (t >= col_start) & (t < col_start + V)
             x_t = tl.load(x_row + (t - col_start) * stride_v, mask=here, other=float("nan"))
-            z_t, _ = _to_z(x_t, scale, cap, temperature, SOFTCAP)
+            z_t, _ = _to_z(x_t, scale, cap, inv_t, SOFTCAP)
             if LAST:
                 if not FIRST:  # a target in an earlier slice: its z from then (NaN: in none)
                     z_t = tl.where(here, z_t, tl.load(zt_ptr + row * K + k))
@@ -210,7 +217,7 @@ def _lp_bwd_kernel(
     ignore_index,
     scale,
     cap,
-    temperature,
+    inv_t,
     HAS_DLOGP: tl.constexpr,
     HAS_DENT: tl.constexpr,
     SOFTCAP: tl.constexpr,
@@ -242,12 +249,12 @@ def _lp_bwd_kernel(
         d_ent = 0.0
         if HAS_DENT:
             d_ent = tl.load(dent_ptr + row)
-        chain = scale / temperature
+        chain = scale * inv_t
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             in_row = cols < V
             x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=in_row, other=float("-inf"))
-            z, slope = _to_z(x_raw, scale, cap, temperature, SOFTCAP)
+            z, slope = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
             zm = z - m
             p = tl.exp(zm - log_s)
             g = tl.zeros([BLOCK_V], dtype=tl.float32)
@@ -269,11 +276,11 @@ def _lp_bwd_kernel(
 
 
 # _NO_FP_FUSION: both kernels compile without multiply-add fusion. With it, compiled Triton
-# turned (x / temperature) - m into one fused operation where x / temperature is the target's
-# z and m the rounded max of the same z: z_t - m came out -1.2e-6 instead of 0 for a confident
-# row at temperature 0.6 (logp -1.2e-6 where the truth is -6e-18), and the backward's z - m for
-# the max missed its exact 1 - p. Every z must be rounded once, the same way everywhere (as
-# the interpreter and the float64 reference do). The kernels are memory-bound: no cost seen.
+# fused the product that makes the target's z with the subtraction of m, the rounded max of the
+# same z: z_t - m came out -1.2e-6 instead of 0 for a confident row at temperature 0.6 on an H100
+# (logp -1.2e-6 where the truth is -6e-18), and the backward's z - m for the max missed its
+# exact 1 - p. Every z must be rounded once, the same way everywhere (as the interpreter and
+# the float64 reference do). The kernels are memory-bound: no cost seen.
 
 
 def _view_3d(x: torch.Tensor) -> torch.Tensor:
@@ -332,7 +339,7 @@ def log_probs_rows(
         ignore_index,
         float(logit_scale),
         float(softcap) if softcap else 1.0,
-        float(temperature),
+        1.0 / temperature,
         SOFTCAP=bool(softcap),
         UNIT_STRIDE=x.stride(2) == 1,
         BLOCK_V=block_v,
@@ -389,7 +396,7 @@ def log_probs_grad_rows(
         ignore_index,
         float(logit_scale),
         float(softcap) if softcap else 1.0,
-        float(temperature),
+        1.0 / temperature,
         HAS_DLOGP=dlogp is not None,
         HAS_DENT=dentropy is not None,
         SOFTCAP=bool(softcap),
