@@ -278,6 +278,9 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
         return (grad_h, grad_w, grad_b) + none[3:]
 
 
+# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
+# cannot trace Triton's interpreter (CPU), and the op's own launches are what we verified.
+@torch.compiler.disable
 def fused_linear_log_probs(
     hidden: torch.Tensor,
     weight: torch.Tensor,

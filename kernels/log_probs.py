@@ -496,6 +496,9 @@ class LogProbsFunction(torch.autograd.Function):
         return (grad,) + (None,) * 5
 
 
+# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
+# cannot trace Triton's interpreter (CPU), and the op's own launches are what we verified.
+@torch.compiler.disable
 def log_probs(
     logits: torch.Tensor,
     target: torch.Tensor,

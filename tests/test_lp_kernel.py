@@ -213,3 +213,27 @@ def test_out_of_range_target_gives_nan_not_a_number(device):
     x = torch.randn(4, 10, device=device)
     logp, _ = log_probs(x, torch.tensor([0, 10, -1, IGNORE], device=device))
     assert not torch.isnan(logp[0]) and torch.isnan(logp[1]) and torch.isnan(logp[2]) and logp[3] == 0
+
+
+def test_torch_compile_around_the_caller_gives_the_same_numbers(device):
+    """A trainer compiles its loss around the op (a GRPO-style step): the op runs outside the
+    graph and every number, gradients included, is the eager one, bit for bit. (aot_eager: the
+    graph break is what is tested; inductor only compiles the caller's own arithmetic.)"""
+    gen = torch.Generator().manual_seed(6)
+    x = torch.randn(N, V, generator=gen).to(device)
+    target = make_target((N,), None, V, "random", gen).to(device)
+    advantage = torch.randn(N, generator=gen).to(device)
+
+    def loss(logits):
+        logp, entropy = log_probs(logits, target, temperature=0.7, softcap=5.0)
+        return -(logp * advantage).sum() - 0.01 * entropy.mean(), logp, entropy
+
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=False)
+    results = []
+    for fn in (loss, compiled):
+        leaf = x.clone().requires_grad_(True)
+        value, logp, entropy = fn(leaf)
+        value.backward()
+        results.append((value.detach(), logp.detach(), entropy.detach(), leaf.grad))
+    for eager, comp in zip(*results, strict=True):
+        assert torch.equal(eager, comp)
