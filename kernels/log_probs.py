@@ -29,8 +29,11 @@ gradient once: 3 passes over N * V):
 - forward, one program per row: an online softmax over vocabulary blocks keeps the max m, the
   sum of exp(z - m) over all columns but one copy of the max (r, so log sum = log1p(r) keeps
   its digits for confident rows: docs/bugs.md, bug 6) and u = sum exp(z - m) (m - z), which
-  has no cancellation (every term >= 0). Then entropy = log s + u / s. It stores (m, r,
-  u / s) per row: all backward needs besides the logits and the targets.
+  has no cancellation (every term >= 0). Each lane of the block keeps its own (m, r, u); the
+  lanes merge once per row (no reduction inside the loop). Then entropy = log s + u / s. It
+  stores (m, r, u / s) per row: all backward needs besides the logits and the targets. A row
+  may also come in vocabulary slices, one launch each (the fused linear op): the running
+  (m, r, u) and the targets' z then carry over between launches.
 - backward, one program per row, from the upstream gradients dlogp [.., K] and dH (either may
   be None): with p = softmax(z), D_j = sum of dlogp_k over the targets equal to j, S = sum_k
   dlogp_k,
@@ -285,7 +288,7 @@ def _lp_bwd_kernel(
 # same z: z_t - m came out -1.2e-6 instead of 0 for a confident row at temperature 0.6 on an H100
 # (logp -1.2e-6 where the truth is -6e-18), and the backward's z - m for the max missed its
 # exact 1 - p. Every z must be rounded once, the same way everywhere (as the interpreter and
-# the float64 reference do). The kernels are memory-bound: no cost seen.
+# the float64 reference do). Its cost was not measured apart (the kernels are memory-bound).
 
 
 def _view_3d(x: torch.Tensor) -> torch.Tensor:
