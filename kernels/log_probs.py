@@ -54,11 +54,12 @@ import triton.language as tl
 
 from .cross_entropy import _INTERPRETED, _launch_config
 from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
+from .triton_mode import device_function
 
 N_STATS = 3  # per-row statistics forward saves: max m, r = s - 1, u / s (see the module docstring)
 
 
-@triton.jit
+@device_function
 def _to_z(x_raw, scale, cap, inv_t, SOFTCAP: tl.constexpr):
     """z from raw logits (float32), and the softcap's slope d capped / d (scale * x).
     / temperature is * inv_t (1 / temperature rounded once on the host): an IEEE division per
@@ -73,13 +74,13 @@ def _to_z(x_raw, scale, cap, inv_t, SOFTCAP: tl.constexpr):
     return z, slope
 
 
-@triton.jit
+@device_function
 def _row_base(x_ptr, row, T, stride_b, stride_t):
     # rows are (b, t) pairs of a [B, T, V] view (2-D logits: B = 1); int64 throughout
     return x_ptr + (row // T) * stride_b + (row % T) * stride_t
 
 
-@triton.jit
+@device_function
 def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
     # int32 offsets when the row is contiguous (cols < V < 2**31); else int64: cols * stride_v
     # exceeds 2**31 for transposed storage at large N * V
@@ -89,7 +90,7 @@ def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
         return cols.to(tl.int64) * stride_v
 
 
-@triton.jit
+@device_function
 def _count_valid(tgt_row, K, ignore_index):
     n = 0
     for k in range(0, K):
