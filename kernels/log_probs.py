@@ -1,0 +1,522 @@
+"""Per-token log-probabilities and entropy at a temperature, from logits, in Triton.
+
+    import torch
+    from ligerbench.kernels.log_probs import log_probs
+    logits = torch.randn(8, 1000, requires_grad=True)   # on a GPU: device="cuda", bf16
+    target = torch.randint(0, 1000, (8,))
+    logp, entropy = log_probs(logits, target, temperature=0.7)
+    (logp.sum() + 0.01 * entropy.sum()).backward()
+
+Semantics (this op and kernels/fused_linear_log_probs.py, where x = hidden @ weight.T + bias):
+    z = logit_scale * x
+    z = softcap * tanh(z / softcap)        when softcap is set; a -inf logit stays -inf
+    z = z / temperature
+    logp    = log_softmax(z)[target]        float32, target's shape
+    entropy = -(p * log p).sum(-1)          float32, the row shape; p = softmax(z), 0 log 0 = 0
+- target is [...] (one token per row) or [..., K] (K tokens per row, e.g. a teacher's top-K).
+- ignore_index: an ignored target entry gives logp 0 and no gradient through it. A row's
+  entropy is 0 (no gradient) only when ALL its targets are ignored (with one target: when it
+  is); a row with some targets left keeps its entropy.
+- A target outside [0, V) that is not ignore_index gives NaN (its logp), never a silent number.
+- A -inf logit (a padded vocabulary column) has zero probability and gets zero gradient, also
+  with a softcap (tanh would map it to -softcap, giving padding mass: unsloth #10616).
+- All math is float32 from the logits as given (never rounded to 16 bits on the way); the
+  gradient has the logits' dtype. logit_scale and temperature must be > 0; the kernels divide
+  by the temperature as a product with 1 / temperature.
+
+Design (cost model: forward reads the logits once, backward reads them once and writes the
+gradient once: 3 passes over N * V):
+- forward, one program per row: an online softmax over vocabulary blocks keeps the max m, the
+  sum of exp(z - m) over all columns but one copy of the max (r, so log sum = log1p(r) keeps
+  its digits for confident rows: docs/bugs.md, bug 6) and u = sum exp(z - m) (m - z), which
+  has no cancellation (every term >= 0). Each lane of the block keeps its own (m, r, u); the
+  lanes merge once per row (no reduction inside the loop). Then entropy = log s + u / s. It
+  stores (m, r, u / s) per row: all backward needs besides the logits and the targets. A row
+  may also come in vocabulary slices, one launch each (the fused linear op): the running
+  (m, r, u) and the targets' z then carry over between launches.
+- backward, one program per row, from the upstream gradients dlogp [.., K] and dH (either may
+  be None): with p = softmax(z), D_j = sum of dlogp_k over the targets equal to j, S = sum_k
+  dlogp_k,
+      dL/dz_j = D_j (1 - p_j) - (S - D_j) p_j - dH p_j ((z_j - m) + u / s)
+  where (z_j - m) + u / s = log p_j + H with log s cancelled exactly, 1 - p_j at the max is
+  r / (1 + r) (no cancellation when p -> 1) and a p_j that underflows to 0 contributes
+  exactly 0 (never 0 * -inf). Then chained through / temperature, the softcap's slope
+  (1 - tanh^2 as 4e / (1 + e)^2, triton_math.softcap_and_slope) and logit_scale.
+- logits of any strides (a column slice of a padded vocabulary, transposed storage, [B, T, V]
+  views): the kernels take the strides; no copy of the logits is made. Row offsets in int64.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .cross_entropy import _INTERPRETED, _launch_config
+from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
+from .triton_mode import device_function
+
+N_STATS = 3  # per-row statistics forward saves: max m, r = s - 1, u / s (see the module docstring)
+
+
+@device_function
+def _to_z(x_raw, scale, cap, inv_t, SOFTCAP: tl.constexpr):
+    """z from raw logits (float32), and the softcap's slope d capped / d (scale * x).
+    / temperature is * inv_t (1 / temperature rounded once on the host): an IEEE division per
+    logit costs more than the rest of the forward's arithmetic."""
+    x = x_raw.to(tl.float32)
+    if SOFTCAP:
+        capped, slope = softcap_and_slope(x * scale, cap)
+        z = tl.where(x == float("-inf"), x, capped) * inv_t  # padding stays padding
+    else:
+        slope = tl.full([1], 1.0, tl.float32)  # a tensor either way: jit functions return tensors
+        z = x * (scale * inv_t)
+    return z, slope
+
+
+@device_function
+def _row_base(x_ptr, row, T, stride_b, stride_t):
+    # rows are (b, t) pairs of a [B, T, V] view (2-D logits: B = 1); int64 throughout
+    return x_ptr + (row // T) * stride_b + (row % T) * stride_t
+
+
+@device_function
+def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
+    # int32 offsets when the row is contiguous (cols < V < 2**31); else int64: cols * stride_v
+    # exceeds 2**31 for transposed storage at large N * V
+    if UNIT_STRIDE:
+        return cols
+    else:
+        return cols.to(tl.int64) * stride_v
+
+
+@device_function
+def _count_valid(tgt_row, K, ignore_index):
+    n = 0
+    for k in range(0, K):
+        n += (tl.load(tgt_row + k) != ignore_index).to(tl.int32)
+    return n
+
+
+@triton.jit
+def _lp_fwd_kernel(
+    # logits [B, T, V] with any strides (2-D logits: B = 1)
+    x_ptr,
+    T,
+    stride_b,
+    stride_t,
+    stride_v,
+    # targets [N, K], contiguous (N = B * T)
+    tgt_ptr,
+    K,
+    # outputs, float32: log-probs [N, K], entropy [N], row statistics [N, N_STATS]
+    logp_ptr,
+    ent_ptr,
+    stats_ptr,
+    # the targets' z [N, K], float32, carried between the launches of a sliced row
+    zt_ptr,
+    # sizes and options; col_start: the vocabulary id of column 0 (a slice of the vocabulary)
+    V,
+    col_start,
+    ignore_index,
+    scale,
+    cap,
+    inv_t,
+    SOFTCAP: tl.constexpr,
+    UNIT_STRIDE: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    FIRST: tl.constexpr,  # the row's first slice: start from nothing, else from stats (m, r, u)
+    LAST: tl.constexpr,  # the row's last slice: finish (stats (m, r, u / s), logp, entropy)
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
+    tgt_row = tgt_ptr + row * K
+    if _count_valid(tgt_row, K, ignore_index) == 0:
+        if LAST:
+            for k in range(0, K):
+                tl.store(logp_ptr + row * K + k, 0.0)
+            tl.store(ent_ptr + row, 0.0)
+            for i in range(0, 3):
+                tl.store(stats_ptr + row * 3 + i, 0.0)
+    else:
+        offs = tl.arange(0, BLOCK_V)
+        # Per-lane online softmax: each lane keeps its own (m, r, u) over the columns it sees, so
+        # the loop has no reduction (four tree reductions per block made this forward 2.7x its
+        # read floor on an H100); the lanes are merged once, after the loop.
+        if FIRST:
+            m_v = tl.full([BLOCK_V], float("-inf"), tl.float32)
+            r_v = tl.zeros([BLOCK_V], tl.float32)
+            u_v = tl.zeros([BLOCK_V], tl.float32)
+        else:  # the row's state from its earlier slices enters as lane 0's
+            lane0 = offs == 0
+            m_v = tl.where(lane0, tl.load(stats_ptr + row * 3), float("-inf"))
+            r_v = tl.where(lane0, tl.load(stats_ptr + row * 3 + 1), 0.0)
+            u_v = tl.where(lane0, tl.load(stats_ptr + row * 3 + 2), 0.0)
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
+            z, _ = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
+            rise = z > m_v
+            # |z - m| against a finite stand-in for a lane that saw nothing yet (m = -inf), and
+            # clamped: -inf on either side (padding, lanes past V) gives e = 0 and e * a = 0,
+            # never 0 * inf or -inf + inf
+            m_f = tl.maximum(m_v, -3.0e38)
+            a = tl.minimum(tl.where(rise, z - m_f, m_f - z), 3.0e38)
+            e = tl.exp(-a)
+            # a new lane max: the old sum (its max included) moves down by e and the new max's
+            # own 1 stays out of r; else the column joins r (a tie with the max as exactly 1)
+            u_v = tl.where(rise, e * (u_v + a * (1.0 + r_v)), u_v + e * a)
+            r_v = tl.where(rise, e * (1.0 + r_v), r_v + e)
+            m_v = tl.maximum(m_v, z)
+        # merge the lanes: every sum below has terms >= 0 only
+        m = tl.max(m_v, 0)
+        seen = m_v > float("-inf")
+        top = (m_v == m) & seen  # the lanes that hold the row's max
+        s_v = tl.where(seen, 1.0 + r_v, 0.0)
+        shift = tl.where(seen, m - m_v, 0.0)
+        alpha = tl.exp(-shift)
+        r = tl.sum(tl.where(top, r_v, alpha * s_v), 0) + (tl.sum(top.to(tl.float32), 0) - 1.0)
+        r = tl.where(m > float("-inf"), r, 0.0)  # nothing finite seen yet: nothing to carry
+        u = tl.sum(alpha * (u_v + shift * s_v), 0)
+        tl.store(stats_ptr + row * 3, m)
+        tl.store(stats_ptr + row * 3 + 1, r)
+        if LAST:
+            log_s = log1p(r)
+            mean_gap = u / (1.0 + r)
+            tl.store(stats_ptr + row * 3 + 2, mean_gap)
+            tl.store(ent_ptr + row, log_s + mean_gap)
+        else:
+            tl.store(stats_ptr + row * 3 + 2, u)
+        for k in range(0, K):
+            t = tl.load(tgt_row + k).to(tl.int64)
+            valid = t != ignore_index
+            here = valid & (t >= col_start) & (t < col_start + V)
+            x_t = tl.load(x_row + (t - col_start) * stride_v, mask=here, other=float("nan"))
+            z_t, _ = _to_z(x_t, scale, cap, inv_t, SOFTCAP)
+            if LAST:
+                if not FIRST:  # a target in an earlier slice: its z from then (NaN: in none)
+                    z_t = tl.where(here, z_t, tl.load(zt_ptr + row * K + k))
+                # (z_t - m) - log s: exact for the max, where z_t - lse would round lse first
+                tl.store(logp_ptr + row * K + k, tl.where(valid, (z_t - m) - log_s, 0.0))
+            else:
+                tl.store(zt_ptr + row * K + k, z_t, mask=here)
+
+
+@triton.jit
+def _lp_bwd_kernel(
+    # logits [B, T, V] with any strides (2-D logits: B = 1)
+    x_ptr,
+    T,
+    stride_b,
+    stride_t,
+    stride_v,
+    # targets [N, K] contiguous; forward's row statistics [N, N_STATS]
+    tgt_ptr,
+    K,
+    stats_ptr,
+    # upstream gradients, float32, contiguous: dlogp [N, K], dentropy [N] (read only if HAS_*)
+    dlogp_ptr,
+    dent_ptr,
+    # gradient of the logits [N, V], rows stride_g apart, unit column stride (may be the logits)
+    grad_ptr,
+    stride_g,
+    # sizes and options; col_start: the vocabulary id of column 0 (a slice of the vocabulary)
+    V,
+    col_start,
+    ignore_index,
+    scale,
+    cap,
+    inv_t,
+    HAS_DLOGP: tl.constexpr,
+    HAS_DENT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
+    UNIT_STRIDE: tl.constexpr,
+    BLOCK_V: tl.constexpr,
+    ROUND_BY_HAND: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
+    g_row = grad_ptr + row * stride_g
+    tgt_row = tgt_ptr + row * K
+    offs = tl.arange(0, BLOCK_V)
+    out_ty = grad_ptr.dtype.element_ty
+    if _count_valid(tgt_row, K, ignore_index) == 0:
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=out_ty), mask=cols < V)
+    else:
+        m = tl.load(stats_ptr + row * 3)
+        r = tl.load(stats_ptr + row * 3 + 1)
+        mean_gap = tl.load(stats_ptr + row * 3 + 2)
+        log_s = log1p(r)
+        one_minus_p_max = r / (1.0 + r)  # 1 - 1/s, exact when s -> 1
+        s_up = 0.0  # S: sum of the upstream over the row's counted targets
+        if HAS_DLOGP:
+            for k in range(0, K):
+                valid = tl.load(tgt_row + k) != ignore_index
+                s_up += tl.where(valid, tl.load(dlogp_ptr + row * K + k), 0.0)
+        d_ent = 0.0
+        if HAS_DENT:
+            d_ent = tl.load(dent_ptr + row)
+        chain = scale * inv_t
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            in_row = cols < V
+            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=in_row, other=float("-inf"))
+            z, slope = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
+            zm = z - m
+            p = tl.exp(zm - log_s)
+            g = tl.zeros([BLOCK_V], dtype=tl.float32)
+            if HAS_DLOGP:
+                d_at = tl.zeros([BLOCK_V], dtype=tl.float32)  # D_j
+                for k in range(0, K):
+                    t = tl.load(tgt_row + k).to(tl.int64)
+                    d_k = tl.load(dlogp_ptr + row * K + k)
+                    d_at += tl.where((cols == t - col_start) & (t != ignore_index), d_k, 0.0)
+                q = tl.where(zm == 0.0, one_minus_p_max, 1.0 - p)
+                g = d_at * q - (s_up - d_at) * p
+            if HAS_DENT:
+                g -= d_ent * p * tl.where(p > 0.0, zm + mean_gap, 0.0)
+            g = g * slope * chain
+            tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=in_row)
+
+
+# ----------------------------------------------------------------------------- launchers
+
+
+# _NO_FP_FUSION: both kernels compile without multiply-add fusion. With it, compiled Triton
+# fused the product that makes the target's z with the subtraction of m, the rounded max of the
+# same z: z_t - m came out -1.2e-6 instead of 0 for a confident row at temperature 0.6 on an H100
+# (logp -1.2e-6 where the truth is -6e-18), and the backward's z - m for the max missed its
+# exact 1 - p. Every z must be rounded once, the same way everywhere (as the interpreter and
+# the float64 reference do). Its cost was not measured apart (the kernels are memory-bound).
+
+
+def _view_3d(x: torch.Tensor) -> torch.Tensor:
+    return x if x.dim() == 3 else x.unsqueeze(0)
+
+
+def log_probs_rows(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    temperature: float,
+    softcap: float | None,
+    logit_scale: float,
+    ignore_index: int,
+    out: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None,
+    slices: tuple[int, bool, bool, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Low-level forward over `logits` [N, V] or [B, T, V] (any strides) and `target` [N, K]
+    (contiguous, N = rows of the logits). Returns float32 (logp [N, K], entropy [N], row
+    statistics [N, N_STATS]), written into `out` when given (contiguous float32 tensors of those
+    shapes). No validation, no host sync. Used by the fused linear op on chunks.
+
+    A row may come in vocabulary slices, one launch each, in order: `slices` = (col_start,
+    first, last, zt) says which columns these logits are, whether this is the row's first and
+    last slice, and gives a float32 [N, K] tensor (NaN-filled before the first) that carries the
+    targets' z between launches; stats carry the running (m, r, u) until the last."""
+    x = _view_3d(logits)
+    n_cols = x.shape[-1]
+    n_rows, k = target.shape
+    dev = logits.device
+    if out is None:
+        out = (
+            torch.empty(n_rows, k, dtype=torch.float32, device=dev),
+            torch.empty(n_rows, dtype=torch.float32, device=dev),
+            torch.empty(n_rows, N_STATS, dtype=torch.float32, device=dev),
+        )
+    logp, ent, stats = out
+    col_start, first, last, zt = (0, True, True, None) if slices is None else slices
+    if n_rows == 0:
+        return logp, ent, stats
+    block_v, num_warps = _launch_config(n_cols, dev)
+    _lp_fwd_kernel[(n_rows,)](
+        x,
+        x.shape[1],
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        target,
+        k,
+        logp,
+        ent,
+        stats,
+        logp if zt is None else zt,
+        n_cols,
+        col_start,
+        ignore_index,
+        float(logit_scale),
+        float(softcap) if softcap else 1.0,
+        1.0 / temperature,
+        SOFTCAP=bool(softcap),
+        UNIT_STRIDE=x.stride(2) == 1,
+        BLOCK_V=block_v,
+        FIRST=first,
+        LAST=last,
+        num_warps=num_warps,
+        enable_fp_fusion=False,  # see _NO_FP_FUSION
+    )
+    return logp, ent, stats
+
+
+def log_probs_grad_rows(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    stats: torch.Tensor,
+    dlogp: torch.Tensor | None,
+    dentropy: torch.Tensor | None,
+    grad: torch.Tensor,
+    *,
+    temperature: float,
+    softcap: float | None,
+    logit_scale: float,
+    ignore_index: int,
+    col_start: int = 0,
+) -> torch.Tensor:
+    """Low-level backward: writes d(sum dlogp * logp + sum dentropy * entropy) / d logits into
+    `grad` ([N, V] rows, unit column stride, any float dtype; it may be `logits` itself, which
+    is read block by block before the same block is written). dlogp [N, K] and dentropy [N] are
+    float32 and contiguous, or None (no gradient through that output). `logits` may be the
+    columns [col_start, col_start + V) of the vocabulary only (the statistics are the whole
+    row's, the targets vocabulary ids). No host sync."""
+    x = _view_3d(logits)
+    n_cols = x.shape[-1]
+    n_rows, k = target.shape
+    if n_rows == 0:
+        return grad
+    g = grad.reshape(n_rows, n_cols)  # a view: grad is dense along its rows
+    block_v, num_warps = _launch_config(n_cols, logits.device)
+    _lp_bwd_kernel[(n_rows,)](
+        x,
+        x.shape[1],
+        x.stride(0),
+        x.stride(1),
+        x.stride(2),
+        target,
+        k,
+        stats,
+        dlogp if dlogp is not None else stats,
+        dentropy if dentropy is not None else stats,
+        g,
+        g.stride(0),
+        n_cols,
+        col_start,
+        ignore_index,
+        float(logit_scale),
+        float(softcap) if softcap else 1.0,
+        1.0 / temperature,
+        HAS_DLOGP=dlogp is not None,
+        HAS_DENT=dentropy is not None,
+        SOFTCAP=bool(softcap),
+        UNIT_STRIDE=x.stride(2) == 1,
+        BLOCK_V=block_v,
+        ROUND_BY_HAND=_INTERPRETED,
+        num_warps=num_warps,
+        enable_fp_fusion=False,  # see _NO_FP_FUSION
+    )
+    return grad
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def validate_options(temperature: float, softcap: float | None, logit_scale: float) -> None:
+    if not temperature > 0 or temperature == float("inf"):
+        raise ValueError(f"temperature must be positive and finite, got {temperature}")
+    if softcap is not None and not softcap > 0:
+        raise ValueError(f"softcap must be positive or None, got {softcap}")
+    if not logit_scale > 0 or logit_scale == float("inf"):
+        raise ValueError(f"logit_scale must be positive and finite, got {logit_scale}")
+
+
+def targets_2d(target: torch.Tensor, row_shape: tuple[int, ...], name: str) -> torch.Tensor:
+    """target [...rows] or [...rows, K] as a contiguous [N, K] tensor (a copy only if needed).
+    `name` is the tensor whose leading dims give the rows, for the error message."""
+    if target.dtype not in (torch.int64, torch.int32):
+        raise TypeError(f"target must be int64 or int32 token ids, got {target.dtype}")
+    shape = tuple(target.shape)
+    if shape == row_shape:
+        k = 1
+    elif len(shape) == len(row_shape) + 1 and shape[:-1] == row_shape and shape[-1] >= 1:
+        k = shape[-1]
+    else:
+        raise ValueError(
+            f"target shape {shape} must be {name}'s shape without its last dim {row_shape}, "
+            f"or that with K >= 1 targets per row appended"
+        )
+    n_rows = 1
+    for d in row_shape:
+        n_rows *= d
+    return target.reshape(n_rows, k).contiguous()
+
+
+def _validate(logits, target, temperature, softcap, logit_scale) -> torch.Tensor:
+    if logits.dim() not in (2, 3):
+        raise ValueError(f"logits must be 2-D [N, V] or 3-D [B, T, V], got shape {tuple(logits.shape)}")
+    if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        raise TypeError(f"logits must be float32, bfloat16 or float16, got {logits.dtype}")
+    if logits.shape[-1] < 1:
+        raise ValueError("logits must have at least one class")
+    if target.device != logits.device:
+        raise ValueError(f"target is on {target.device} but logits is on {logits.device}")
+    validate_options(temperature, softcap, logit_scale)
+    return targets_2d(target, tuple(logits.shape[:-1]), "logits")
+
+
+def upstream_2d(dlogp, dentropy, n_rows: int, k: int):
+    """The upstream gradients as the kernels read them: float32, contiguous, [N, K] and [N]."""
+    dl = None if dlogp is None else dlogp.reshape(n_rows, k).float().contiguous()
+    de = None if dentropy is None else dentropy.reshape(n_rows).float().contiguous()
+    return dl, de
+
+
+# ----------------------------------------------------------------------------- autograd
+
+
+class LogProbsFunction(torch.autograd.Function):
+    """autograd wrapper; forward(...) returns (logp, entropy), both differentiable."""
+
+    @staticmethod
+    def forward(ctx, logits, target, temperature, softcap, logit_scale, ignore_index):
+        t2 = _validate(logits, target, temperature, softcap, logit_scale)
+        opts = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
+        logp, ent, stats = log_probs_rows(logits, t2, **opts)
+        ctx.save_for_backward(logits)  # the caller's tensor, no copy; changed in place later, autograd says so
+        ctx.t2, ctx.stats, ctx.opts = t2, stats, opts
+        # an output that gets no gradient arrives as None: its term is skipped, not added as zeros
+        ctx.set_materialize_grads(False)
+        return logp.view(target.shape), ent.view(logits.shape[:-1])
+
+    @staticmethod
+    def backward(ctx, dlogp, dentropy):
+        (logits,) = ctx.saved_tensors
+        if not ctx.needs_input_grad[0] or (dlogp is None and dentropy is None):
+            return (None,) * 6
+        n_rows, k = ctx.t2.shape
+        dl, de = upstream_2d(dlogp, dentropy, n_rows, k)
+        grad = torch.empty(logits.shape, dtype=logits.dtype, device=logits.device)
+        log_probs_grad_rows(logits, ctx.t2, ctx.stats, dl, de, grad, **ctx.opts)
+        return (grad,) + (None,) * 5
+
+
+# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
+# cannot trace Triton's interpreter (CPU), and the op's own launches are what we verified.
+@torch.compiler.disable
+def log_probs(
+    logits: torch.Tensor,
+    target: torch.Tensor,
+    *,
+    temperature: float = 1.0,
+    softcap: float | None = None,
+    logit_scale: float = 1.0,
+    ignore_index: int = -100,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logp, entropy) of `target` under softmax(z), z = softcap-capped (logit_scale * logits)
+    / temperature: the semantics in this module's docstring.
+
+    logits [N, V] or [B, T, V] (float32, bfloat16 or float16; any strides, never copied or
+    written); target [N] / [B, T] (one token per row) or [N, K] / [B, T, K] (K per row).
+    Returns float32 logp (target's shape) and float32 entropy (the row shape); gradients flow
+    into the logits through either or both (the gradient has the logits' dtype)."""
+    return LogProbsFunction.apply(logits, target, temperature, softcap, logit_scale, ignore_index)
