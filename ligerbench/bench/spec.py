@@ -20,6 +20,12 @@ class BenchInputs:
     positional: list[torch.Tensor]  # the provider's positional arguments, in order
     leaves: list[torch.Tensor]  # those of them that receive gradients (requires_grad=True)
     options: dict = field(default_factory=dict)  # keyword arguments, filtered per provider
+    # the scalar backward starts from, given the provider's output; None: the loss it returns
+    # (the first element of a tuple). A kernel with several outputs and no loss of its own (per-
+    # token log-probs and entropy) weights each by an upstream gradient drawn with the inputs:
+    # (out * upstream).sum() is what autograd would hand backward, at the cost of one small
+    # elementwise pass, the same for every provider
+    objective: Callable[[object], torch.Tensor] | None = None
 
 
 def everywhere(case: Case) -> bool:
@@ -105,6 +111,8 @@ def call(fn: Callable, inputs: BenchInputs) -> torch.Tensor:
     Options the callable does not name are left out, so a provider with fewer keywords (or
     other names for them) is still called with everything it accepts."""
     out = fn(*inputs.positional, **accepted(fn, inputs.options))
+    if inputs.objective is not None:
+        return inputs.objective(out)
     if isinstance(out, (tuple, list)):
         return out[0]
     return out.loss if hasattr(out, "loss") else out
