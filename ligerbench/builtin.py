@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.metadata
 
-from ligerbench.registry import Registry
+from ligerbench.registry import Provider, RegistrationError, Registry
 from ligerbench.selftest import converge as converge_campaign
 from ligerbench.selftest.kernels import KERNEL_CAMPAIGN
 from ligerbench.suites import ce, converge, flce, vp_ce, vp_flce
@@ -38,17 +38,47 @@ def default_registry(*, plugins: bool = True) -> Registry:
     return reg
 
 
-def load_plugins(reg: Registry) -> list[str]:
-    """Call every `ligerbench.plugins` entry point; returns the names that loaded."""
+class _Recording:
+    """The registry as a plugin sees it: every Provider it tries to add is noted first (the one
+    that collides included), so that a plugin that fails half way still says what it claimed."""
+
+    def __init__(self, reg: Registry):
+        self._reg = reg
+        self.claimed: list[tuple[str, str]] = []
+
+    def add(self, *items) -> None:
+        self.claimed += [(i.kernel, i.name) for i in items if isinstance(i, Provider)]
+        for item in items:
+            key = (getattr(item, "kernel", None), item.name) if isinstance(item, Provider) else None
+            if key in self._reg.providers:
+                raise RegistrationError(
+                    f"provider {item.name!r} of kernel {item.kernel!r} is already registered "
+                    f"({self._reg.providers[key].description!r}); a plugin cannot shadow a name: pick another"
+                )
+        self._reg.add(*items)
+
+    def __getattr__(self, name: str):
+        return getattr(self._reg, name)
+
+
+def load_plugins(reg: Registry, entry_points=None) -> list[str]:
+    """Call every `ligerbench.plugins` entry point (or the given ones); returns the names that
+    loaded. A plugin that raises leaves the registry as it found it, is named in
+    `reg.plugin_errors`, and every provider it tried to add goes to `reg.failed_claims`."""
     loaded = []
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+    if entry_points is None:
+        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+    for ep in entry_points:
         tables = {name: dict(getattr(reg, name)) for name in TABLES}
+        view = _Recording(reg)
         try:
-            ep.load()(reg)
+            ep.load()(view)
         except Exception as exc:  # noqa: BLE001 -- a broken plugin is reported, never fatal
             for name, table in tables.items():
                 setattr(reg, name, table)
             reg.plugin_errors.append((ep.name, f"{type(exc).__name__}: {exc}"))
+            for key in view.claimed:
+                reg.failed_claims.setdefault(key, ep.name)
             continue
         loaded.append(ep.name)
     return loaded

@@ -50,6 +50,11 @@ def require_loadable(registry: Registry, kernel: str, names: list[str], device_t
     """Exit 1, naming each reason, when a provider asked for by name cannot run on this device."""
     reasons = {}
     for name in dict.fromkeys(names):
+        plugin = registry.failed_claims.get((kernel, name))
+        if plugin is not None:  # the built-in of that name would answer for a plugin that is not there
+            error = dict(registry.plugin_errors).get(plugin, "")
+            reasons[name] = f"{name} was claimed by plugin {plugin!r}, which failed to load ({error})"
+            continue
         reason = registry.provider(kernel, name).unavailable(device_type)
         if reason:
             reasons[name] = reason

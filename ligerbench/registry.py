@@ -122,6 +122,9 @@ class Registry:
     campaigns: dict[str, Campaign] = field(default_factory=dict)
     # plugins whose register() raised: (entry point name, error), reported by the commands
     plugin_errors: list[tuple[str, str]] = field(default_factory=list)
+    # (kernel, provider) -> the failed plugin that tried to register it: a run that names such a
+    # provider is refused, never served the built-in of the same name (ligerbench/named.py)
+    failed_claims: dict[tuple[str, str], str] = field(default_factory=dict)
 
     def add(self, *items: KernelSpec | Provider | Suite | Preset | Campaign) -> None:
         for item in items:
