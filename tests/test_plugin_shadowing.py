@@ -24,7 +24,7 @@ class FakeEntryPoint:
 
 
 def _provider(name: str) -> Provider:
-    return Provider(name=name, kernel="ce", description=f"a plugin's {name}", load=lambda: (lambda *a, **k: None))
+    return Provider(name=name, kernel="ce", description=f"a plugin's {name}", load=lambda: lambda *a, **k: None)
 
 
 def _registry_with(*plugins: FakeEntryPoint):
@@ -36,7 +36,7 @@ def _registry_with(*plugins: FakeEntryPoint):
 def test_a_plugin_that_shadows_a_name_is_an_error_naming_both():
     reg, loaded = _registry_with(FakeEntryPoint("shadow", lambda r: r.add(_provider("mine"), _provider("ours"))))
     assert loaded == []
-    (name, error), = reg.plugin_errors
+    ((name, error),) = reg.plugin_errors
     assert name == "shadow" and "'ours'" in error and "already registered" in error and "cannot shadow" in error
     # what it registered before the collision is taken back; the built-in stays
     assert ("ce", "mine") not in reg.providers and reg.providers[("ce", "ours")].description != "a plugin's ours"
