@@ -106,7 +106,7 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
     extra = job.before_start()
     run = runs.start(job.command, job.label, unit=job.unit, planned=job.planned, **start, **extra)
     life = Life(run, quiet)
-    with stop_signals():
+    with stop_signals(), torch_logs_to(run.path / "torch.log"):
         try:
             job.work(life)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
@@ -142,6 +142,33 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
         m = run.manifest
         runs.console.print(f"stopped early (-x/--maxfail): {m['completed']} of {m['planned']} {m['unit']}")
     return code
+
+
+# Loggers whose warnings belong to the run, not the terminal: torch.compile's providers recompile
+# for every new shape and dtype of a grid, and dynamo's recompilation warnings filled the screen.
+TORCH_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx")
+
+
+@contextlib.contextmanager
+def torch_logs_to(path) -> Iterator[None]:
+    """While the work runs, PyTorch's compiler loggers write to `path` (the run folder's
+    torch.log) instead of the terminal; their handlers and propagation come back afterwards."""
+    import logging
+
+    handler = logging.FileHandler(path, delay=True)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
+    saved = []
+    for name in TORCH_LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.handlers[:], logger.propagate))
+        logger.handlers = [handler]
+        logger.propagate = False
+    try:
+        yield
+    finally:
+        for logger, handlers, propagate in saved:
+            logger.handlers, logger.propagate = handlers, propagate
+        handler.close()
 
 
 def _main_thread() -> bool:

@@ -156,6 +156,9 @@ def verify(
     if collect_only:
         collect(plan, kernel, preset_name, selection, as_json)
         return ExitCode.OK
+    if not as_json:  # the first line says what the run will take, and why on a GPU it is long
+        auto = " (auto on a GPU: --preset quick for a fast look)" if preset == "auto" and dev.type == "cuda" else ""
+        runs.console.print(f"verify {kernel}: preset {preset_name}{auto}, {len(plan.cases)} cases", markup=False)
     job = VerifyJob(plan, registry, dev, seed=seed, preset=preset_name, named=provider, nproc=nproc, timeout_s=timeout,
                     maxfail=1 if exitfirst else maxfail)  # fmt: skip
     return lifecycle.execute(job, quiet=as_json, device=dev, triton_mode=mode, seed=seed, out=out, filters=selection,
