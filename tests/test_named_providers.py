@@ -227,7 +227,7 @@ def _registers_a_name_twice(reg):
     "register, error",
     [
         (_raises_on_register, "ImportError: No module named 'their_dependency'"),
-        (_registers_a_name_twice, "Provider ('ce', 'ours') is registered twice"),
+        (_registers_a_name_twice, "provider 'ours' of kernel 'ce' is already registered"),
         (_provider_for_a_misspelt_kernel, "names kernel 'cee', which is not registered (known kernels: ce, flce"),
     ],
 )

@@ -59,7 +59,9 @@ def test_entry_point_plugin_is_called(monkeypatch):
 
     register_plugin(monkeypatch, register)
     reg = default_registry()
-    assert seen == [reg] and ("ce", "third_party") in reg.providers
+    # called once, with a view of the registry that notes what it claims (a plugin that fails
+    # half way is still held to its names: tests/test_plugin_shadowing.py); its add lands in reg
+    assert len(seen) == 1 and seen[0].kernels is reg.kernels and ("ce", "third_party") in reg.providers
 
 
 def test_unavailable_provider_states_a_reason():
