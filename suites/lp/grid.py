@@ -1,0 +1,31 @@
+"""The case grid of `lp`, per preset: a core of the crossings the bug classes need, then an
+all-pairs covering design (suites/covering.py) over every axis, so every pair of values of any
+two axes meets in some case."""
+
+from __future__ import annotations
+
+from ligerbench.cases import Case
+from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.lp.axes import AXES, case
+
+DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+COVERED = ("temperature", "softcap", "logit_scale", "targets", "upstream", "ignore_pattern", "logits", "layout")
+
+
+def lp_cases(preset: str, device_type: str) -> list[Case]:
+    axes = {a.name: a for a in AXES}
+    n0, v0 = axes["n"].values_for(preset)[0], axes["v"].values_for(preset)[0]
+    shapes = [(n, v0) for n in axes["n"].values_for(preset)] + [(n0, v) for v in axes["v"].values_for(preset)]
+    cases: list[Case] = []
+    for dtype in DTYPES[device_type]:
+        base = case(n=n0, v=v0, dtype=dtype)
+        # core: each bug class's slice, with the options it interacts with
+        cases += [base.replace(temperature=t, upstream=u) for t in (0.6, 1.5) for u in ("logp", "entropy")]
+        cases += [base.replace(softcap=30.0, logit_scale=0.5, logits=k) for k in ("normal", "shifted", "peaked")]
+        cases += [base.replace(layout="padded_vocab", softcap=c, upstream="entropy") for c in (0.0, 30.0)]
+        cases += [base.replace(logits="shifted", upstream=u) for u in ("both", "entropy")]
+        cases += [base.replace(n=n, v=v, targets=k) for n, v in dict.fromkeys(shapes) for k in (1, 3)]
+        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED},
+                         covered=[c.params for c in cases])  # fmt: skip
+        cases += [base.replace(**row) for row in rows]
+    return list(dict.fromkeys(cases))

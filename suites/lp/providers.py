@@ -1,0 +1,36 @@
+"""Providers of `lp`: ours and the peers (issue 22). Each returns (logp, entropy) float32."""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench.registry import Provider
+from ligerbench.suites import log_prob_semantics as semantics
+
+
+def _ours():
+    from ligerbench.kernels.log_probs import log_probs
+
+    return log_probs
+
+
+def eager_fp32(logits, target, *, temperature=1.0, softcap=None, logit_scale=1.0, ignore_index=-100):
+    """What trainers write: the logits upcast to float32, then the semantics in PyTorch."""
+    return semantics.reference(logits.float(), target, temperature=temperature, softcap=softcap,
+                               logit_scale=logit_scale, ignore_index=ignore_index)  # fmt: skip
+
+
+def _compiled():
+    if not torch.cuda.is_available():
+        raise ImportError("torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)")
+    return torch.compile(eager_fp32, dynamic=True)
+
+
+PROVIDERS = (
+    Provider(name="ours", kernel="lp", description="kernels/log_probs.py (Triton; forward and backward kernels)",
+             load=_ours),
+    Provider(name="eager", kernel="lp", description="PyTorch on float32 logits (the yardstick's own formula)",
+             load=lambda: eager_fp32),
+    Provider(name="torch_compile", kernel="lp", description="torch.compile of the float32 PyTorch semantics",
+             load=_compiled, devices=("cuda",)),
+)  # fmt: skip

@@ -1,0 +1,102 @@
+"""The `lp` kernel as the harness sees it: its inputs, float64 reference, yardstick and call.
+
+Semantics: kernels/log_probs.py's docstring, in PyTorch in suites/log_prob_semantics.py. A
+provider is `fn(logits, target, *, temperature, softcap, logit_scale, ignore_index) ->
+(logp, entropy)`; the case runner hands it the logits exactly as laid out (a vocabulary padded with
+-inf columns, transposed storage, [B, T, V]) and runs backward with the case's upstream
+gradients on logp, entropy or both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench.cases import DTYPES, Case, batch_split, generator_for
+from ligerbench.problems import Outcome
+from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs, shape_logits
+
+VOCAB_PAD = 64  # padded_vocab: V rounded up to a multiple of this, plus one more multiple
+
+
+@dataclass
+class LPProblem:
+    logits: torch.Tensor  # as laid out for the case, in the case dtype
+    target: torch.Tensor  # [rows] or [rows, K] int64
+    upstream: tuple  # (dlogp or None, dentropy or None), float32
+    options: dict  # temperature, softcap, logit_scale, ignore_index
+
+
+def options_of(case: Case) -> dict:
+    return dict(temperature=case.temperature, softcap=case.softcap or None, logit_scale=case.logit_scale,
+                ignore_index=IGNORE)  # fmt: skip
+
+
+def lay_out(x: torch.Tensor, layout: str) -> torch.Tensor:
+    """float32 logits [N, V] in the case's layout (a view whose storage holds the padding)."""
+    n, v = x.shape
+    if layout == "2d":
+        return x
+    if layout == "3d":
+        b, t = batch_split(n)
+        return x.reshape(b, t, v)
+    if layout == "padded_vocab":
+        vp = (v + VOCAB_PAD - 1) // VOCAB_PAD * VOCAB_PAD + VOCAB_PAD
+        full = torch.full((n, vp), float("-inf"))  # a padded lm_head's extra rows, masked
+        full[:, :v] = x
+        return full
+    if layout == "transposed":
+        return x.t().contiguous().t()
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> LPProblem:
+    g = generator_for(case, seed)
+    x = shape_logits(torch.randn(case.n, case.v, generator=g), case.logits, g)
+    logits = lay_out(x, case.layout)
+    rows = tuple(logits.shape[:-1])
+    target = make_target(rows, case.targets if case.targets > 1 else None, case.v, case.ignore_pattern, g)
+    upstream = make_upstream(case.upstream, tuple(target.shape), rows, g)
+    dtype = DTYPES[case.dtype]
+    # cast keeping the layout: a strided view's storage (padding included) goes over whole
+    laid = _upcast(logits, dtype).to(device)
+    laid = laid.as_strided(logits.shape, logits.stride(), logits.storage_offset()) if laid.device != logits.device else laid
+    return LPProblem(laid, target.to(device), tuple(u if u is None else u.to(device) for u in upstream),
+                     options_of(case))  # fmt: skip
+
+
+def run_lp(fn, problem: LPProblem) -> Outcome:
+    return run_outputs(
+        fn, {"logits": problem.logits, "target": problem.target}, ("logits",), {}, problem.options, problem.upstream
+    )
+
+
+def _semantics(logits, target, **options):
+    return semantics.reference(logits, target, **options)
+
+
+def reference(problem: LPProblem) -> Outcome:
+    """The float64 truth."""
+    return _in(problem, torch.float64)
+
+
+def eager_in_dtype(problem: LPProblem) -> Outcome:
+    """The yardstick: the semantics in float32 from the unrounded logits, the gradient rounded
+    once to the case dtype."""
+    out = _in(problem, torch.float32)
+    out.values["grad_logits"] = out.values["grad_logits"].to(problem.logits.dtype)
+    return out
+
+
+def _in(problem: LPProblem, dtype: torch.dtype) -> Outcome:
+    up = tuple(u if u is None else u.to(dtype) for u in problem.upstream)
+    p = LPProblem(_upcast(problem.logits, dtype), problem.target, up, problem.options)
+    return run_lp(_semantics, p)
+
+
+def _upcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """t in `dtype` with the same layout (its whole storage converted)."""
+    n = t.untyped_storage().nbytes() // t.element_size()
+    return t.as_strided((n,), (1,), 0).to(dtype).as_strided(t.shape, t.stride(), t.storage_offset())
