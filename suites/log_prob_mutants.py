@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.suites import log_prob_semantics as semantics
-
 
 def buggy(bug: str):
     """fn(logits, target, **options) -> (logp, entropy) with `bug` planted."""
@@ -39,8 +37,10 @@ def buggy(bug: str):
         if bug == "max_from_zero":
             m = z.max(-1, keepdim=True).values.clamp(min=0.0)
             log_sm = z - (m + torch.log(torch.exp(z - m).sum(-1, keepdim=True)))
-        else:
-            log_sm = torch.log_softmax(z, dim=-1)
+        else:  # the accurate form of the semantics (log1p), so that only the planted bug differs
+            m, at = z.max(-1, keepdim=True)
+            zm = z - m
+            log_sm = zm - torch.log1p(torch.exp(zm).scatter(-1, at, 0.0).sum(-1, keepdim=True))
         p = log_sm.exp()
         if bug == "entropy_grad_dropped":
             p = p.detach()

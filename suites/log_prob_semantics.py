@@ -125,9 +125,11 @@ TEMPERATURE = Axis("temperature", "the sampling temperature the logits are divid
                                        0.6: "a sharpening rollout temperature (TRL #4159: applied to the logits)",
                                        1.5: "an exploring rollout temperature"})  # fmt: skip
 SOFTCAP = Axis("softcap", "Gemma-2's final-logit softcap (0: none)", (0.0, 30.0), tag="cap", default=0.0,
-               means={0.0: "most models", 30.0: "Gemma-2 (unsloth-zoo #593: the order with the logit scale)"})  # fmt: skip
+               means={0.0: "most models",
+                      30.0: "Gemma-2 (unsloth-zoo #593: the order with the logit scale)"})  # fmt: skip
 LOGIT_SCALE = Axis("logit_scale", "a scale on the logits before softcap and temperature", (1.0, 0.5), tag="s",
-                   default=1.0, means={1.0: "most models", 0.5: "a model with a logit scale (Cohere, Granite)"})  # fmt: skip
+                   default=1.0, means={1.0: "most models",
+                                       0.5: "a model with a logit scale (Cohere, Granite)"})  # fmt: skip
 TARGETS = Axis("targets", "tokens scored per row", (1, 3), tag="k", default=1, means={
     1: "the sampled token (GRPO, PPO, DPO)",
     3: "a teacher's top-K tokens (on-policy distillation)",

@@ -22,72 +22,13 @@ from __future__ import annotations
 import torch
 
 from ligerbench import tolerance
+from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, reference  # noqa: F401
 
 FACTOR = 2.0
 FLOOR = {torch.float32: 4 * 2.0**-24, torch.bfloat16: 2.0**-9, torch.float16: 2.0**-11}
 
-IGNORE = -100
 UPSTREAMS = ("logp", "entropy", "both", "zero_rows")
 IGNORE_PATTERNS = ("none", "random", "leading_run", "all")
-
-
-def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, ignore_index=IGNORE):
-    """The semantics of kernels/log_probs.py in PyTorch, in x's dtype (float64: the truth)."""
-    z = logit_scale * x
-    if softcap:
-        z = torch.where(z == float("-inf"), z, softcap * torch.tanh(z / softcap))
-    z = z / temperature
-    # log_softmax with log s = log1p(sum over all but one copy of the max): confident rows keep
-    # their digits (torch.log_softmax rounds log(1 + 1e-19) to 0 even in float64)
-    m, at = z.max(-1, keepdim=True)
-    zm = z - m
-    logp_all = zm - torch.log1p(torch.exp(zm).scatter(-1, at, 0.0).sum(-1, keepdim=True))
-    p = logp_all.exp()
-    # 0 log 0 = 0, with a zero gradient (a where() after the product would pass 0 * -inf = NaN back)
-    entropy = -(p * torch.where(p > 0, logp_all, 0.0)).sum(-1)
-    one = target.dim() == x.dim() - 1
-    t = target.unsqueeze(-1) if one else target
-    counted = t != ignore_index
-    logp = torch.where(counted, logp_all.gather(-1, torch.where(counted, t, 0)), 0.0)
-    entropy = torch.where(counted.any(-1), entropy, 0.0)
-    return (logp.squeeze(-1) if one else logp), entropy
-
-
-def make_target(rows: tuple[int, ...], k: int | None, v: int, pattern: str, gen) -> torch.Tensor:
-    """Targets [*rows] (k None) or [*rows, k] with an ignore pattern:
-    none; random (30% of the entries, and all of row 1: with K targets both a partly and a
-    fully ignored row); leading_run (the first half of the rows: a prompt); all."""
-    shape = rows + ((k,) if k else (1,))
-    t = torch.randint(0, v, shape, generator=gen)
-    flat = t.view(-1, shape[-1])
-    if pattern == "random":
-        flat[torch.rand(flat.shape, generator=gen) < 0.3] = IGNORE
-        flat[min(1, flat.shape[0] - 1)] = IGNORE
-    elif pattern == "leading_run":
-        flat[: flat.shape[0] // 2 + 1] = IGNORE
-    elif pattern == "all":
-        flat[:] = IGNORE
-    elif pattern != "none":
-        raise ValueError(pattern)
-    return t if k else t.squeeze(-1)
-
-
-def make_upstream(kind: str, logp_shape, entropy_shape, gen):
-    """(dlogp or None, dentropy or None): one output, the other, both, or both with some rows
-    exactly zero (rows a trainer masks out: they must give exactly nothing, never NaN)."""
-    dl = torch.randn(logp_shape, generator=gen)
-    de = torch.randn(entropy_shape, generator=gen) * 0.5
-    if kind == "logp":
-        return dl, None
-    if kind == "entropy":
-        return None, de
-    if kind == "zero_rows":
-        rows = torch.rand(entropy_shape, generator=gen) < 0.5
-        dl[rows] = 0.0
-        de[rows] = 0.0
-    elif kind != "both":
-        raise ValueError(kind)
-    return dl, de
 
 
 def outputs_and_grads(call, inputs, upstream):

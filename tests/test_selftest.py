@@ -21,6 +21,21 @@ from ligerbench.suites.ce import axes as ce_axes
 runner = CliRunner()
 # Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
 MUST_KILL = {
+    # log-probs (suites/log_prob_mutants.py): the entropy's dropped gradient shows in gradients only
+    "mutant_lp_temperature_on_logp": "correctness",
+    "mutant_lp_scale_after_softcap": "correctness",
+    "mutant_lp_mass_on_padding": "correctness",
+    "mutant_lp_entropy_grad_dropped": "gradients",
+    "mutant_lp_max_from_zero": "correctness",
+    "mutant_lp_entropy_nan_at_zero": "correctness",
+    "mutant_lp_ignores_logit_scale": "correctness",
+    "mutant_flp_temperature_on_logp": "correctness",
+    "mutant_flp_scale_after_softcap": "correctness",
+    "mutant_flp_entropy_grad_dropped": "gradients",
+    "mutant_flp_max_from_zero": "correctness",
+    "mutant_flp_ignores_logit_scale": "correctness",
+    "mutant_flp_rounded_logits": "correctness",
+    "mutant_flp_per_chunk_softmax": "correctness",
     "mutant_first_row_upstream": "gradients",
     "mutant_softcap_no_tanh_grad": "gradients",
     "mutant_mean_counts_ignored": "correctness",

@@ -1,6 +1,6 @@
 """The case axes of `lp` (per-token log-probs and entropy from logits): what each value stands for.
 
-    ligerbench verify --kernel lp --where temperature=0.6 --where layout=padded_vocab
+ligerbench verify --kernel lp --where temperature=0.6 --where layout=padded_vocab
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ def _mutant(bug: str) -> Provider:
     about, slices = BUGS[bug]
     if bug in PADDED:
         slices = tuple({**s, "layout": "padded_vocab"} for s in slices)
-    return Provider(name=f"mutant_{bug}", kernel="lp", description=about, load=lambda: buggy(bug), mutant=True,
+    return Provider(name=f"mutant_lp_{bug}", kernel="lp", description=about, load=lambda: buggy(bug), mutant=True,
                     targets=slices)  # fmt: skip
 
 

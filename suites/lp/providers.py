@@ -22,7 +22,9 @@ def eager_fp32(logits, target, *, temperature=1.0, softcap=None, logit_scale=1.0
 
 def _compiled():
     if not torch.cuda.is_available():
-        raise ImportError("torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)")
+        raise ImportError(
+            "torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)"
+        )
     return torch.compile(eager_fp32, dynamic=True)
 
 

@@ -62,7 +62,11 @@ def make_problem(case: Case, seed: int, device: torch.device) -> LPProblem:
     dtype = DTYPES[case.dtype]
     # cast keeping the layout: a strided view's storage (padding included) goes over whole
     laid = _upcast(logits, dtype).to(device)
-    laid = laid.as_strided(logits.shape, logits.stride(), logits.storage_offset()) if laid.device != logits.device else laid
+    laid = (
+        laid.as_strided(logits.shape, logits.stride(), logits.storage_offset())
+        if laid.device != logits.device
+        else laid
+    )
     return LPProblem(laid, target.to(device), tuple(u if u is None else u.to(device) for u in upstream),
                      options_of(case))  # fmt: skip
 

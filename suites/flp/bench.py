@@ -1,0 +1,4 @@
+"""`bench` of `flp`: not declared yet (SPEC None): `ligerbench bench --kernel flp` says so."""
+
+SPEC = None
+VARIANTS = ()

@@ -1,0 +1,36 @@
+"""The case grid of `flp`, per preset: a core of the crossings the bug classes need, then an
+all-pairs covering design (suites/covering.py) over every axis."""
+
+from __future__ import annotations
+
+from ligerbench.cases import Case
+from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.flp.axes import AXES, case
+
+DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+COVERED = ("bias", "temperature", "softcap", "logit_scale", "targets", "upstream", "ignore_pattern", "logits",
+           "layout")  # fmt: skip
+
+
+def allowed(row: dict) -> bool:
+    # 'shifted' logits come in through the bias
+    return not (row.get("logits") == "shifted" and row.get("bias") is False)
+
+
+def flp_cases(preset: str, device_type: str) -> list[Case]:
+    axes = {a.name: a for a in AXES}
+    n0, v0, h0 = (axes[k].values_for(preset)[0] for k in ("n", "v", "h"))
+    shapes = {(n, v0, h0) for n in axes["n"].values_for(preset)}
+    shapes |= {(n0, v, h0) for v in axes["v"].values_for(preset)} | {(n0, v0, h) for h in axes["h"].values_for(preset)}
+    cases: list[Case] = []
+    for dtype in DTYPES[device_type]:
+        base = case(n=n0, v=v0, h=h0, dtype=dtype)
+        cases += [base.replace(temperature=t, upstream=u) for t in (0.6, 1.5) for u in ("logp", "entropy")]
+        cases += [base.replace(softcap=30.0, logit_scale=0.5, logits=k) for k in ("normal", "peaked")]
+        cases += [base.replace(bias=True, logits="shifted", upstream=u) for u in ("both", "entropy")]
+        cases += [base.replace(layout=lay, targets=k) for lay in ("column_major", "kept_slice") for k in (1, 3)]
+        cases += [base.replace(n=n, v=v, h=h) for n, v, h in sorted(shapes)]
+        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED}, allowed=allowed,
+                         covered=[c.params for c in cases])  # fmt: skip
+        cases += [base.replace(**row) for row in rows]
+    return list(dict.fromkeys(cases))

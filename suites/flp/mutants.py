@@ -1,0 +1,56 @@
+"""Planted bugs of `flp`: suites/log_prob_mutants.py's bug classes on the logits of the head, plus
+two only a fused head has: logits rounded to the inputs' dtype before the float32 math (Liger
+#1432: 4-23% gradient error), and a softmax normalised per vocabulary chunk (Liger #1472)."""
+
+from __future__ import annotations
+
+from ligerbench.registry import Provider
+from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.log_prob_mutants import BUGS, buggy
+
+HEAD_BUGS = (
+    "temperature_on_logp",
+    "scale_after_softcap",
+    "entropy_grad_dropped",
+    "max_from_zero",
+    "ignores_logit_scale",
+)  # fmt: skip (the padding bugs need -inf columns: lp's)
+
+
+def _on_head(bug: str):
+    inner = buggy(bug)
+
+    def fn(hidden, weight, target, *, bias=None, **options):
+        x = hidden.float() @ weight.float().t()
+        return inner(x if bias is None else x + bias.float(), target, **options)
+
+    return fn
+
+
+def rounded_logits(hidden, weight, target, *, bias=None, **options):
+    x = hidden @ weight.t()  # in the inputs' dtype: bf16 logits
+    if bias is not None:
+        x = x + bias
+    return semantics.reference(x.float(), target, **options)
+
+
+def per_chunk_softmax(hidden, weight, target, *, bias=None, **options):
+    """The vocabulary cut in two and each half normalised on its own (a chunking-dependent result)."""
+    x = hidden.float() @ weight.float().t()
+    if bias is not None:
+        x = x + bias.float()
+    half = max(1, x.shape[-1] // 2)
+    logp_lo, ent_lo = semantics.reference(x[..., :half], target.clamp(max=half - 1), **options)
+    return logp_lo, ent_lo
+
+
+def _mutant(name, about, load, slices=()) -> Provider:
+    return Provider(name=f"mutant_flp_{name}", kernel="flp", description=about, load=load, mutant=True, targets=slices)
+
+
+PROVIDERS = (
+    *(_mutant(bug, BUGS[bug][0], lambda bug=bug: _on_head(bug), BUGS[bug][1]) for bug in HEAD_BUGS),
+    _mutant("rounded_logits", "logits rounded to the inputs' dtype before the float32 math", lambda: rounded_logits,
+            ({"dtype": "bf16"},)),
+    _mutant("per_chunk_softmax", "the softmax normalised over half the vocabulary", lambda: per_chunk_softmax),
+)  # fmt: skip

@@ -1,0 +1,126 @@
+"""The `flp` kernel as the harness sees it: its inputs, float64 reference, yardstick and call.
+
+x = hidden @ weight.T (+ bias), then kernels/log_probs.py's semantics (suites/log_prob_semantics.py).
+A provider is `fn(hidden, weight, target, *, bias, temperature, softcap, logit_scale,
+ignore_index) -> (logp, entropy)`; gradients of hidden, weight and bias through the case's
+upstream on logp, entropy or both. The float64 truth forms the logits in float64; the yardstick
+forms them in float32 from the same (16-bit) inputs, never rounded (issue 22), and rounds each
+16-bit gradient once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench.cases import DTYPES, Case, batch_split, generator_for
+from ligerbench.problems import Outcome
+from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs
+
+SHIFT = -200.0  # "shifted" logits: every logit 200 below zero, through the bias (verl #7439)
+GRADS = ("hidden", "weight", "bias")
+
+
+@dataclass
+class FLPProblem:
+    hidden: torch.Tensor  # as laid out for the case
+    weight: torch.Tensor  # [V, H]
+    bias: torch.Tensor | None  # [V]
+    target: torch.Tensor
+    upstream: tuple
+    options: dict
+
+
+def lay_out(h: torch.Tensor, layout: str, g) -> torch.Tensor:
+    n, hs = h.shape
+    if layout == "2d":
+        return h
+    if layout == "3d":
+        b, t = batch_split(n)
+        return h.reshape(b, t, hs)
+    if layout == "kept_slice":
+        b, t = batch_split(n)
+        full = torch.randn(b, t + 3, hs, generator=g)  # 3 prompt positions the caller drops
+        full[:, -t:, :] = h.reshape(b, t, hs)
+        return full[:, -t:, :]
+    if layout == "column_major":
+        return h.t().contiguous().t()
+    raise ValueError(f"unknown layout {layout!r}")
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> FLPProblem:
+    g = generator_for(case, seed)
+    n, v, hs = case.n, case.v, case.h
+    h = torch.randn(n, hs, generator=g)
+    w = torch.randn(v, hs, generator=g) / hs**0.5  # logits ~ N(0, 1)
+    b = 0.5 * torch.randn(v, generator=g) if case.bias else None
+    if case.logits == "flat":
+        w = 0.01 * w
+    elif case.logits == "peaked":  # a confident model: rows of h along one lm_head row each
+        at = torch.randint(0, v, (n,), generator=g)
+        h = h + (12.0 + 8.0 * torch.rand(n, 1, generator=g)) * w[at] / (w[at] * w[at]).sum(1, keepdim=True)
+    elif case.logits == "shifted":
+        b = (b if b is not None else torch.zeros(v)) + SHIFT
+    hidden = lay_out(h, case.layout, g)
+    rows = tuple(hidden.shape[:-1])
+    target = make_target(rows, case.targets if case.targets > 1 else None, v, case.ignore_pattern, g)
+    upstream = make_upstream(case.upstream, tuple(target.shape), rows, g)
+    dtype = DTYPES[case.dtype]
+    options = dict(temperature=case.temperature, softcap=case.softcap or None, logit_scale=case.logit_scale,
+                   ignore_index=IGNORE)  # fmt: skip
+    return FLPProblem(
+        _cast(hidden, dtype, device), w.to(dtype).to(device), None if b is None else b.to(dtype).to(device),
+        target.to(device), tuple(u if u is None else u.to(device) for u in upstream), options,
+    )  # fmt: skip
+
+
+def _cast(t: torch.Tensor, dtype, device) -> torch.Tensor:
+    """t in `dtype` on `device`, same layout (its whole storage converted)."""
+    n = t.untyped_storage().nbytes() // t.element_size()
+    flat = t.as_strided((n,), (1,), 0).to(dtype=dtype, device=device)
+    return flat.as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def run_flp(fn, problem: FLPProblem) -> Outcome:
+    def call(hidden, weight, target, bias=None, **options):
+        return fn(hidden, weight, target, bias=bias, **options)
+
+    call.__wrapped__ = fn
+    tensors = {"hidden": problem.hidden, "weight": problem.weight, "target": problem.target}
+    if problem.bias is not None:
+        tensors["bias"] = problem.bias
+    return run_outputs(call, tensors, GRADS, {}, problem.options, problem.upstream)
+
+
+def flp_semantics(hidden, weight, target, *, bias=None, **options):
+    """The semantics in PyTorch, in the inputs' dtype."""
+    x = hidden @ weight.t()
+    if bias is not None:
+        x = x + bias
+    return semantics.reference(x, target, **options)
+
+
+def _in(problem: FLPProblem, dtype: torch.dtype) -> Outcome:
+    def up(t):
+        return None if t is None else _cast(t, dtype, t.device)
+
+    ups = tuple(u if u is None else u.to(dtype) for u in problem.upstream)
+    p = FLPProblem(up(problem.hidden), up(problem.weight), up(problem.bias), problem.target, ups, problem.options)
+    return run_flp(flp_semantics, p)
+
+
+def reference(problem: FLPProblem) -> Outcome:
+    """The float64 truth."""
+    return _in(problem, torch.float64)
+
+
+def eager_in_dtype(problem: FLPProblem) -> Outcome:
+    """The yardstick: float32 logits from the unrounded inputs, each gradient rounded once."""
+    out = _in(problem, torch.float32)
+    for name in GRADS:
+        key = f"grad_{name}"
+        if key in out.values:
+            out.values[key] = out.values[key].to(problem.weight.dtype)
+    return out
