@@ -1,4 +1,116 @@
-"""`bench` of `flp`: not declared yet (SPEC None): `ligerbench bench --kernel flp` says so."""
+"""`bench` of `flp`: the RL primitive from the lm_head, fwd+bwd with random upstream gradients on
+both outputs (what a policy loss with an entropy bonus hands backward), beside the peers.
 
-SPEC = None
-VARIANTS = ()
+FLOP model (matrix products only): forward 2*N*H*V, backward 4*N*H*V (grad of hidden and of the
+weight): 6*N*H*V, the least any design does. Ours recomputes the logits in backward (8*N*H*V:
+the upstream gradients are unknown in forward), so its rate reads at most 6/8 of the matmul
+ceiling; it is credited with 6, as every provider is.
+
+    ligerbench bench --kernel flp                    # heads at N=8192, bf16, T=0.7
+    ligerbench bench --kernel flp --sweep tokens     # N = 2048..8192 at the qwen2.5-7b head
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
+from ligerbench.cases import DTYPES, Case
+from ligerbench.registry import Provider
+from ligerbench.suites.flp.axes import case as flp_case
+from ligerbench.suites.flp.providers import chunked_checkpoint
+
+MATMULS = {"full": 6, "forward": 2, "backward": 4}
+TEMPERATURE = 0.7  # a rollout temperature (issue 22's measurements)
+HEADS = {"llama3-8b": (4096, 128256, 0.0), "qwen2.5-7b": (3584, 152064, 0.0), "gemma2-2b": (2304, 256000, 30.0)}
+SMOKE_HEADS = {"llama3-8b": (16, 96, 0.0), "gemma2-2b": (16, 40, 30.0)}
+TOKENS = (2048, 4096, 8192)
+
+
+def flops(case: Case, mode: str) -> float:
+    return MATMULS[mode] * case.n * case.h * case.v
+
+
+def gradient_mib(case: Case) -> float:
+    """The memory floor: the gradients of the weight [V, H] and of the hidden states [N, H]."""
+    element = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    return (case.v + case.n) * case.h * element / 2**20
+
+
+def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
+    """hidden ~ N(0, 1), W ~ N(0, 1/H) (logits of std ~1), 10% of targets ignored, random upstream
+    gradients on logp and entropy. Never zeros."""
+    g = device_generator(case, seed, device)
+    dtype = DTYPES[case.dtype]
+    hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype).requires_grad_(True)
+    weight = (torch.randn(case.v, case.h, generator=g, device=device, dtype=dtype) * case.h**-0.5).requires_grad_(True)
+    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
+    target = torch.where(torch.rand(case.n, generator=g, device=device) < 0.1, -100, target)
+    u_logp = torch.randn(case.n, generator=g, device=device)
+    u_ent = 0.5 * torch.randn(case.n, generator=g, device=device)
+    options = dict(bias=None, temperature=case.temperature, softcap=case.softcap or None, logit_scale=1.0,
+                   ignore_index=-100)  # fmt: skip
+    return BenchInputs(positional=[hidden, weight, target], leaves=[hidden, weight], options=options,
+                       objective=lambda out: (out[0] * u_logp).sum() + (out[1] * u_ent).sum())  # fmt: skip
+
+
+def _point(name: str, n: int, h: int, v: int, cap: float, dtype: str) -> Case:
+    return flp_case(n=n, v=v, h=h, dtype=dtype, temperature=TEMPERATURE, softcap=cap, ignore_pattern="random")
+
+
+def heads(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    n = 8 if smoke else (tokens or 8192)
+    table = SMOKE_HEADS if smoke else HEADS
+    return [SweepPoint(k, float(i), _point(k, n, h, v, c, dtype)) for i, (k, (h, v, c)) in enumerate(table.items())]
+
+
+def tokens_sweep(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    h, v, c = SMOKE_HEADS["llama3-8b"] if smoke else HEADS["qwen2.5-7b"]
+    ns = (8, 16) if smoke else tuple(t for t in TOKENS if t <= (tokens or TOKENS[-1]))
+    return [SweepPoint(str(n), float(n), _point(str(n), n, h, v, c, dtype)) for n in ns]
+
+
+def _liger():
+    from liger_kernel.ops.fused_linear_scaled_cross_entropy import LigerFusedLinearScaledCrossEntropyFunction as F
+
+    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
+        nll, entropy = F.apply(hidden, weight, target, temperature, ignore_index, 1, True)
+        return -nll, entropy
+
+    return call
+
+
+VARIANTS = (
+    Provider(name="chunked_checkpoint_2048", kernel="flp", bench_only=True,
+             description="PyTorch over 2048-row chunks under torch.utils.checkpoint (issue 22's peer)",
+             load=lambda: functools.partial(chunked_checkpoint, chunk_rows=2048)),
+    Provider(name="liger", kernel="flp", bench_only=True, devices=("cuda",), load=_liger,
+             description="Liger-Kernel's fused NLL + entropy (LigerFusedLinearScaledCrossEntropyFunction)",
+             supports=lambda case: "no softcap in Liger's fused NLL + entropy" if case.softcap else None),
+)  # fmt: skip
+
+EXCLUDED = {
+    "ours_small_chunks": "a verification setting (16 KiB pieces); name it with --provider to time it",
+    "ours_rows": "a verification setting (7-row chunks); name it with --provider to time it",
+    "chunked_checkpoint": "a verification setting (8-row chunks): chunked_checkpoint_2048 is the peer",
+}
+
+SPEC = BenchSpec(
+    kernel="flp",
+    make_inputs=make_inputs,
+    work=flops,
+    work_formula="FLOPs = k * N * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
+    rate_unit="TFLOP/s",
+    rate_scale=1e9,
+    ceiling="matmul_tflops",
+    sweeps={"heads": heads, "tokens": tokens_sweep},
+    excluded=EXCLUDED,
+    targets=(
+        Target(("ours",), metric="time_ms", peers=("torch_compile",), factor=1.1,
+               source="issue 22: time <= 1.1 x torch.compile's in the same run"),
+        Target(("ours",), metric="extra_mib", limit=lambda case: 1.25 * gradient_mib(case),
+               source="issue 22: extra memory <= the gradients of hidden and weight + 25%"),
+    ),
+)  # fmt: skip
