@@ -180,7 +180,8 @@ def stop_signals() -> Iterator[None]:
     """While the work runs, SIGINT raises KeyboardInterrupt and SIGTERM raises Terminated, once:
     Python's default for SIGTERM would end the process without a word, and a repeat (`timeout`
     signals the process and then its whole group, a user presses Ctrl-C twice) would land in the
-    middle of the clean-up. The previous handlers come back afterwards. Outside the main thread
+    middle of the clean-up. The previous handlers come back afterwards, unless a real signal came:
+    then both are ignored until the process exits. Outside the main thread
     no handler can be set, and nothing changes."""
     if not _main_thread():
         yield
@@ -198,7 +199,10 @@ def stop_signals() -> Iterator[None]:
         yield
     finally:
         for s, handler in previous.items():
-            signal.signal(s, handler)
+            # once a real signal arrived the process is on its way out: a repeat (`timeout`
+            # signals the process, then its group) must not kill it with the default action
+            # between here and its exit code (seen: -15 instead of 143 when the clean-up was fast)
+            signal.signal(s, signal.SIG_IGN if stopping else handler)
 
 
 @contextlib.contextmanager

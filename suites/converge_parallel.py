@@ -1,5 +1,5 @@
 """The convergence suite under a parallel plan: what every rank of
-`converge --nproc N --parallel ddp|fsdp2|tp` checks (ligerbench/distributed/command.py runs it).
+`converge --nproc N --parallel ddp|fsdp2|tp` checks (ligerbench/commands/ranks.py runs it).
 
     result = run_parallel_case(ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "ce", parallel="fsdp2", nproc=2))
 
