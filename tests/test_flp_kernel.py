@@ -38,7 +38,9 @@ def _inputs(kind: str, rows: tuple[int, ...], v: int, target, gen, *, bias: bool
 
 def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32, v=V,
           bias=True, chunk_rows=CHUNK, chunk_bytes=None, split=None, seed=0, **opts):  # fmt: skip
-    """Build one case and check it; returns our (logp, entropy, [grads of hidden, weight, bias])."""
+    """Build one case and assert it within the rule (lp_checks.check: logp, entropy and every
+    gradient against float64, float32 outputs, finite gradients); returns our (logp, entropy,
+    [grads of hidden, weight, bias]). Tests that only call this still assert through it."""
     gen = torch.Generator().manual_seed(seed)
     rows = (2, N // 2) if layout in ("3d", "kept_slice") else (N,)
     n_real = v - 5 if kind == "neg_inf_bias" else v

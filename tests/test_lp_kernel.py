@@ -43,7 +43,9 @@ def _logits(kind: str, rows: tuple[int, ...], v: int, target, gen) -> torch.Tens
 
 def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", layout="2d", dtype=torch.float32,
           v=V, seed=0, **opts):  # fmt: skip
-    """Build one case and check it; returns our (logp, entropy, [grad of the stored logits])."""
+    """Build one case and assert it within the rule (lp_checks.check: logp, entropy and every
+    gradient against float64, float32 outputs, finite gradients); returns our (logp, entropy,
+    [grad of the stored logits]). Tests that only call this still assert through it."""
     gen = torch.Generator().manual_seed(seed)
     rows = (2, N // 2) if layout == "3d" else (N,)
     if kind == "neg_inf_padding":  # targets are real tokens
