@@ -107,6 +107,10 @@ class RecordWriter:
 
     def _widen(self) -> None:
         self._file.close()
+        self._rewrite()
+        self._open(mode="a")
+
+    def _rewrite(self) -> None:
         self.columns = columns_of(self.rows)
         tmp = self.path.with_name(self.path.name + ".tmp")
         with open(tmp, "w", newline="") as f:
@@ -114,10 +118,16 @@ class RecordWriter:
             w.writeheader()
             w.writerows(r.row() for r in self.rows)
         os.replace(tmp, self.path)
-        self._open(mode="a")
 
     def close(self) -> None:
+        """Close the file and make it hold exactly the rows written: a signal handled between a
+        row's append and its write (SIGTERM's exception) would otherwise leave the file one row
+        short of the manifest's count. Closing twice is a no-op: after the first close the file
+        may be others' (the ranks of a --nproc run write it)."""
+        if self._file.closed:
+            return
         self._file.close()
+        self._rewrite()
 
     def frame(self) -> pd.DataFrame:
         return to_frame(self.rows)
