@@ -1,0 +1,51 @@
+"""kernels/triton_mode.py under Triton's interpreter: a nested jit call inside a launch does not
+re-patch `triton.language` (a quarter of a CPU verify's time), the numbers stay Triton's, and the
+language is restored when the launch ends."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+from ligerbench.kernels import triton_math, triton_mode  # noqa: F401 (importing our kernels decides the mode)
+
+pytestmark = pytest.mark.skipif(triton_mode.current() != "interpreter", reason="the interpreter's own behaviour")
+
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+
+@triton.jit
+def _row_sums(x_ptr, out_ptr, LOOPS: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = 0.0
+    for _ in range(LOOPS):  # each tl.sum / tl.max is a nested jit call of Triton's library
+        x = tl.load(x_ptr + offs)
+        acc += tl.sum(x, 0) + tl.max(x, 0)
+    tl.store(out_ptr, acc)
+
+
+def _launch(loops: int, monkeypatch) -> tuple[float, int]:
+    walks = []
+    real = inspect.getmembers
+    monkeypatch.setattr(inspect, "getmembers", lambda *a, **k: walks.append(1) or real(*a, **k))
+    x = torch.arange(8, dtype=torch.float32)
+    out = torch.zeros(1)
+    _row_sums[(1,)](x, out, LOOPS=loops, BLOCK=8)
+    monkeypatch.setattr(inspect, "getmembers", real)
+    return out.item(), len(walks)
+
+
+def test_nested_library_calls_patch_the_language_once_per_launch(monkeypatch):
+    _launch(1, monkeypatch)  # the process's first launch patches more (library names it leaves patched)
+    one, walks_one = _launch(1, monkeypatch)
+    eight, walks_eight = _launch(8, monkeypatch)
+    assert one == 28.0 + 7.0 and eight == 8 * one  # Triton's numbers
+    assert walks_eight == walks_one  # without the skip: 2 more patches (8 walks) per loop
+
+
+def test_the_language_is_restored_after_a_launch(monkeypatch):
+    _launch(2, monkeypatch)
+    assert tl.core.is_builtin(tl.add) and tl.core.is_builtin(tl.load)
