@@ -113,8 +113,9 @@ def _rank(fn, problem: VPFLPProblem, rank: int, group) -> dict:
         torch.autograd.backward(outs, ups)
     result = {"logp": logp.detach().clone(), "entropy": entropy.detach().clone(),
               "float32": logp.dtype in _FULL and entropy.dtype in _FULL}  # fmt: skip
-    for k, t in mine.items():
-        result[f"grad_{k}"] = None if t is None else (torch.zeros_like(t) if t.grad is None else t.grad.detach().clone())
+    for k, t in mine.items():  # no gradient reached a leaf: zeros, as flp reports it
+        grad = None if t is None else t.grad
+        result[f"grad_{k}"] = None if t is None else (torch.zeros_like(t) if grad is None else grad.detach().clone())
     result["mutated"] = any(not same_bits(mine[k].detach(), b) for k, b in before.items())
     result["mutated"] |= not same_bits(target, p.target)
     return result
