@@ -68,6 +68,13 @@ MUST_KILL = {
     "mutant_vpf_mean_of_nothing_is_zero": "correctness",
     "mutant_vpf_upstream_ignored": "gradients",
     "mutant_vpf_dh_in_hidden": "contracts",
+    # vp_flp (tests/test_vp_flp_cli.py runs one on real ranks)
+    "mutant_vpflp_entropy_not_moved": "correctness",
+    "mutant_vpflp_max_copy_per_rank": "correctness",
+    "mutant_vpflp_logp_summed_over_ranks": "correctness",
+    "mutant_vpflp_target_wrong_offset": "correctness",
+    "mutant_vpflp_dh_not_reduced": "gradients",
+    "mutant_vpflp_vocab_start_ignored": "correctness",
     # one per new case-axis value (suites/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
     "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage

@@ -1,0 +1,51 @@
+"""The `vp_flp` kernel (vocab-parallel per-token log-probs and entropy from a column-parallel
+lm_head: the weight sharded on the vocab dim over a process group, the hidden states
+replicated) as ligerbench checks it: spec, axes, grid, suites, providers and planted bugs.
+
+    ligerbench verify --kernel vp_flp                    # ranks simulated in one process
+    ligerbench verify --kernel vp_flp --nproc 2          # real ranks (gloo on CPU, NCCL on GPUs)
+
+Every case is the global `flp` problem plus the world size its vocab is split over and where
+the targets sit among the shards (suites/vp_flp/grid.py says which crossings and why). Slicing is
+a provider axis (suites/vp_flp/providers.py): `ours` runs the quick cases in one vocabulary
+slice per shard, `ours_3_slices` in 3. No bench yet: the single-GPU `flp` bench measures the
+per-rank work (a V_local head), and the collectives move N * (3 + K) floats forward and N * H
+backward.
+"""
+
+from __future__ import annotations
+
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.vp_flp import axes, mutants, providers, spec
+from ligerbench.suites.vp_flp.grid import vp_flp_cases
+
+KERNEL = KernelSpec(
+    name="vp_flp",
+    description="vocab-parallel log-probs and entropy: weight [V, H] sharded on the vocab dim, hidden [N, H] "
+    "replicated",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    run=spec.run_vp_flp,
+    quantities=spec.QUANTITIES,
+    grid=vp_flp_cases,
+    axes=axes.AXES,
+    signature=spec.SIGNATURE,
+    peer="gathered",
+    control="ours",
+    applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
+)
+
+SUITES = (
+    Suite(name="correctness", kernel="vp_flp", description="every rank's logp and entropy vs the float64 reference "
+          "of the global problem, and both float32", quantities=("logp", "entropy", "outputs_float32")),
+    Suite(name="gradients", kernel="vp_flp", description="every rank's hidden gradient (summed over the group), and "
+          "the weight and bias gradient shards put back together, vs the float64 reference",
+          quantities=("grad_hidden", "grad_weight", "grad_bias")),
+    Suite(name="contracts", kernel="vp_flp", description="every rank's hidden states, weight shard, bias shard and "
+          "targets are unchanged", quantities=("input_unchanged",)),
+)  # fmt: skip
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *mutants.PROVIDERS)

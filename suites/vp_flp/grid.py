@@ -1,0 +1,45 @@
+"""The case grid of `vp_flp`, per preset: per dtype, a core of the crossings the vocab-parallel
+bug classes need (every world size; the merge's confident, shifted and flat rows; K targets on
+shard edges; an empty shard; one token), then an all-pairs covering design (suites/covering.py)
+over the flp axes that matter and the world size, so that every pair of values meets once (in
+fp32; the 16-bit dtypes get the core: Triton's interpreter keeps the CPU grid small)."""
+
+from __future__ import annotations
+
+from ligerbench.cases import Case
+from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.vp_flp.axes import AXES, case
+
+DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+COVERED = ("world", "temperature", "softcap", "targets", "upstream", "ignore_pattern", "logits", "layout",
+           "placement")  # fmt: skip
+
+
+def vp_flp_cases(preset: str, device_type: str) -> list[Case]:
+    axes = {a.name: a for a in AXES}
+    (n0, *odd_n), (v0, *odd_v), (h0, *_) = (axes[k].values_for(preset) for k in ("n", "v", "h"))
+    worlds = axes["world"].values_for(preset)
+    cases: list[Case] = []
+    for dtype in DTYPES[device_type]:
+        base = case(n=n0, v=v0, h=h0, dtype=dtype, world=worlds[0])
+        core = [base.replace(world=w) for w in worlds]
+        # the temperature on the logits, each output's gradient alone
+        core += [base.replace(temperature=0.6, upstream="logp"), base.replace(temperature=1.5, upstream="entropy")]
+        # softcap after the scale, on a confident head: one rank holds p ~ 1, the others ~ 0
+        core.append(base.replace(softcap=30.0, logit_scale=0.5, logits="peaked", bias=True, world=worlds[-1]))
+        # a teacher's top-K on the shards' first and last classes, masked rows of zeros
+        core.append(base.replace(targets=3, placement="edges", upstream="zero_rows", world=worlds[-1]))
+        # every logit 200 below zero (a max merged from 0), a prompt mask
+        core.append(base.replace(bias=True, logits="shifted", ignore_pattern="leading_run"))
+        # no counted token anywhere, flat rows, [B, T, H]
+        core.append(base.replace(ignore_pattern="all", logits="flat", layout="3d", targets=3, world=worlds[-1]))
+        # shapes: the other vocabularies (even, and an empty shard at the largest world), one token
+        core += [base.replace(v=v, world=worlds[-1]) for v in odd_v]
+        core += [base.replace(n=n, placement="edges") for n in odd_n]
+        cases += core
+        if dtype != "fp32":  # the covering once, in fp32: the other dtypes get the core
+            continue
+        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED}, covered=[c.params for c in core])
+        # 'shifted' logits come in through the bias (suites/flp/spec.py adds -200 to it): say so
+        cases += [base.replace(**row, bias=row["logits"] == "shifted") for row in rows]
+    return list(dict.fromkeys(cases))

@@ -1,0 +1,126 @@
+"""Planted bugs of the vocab-parallel log-probs and entropy: the slips of merging per-rank
+softmax statistics, and of a column-parallel head's hidden gradient. Each runs only when named
+or by selftest, on the case slices (`targets`) that expose it. Those that need the kernel's
+insides replace one part of it (MERGE, REDUCE or TARGET_START, by subclassing the autograd
+Function); the other wraps our op.
+
+    mutant                             the slip
+    vpflp_entropy_not_moved            each rank's sum p (m_r - z) added without moving it to the
+                                       global max: the entropy is short of sum_r p_r (M - m_r)
+    vpflp_max_copy_per_rank            every rank leaves its own max's 1 out of s (R = sum r_r
+                                       e^(m_r - M)): log s too small, every logp too large
+    vpflp_logp_summed_over_ranks       each rank's partial log-prob (its z_t, or 0 where another
+                                       rank owns the target, minus the lse) summed over the group:
+                                       the lse counted world times (the target logit taken from
+                                       every rank)
+    vpflp_target_wrong_offset          the target's logit looked up at its global id as a local
+                                       column (the slice's vocab_start left out)
+    vpflp_dh_not_reduced               the hidden gradient not summed over the group
+    vpflp_vocab_start_ignored          every rank takes its shard to start at class 0
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench.registry import Provider
+
+
+def _base():
+    from ligerbench.kernels import vocab_parallel_fused_linear_log_probs as vp
+
+    return vp.VocabParallelFusedLinearLogProbsFunction
+
+
+def _with_parts(**parts):
+    """Our op with some of its parts replaced (class attributes of the autograd Function)."""
+    buggy = type("Buggy", (_base(),), parts)
+
+    def call(hidden, weight_shard, target, *, bias, temperature, softcap, logit_scale, ignore_index, group,
+             vocab_start):  # fmt: skip
+        return buggy.apply(hidden, weight_shard, bias, target, group, vocab_start, temperature, softcap, logit_scale,
+                           ignore_index, 2**20, None)  # fmt: skip
+
+    return call
+
+
+def _rank_weights(gathered: torch.Tensor):
+    """(alpha [world, N]: each rank's e^(m_r - M), 0 where it saw nothing; seen [world, N])."""
+    m_r = gathered[..., 0]
+    seen = m_r > float("-inf")
+    m = m_r.amax(dim=0)
+    alpha = torch.where(seen, torch.exp(torch.where(seen, m_r - torch.where(m > float("-inf"), m, 0.0), 0.0)), 0.0)
+    return alpha, seen
+
+
+def _entropy_not_moved(gathered, valid, rank):
+    from ligerbench.kernels.vocab_parallel_fused_linear_log_probs import merge
+
+    logp, entropy, stats = merge(gathered, valid, rank)
+    alpha, _ = _rank_weights(gathered)
+    big_r = stats[:, 1]
+    mean_gap = (alpha * gathered[..., 2]).sum(dim=0) / (1.0 + big_r)  # u_r about m_r, never moved to M
+    stats = torch.stack((stats[:, 0], big_r, mean_gap), dim=1).contiguous()
+    return logp, torch.where(valid.any(dim=1), torch.log1p(big_r) + mean_gap, 0.0), stats
+
+
+def _max_copy_per_rank(gathered, valid, rank):
+    from ligerbench.kernels.vocab_parallel_fused_linear_log_probs import merge
+
+    logp, _, stats = merge(gathered, valid, rank)
+    alpha, _ = _rank_weights(gathered)
+    good_r, u = stats[:, 1], stats[:, 2] * (1.0 + stats[:, 1])
+    big_r = (alpha * gathered[..., 1]).sum(dim=0)  # each rank's r_r: one 1 left out per rank
+    log_s = torch.log1p(big_r)
+    logp = torch.where(valid, logp + (torch.log1p(good_r) - log_s)[:, None], 0.0)  # z_t - M kept
+    mean_gap = u / (1.0 + big_r)
+    entropy = torch.where(valid.any(dim=1), log_s + mean_gap, 0.0)
+    return logp, entropy, torch.stack((stats[:, 0], big_r, mean_gap), dim=1).contiguous()
+
+
+def _logp_summed_over_ranks(gathered, valid, rank):
+    from ligerbench.kernels.vocab_parallel_fused_linear_log_probs import merge
+
+    logp, entropy, stats = merge(gathered, valid, rank)
+    lse = stats[:, 0] + torch.log1p(stats[:, 1])
+    world = gathered.shape[0]
+    return torch.where(valid, logp - (world - 1) * lse[:, None], 0.0), entropy, stats
+
+
+def _no_reduce(t, group):
+    return t
+
+
+def _vocab_start_ignored():
+    from ligerbench.kernels.vocab_parallel_fused_linear_log_probs import vocab_parallel_fused_linear_log_probs
+
+    def call(hidden, weight_shard, target, *, vocab_start, **opts):
+        return vocab_parallel_fused_linear_log_probs(hidden, weight_shard, target, vocab_start=0, **opts)
+
+    return call
+
+
+def _mutant(name: str, description: str, load, **kw) -> Provider:
+    return Provider(name=f"mutant_{name}", kernel="vp_flp", description=description, load=load, mutant=True, **kw)
+
+
+# the core cases of suites/vp_flp/grid.py each bug shows on (the quick grid has one or two of each)
+FP32 = {"dtype": "fp32"}
+PLAIN = {**FP32, "temperature": 1.0, "upstream": "both", "ignore_pattern": "random", "logits": "normal", "n": 12,
+         "v": 257, "layout": "2d", "targets": 1, "softcap": 0.0}  # fmt: skip
+PROVIDERS = (
+    _mutant("vpflp_entropy_not_moved", "each rank's entropy sum added about its own max, not moved to the global max",
+            lambda: _with_parts(MERGE=staticmethod(_entropy_not_moved)), targets=(PLAIN,)),
+    _mutant("vpflp_max_copy_per_rank", "every rank leaves its own max's 1 out of the merged sum of exponentials",
+            lambda: _with_parts(MERGE=staticmethod(_max_copy_per_rank)), targets=(PLAIN,)),
+    _mutant("vpflp_logp_summed_over_ranks", "each rank's partial log-prob summed over the group: the log-sum-exp "
+            "counted once per rank (the target logit taken from every rank)",
+            lambda: _with_parts(MERGE=staticmethod(_logp_summed_over_ranks)), targets=(PLAIN,)),
+    _mutant("vpflp_target_wrong_offset", "the target's logit read at its global id as a local column (vocab_start "
+            "left out of the lookup)", lambda: _with_parts(TARGET_START=staticmethod(lambda vocab_start, c0: c0)),
+            targets=({**FP32, "placement": "edges"},)),
+    _mutant("vpflp_dh_not_reduced", "the hidden gradient is not summed over the group: each rank keeps its share",
+            lambda: _with_parts(REDUCE=staticmethod(_no_reduce)), targets=(PLAIN,)),
+    _mutant("vpflp_vocab_start_ignored", "every rank takes its shard to start at class 0", _vocab_start_ignored,
+            targets=(PLAIN,)),
+)  # fmt: skip
