@@ -16,10 +16,16 @@ runs, its last hidden states at those C positions go to our fused kernel
 softcap (Gemma-2), and no [B, C, V] tensor is ever stored. A position whose completion_mask is
 0 (padding after EOS) gets logp 0, entropy 0 and no gradient.
 
-How the weight is reached is the loss patch's (kernels/hf.py): the kernel runs as lm_head's
-forward through the module's call (call_as_forward), so FSDP2 gathers lm_head's weight once and
-reduce-scatters its gradient. Tensor parallelism (lm_head's weight a vocab-sharded DTensor with
-no FSDP2) is refused here until the vocab-parallel form of the op is wired in.
+How the weights are reached is the loss patch's (kernels/hf.py): the work runs as the model's
+forward and the kernel as lm_head's, each through the module's call (call_as_forward), so that
+FSDP2's hooks gather what the root and lm_head own and reduce-scatter their gradients (a model
+whose instance has a forward of its own, e.g. inside CausalLMPatch, is refused: nest no patches).
+Under tensor parallelism (lm_head ColwiseParallel: its weight a DTensor sharded on the vocab, no
+FSDP2 in the model) the vocab-parallel op (kernels/vocab_parallel_fused_linear_log_probs.py)
+runs on this rank's shard with the mesh's group and the shard's first global row
+(kernels/hf_parallel.py's `vocab_shard`, uneven shards included), not through lm_head's call;
+the hidden states are the same on every rank and their gradient comes back summed over the
+group. Every rank gets the whole (logp, entropy).
 
 Supported models: those of kernels/hf.py's SUPPORTED_MODELS (base model, lm_head, optional
 final-logit softcap); anything else is refused (TypeError) rather than computed wrong.
@@ -30,7 +36,7 @@ from __future__ import annotations
 import torch
 
 from .hf import check_supported
-from .hf_parallel import call_as_forward, is_dtensor, under_fsdp
+from .hf_parallel import call_as_forward, is_dtensor, under_fsdp, vocab_shard
 
 
 def completion_log_probs(
@@ -67,16 +73,10 @@ def completion_log_probs(
             )
         target = torch.where(completion_mask.bool(), target, ignore_index)
     head = model.lm_head
-    if is_dtensor(head.weight) and not under_fsdp(model):
-        raise NotImplementedError(
-            "lm_head's weight is a vocab-sharded DTensor (tensor parallelism): completion_log_probs runs the "
-            "single-GPU op, which needs the whole weight"
-        )
-    outputs = model.model(input_ids=input_ids, attention_mask=attention_mask, **model_kwargs)
-    # positions L-C-1 .. L-2 predict tokens L-C .. L-1 (a strided view, handed to the kernel as is)
-    hidden = outputs.last_hidden_state[:, -logits_to_keep - 1 : -1, :]
+    sharded = is_dtensor(head.weight) and not under_fsdp(model)
+    shard = vocab_shard(head) if sharded else None  # refuses other placements before any work
     softcap = getattr(model.config, "final_logit_softcapping", None)
-    from .fused_linear_log_probs import fused_linear_log_probs
+    options = dict(temperature=temperature, softcap=softcap, ignore_index=ignore_index)
 
     def head_forward(x):  # runs as lm_head's forward: its weight is the one the module sees now
         if is_dtensor(head.weight):
@@ -84,9 +84,21 @@ def completion_log_probs(
                 "lm_head's weight is still a DTensor inside lm_head's own forward under FSDP2 (composed with "
                 "tensor parallelism?): the fused op needs the whole weight there"
             )
-        return fused_linear_log_probs(
-            x, head.weight, target.to(x.device), bias=head.bias, temperature=temperature, softcap=softcap,
-            ignore_index=ignore_index,
-        )  # fmt: skip
+        from .fused_linear_log_probs import fused_linear_log_probs
 
-    return call_as_forward(head, head_forward, hidden)
+        return fused_linear_log_probs(x, head.weight, target.to(x.device), bias=head.bias, **options)
+
+    def model_forward(ids):  # runs as the model's forward: FSDP2's root hooks gather what it owns
+        outputs = model.model(input_ids=ids, attention_mask=attention_mask, **model_kwargs)
+        # positions L-C-1 .. L-2 predict tokens L-C .. L-1 (a strided view, handed to the kernel as is)
+        hidden = outputs.last_hidden_state[:, -logits_to_keep - 1 : -1, :]
+        if shard is None:
+            return call_as_forward(head, head_forward, hidden)
+        from .vocab_parallel_fused_linear_log_probs import vocab_parallel_fused_linear_log_probs
+
+        weight, bias, group, start = shard
+        return vocab_parallel_fused_linear_log_probs(
+            hidden, weight, target.to(hidden.device), bias=bias, group=group, vocab_start=start, **options
+        )
+
+    return call_as_forward(model, model_forward, input_ids)

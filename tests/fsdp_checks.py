@@ -248,3 +248,54 @@ def check_tp_refusals(rank: int, group, world: int) -> None:
                 assert says in str(exc), exc
             else:
                 raise AssertionError(f"flce under TP with {options or 'a row-parallel lm_head'} was not refused")
+
+
+# completion_log_probs (kernels/hf_log_probs.py) on real ranks: the RL step's log-probs
+LOG_PROBS_KEEP = 5  # the completion's length
+
+
+def _log_probs_step(model, ids, shard=None):
+    """(logp, entropy, every parameter's whole gradient) of one RL-style backward through
+    completion_log_probs, with fixed upstreams on both outputs; `shard` None for the reference:
+    transformers' own logits path (TRL's), float32."""
+    from ligerbench.kernels.hf_log_probs import completion_log_probs
+
+    g = torch.Generator().manual_seed(7)
+    u_logp, u_ent = (
+        torch.randn(ids.shape[0], LOG_PROBS_KEEP, generator=g),
+        torch.randn(ids.shape[0], LOG_PROBS_KEEP, generator=g),
+    )
+    if shard is None:
+        logits = model(input_ids=ids, logits_to_keep=LOG_PROBS_KEEP + 1).logits[:, :-1].float()
+        logp_all = torch.log_softmax(logits / 0.7, -1)
+        logp = logp_all.gather(-1, ids[:, -LOG_PROBS_KEEP:, None]).squeeze(-1)
+        entropy = -(logp_all.exp() * logp_all).sum(-1)
+    else:
+        logp, entropy = completion_log_probs(model, ids, logits_to_keep=LOG_PROBS_KEEP, temperature=0.7)
+    ((logp * u_logp).sum() + (entropy * u_ent).sum()).backward()
+    return logp.detach(), entropy.detach(), _grads(model)
+
+
+def check_log_probs(rank: int, group, world: int) -> None:
+    """completion_log_probs under tensor parallelism (uneven shards: the vocab-parallel op) and
+    under FSDP2 (lm_head its own unit: the op through lm_head's call), against the unsharded
+    model's logits path: log-probs, entropy and every parameter's gradient."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", (world,))
+    for where, preset in (("tp", UNEVEN), ("fsdp2", TINY)):
+        ids, _ = _batch(preset.vocab)
+        ref = _log_probs_step(build_model("llama-mini", preset, seed=0, dtype=torch.float32), ids)
+        if where == "tp":
+            model = _tp_model(preset, mesh)
+        else:
+            model = build_model("llama-mini", preset, seed=0, dtype=torch.float32)
+            _wrap(model, WRAPPINGS["lm_head_unit"], mesh)
+        with _counting_calls(model.lm_head) as head_calls:
+            got = _log_probs_step(model, ids, shard=where)
+        assert head_calls == [0 if where == "tp" else 1], (where, head_calls)
+        limit = tol.SINGLE_STEP["fp32"]
+        for name, a, b in (("logp", got[0], ref[0]), ("entropy", got[1], ref[1])):
+            err = tol.rel_error(a, b)
+            assert err <= limit, f"{where} rank {rank}: {name} rel error {err:.3g} > {limit}"
+        _compare(f"{where}/log_probs rank {rank}", got[0].sum(), got[2], got[0].sum(), ref[2])

@@ -40,3 +40,9 @@ TP_BUGS_CAUGHT = {
 def test_planted_bugs_in_the_fused_patch_under_tensor_parallel_fail(tmp_path):
     assert set(TP_BUGS_CAUGHT) == set(TP_MUTANTS)
     run_gloo(2, check_tp_mutants, TP_BUGS_CAUGHT, store=str(tmp_path / "store"), timeout_s=180)
+
+
+def test_completion_log_probs_under_tensor_parallel_and_fsdp2(tmp_path):
+    from fsdp_checks import check_log_probs
+
+    run_gloo(2, check_log_probs, store=str(tmp_path / "store"), timeout_s=180)
