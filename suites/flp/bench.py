@@ -73,16 +73,6 @@ def tokens_sweep(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint
     return [SweepPoint(str(n), float(n), _point(str(n), n, h, v, c, dtype)) for n in ns]
 
 
-def _liger():
-    from liger_kernel.ops.fused_linear_scaled_cross_entropy import LigerFusedLinearScaledCrossEntropyFunction as F
-
-    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
-        nll, entropy = F.apply(hidden, weight, target, temperature, ignore_index, 1, True)
-        return -nll, entropy
-
-    return call
-
-
 def eager_bf16_product(hidden, weight, target, *, bias=None, **options):
     """What HF-style trainers write: the product in the inputs' dtype, then float32 logits (one
     rounding of the logits: issue 22's 'eager' peer; verify would fail it in bf16)."""
@@ -104,9 +94,6 @@ VARIANTS = (
     Provider(name="chunked_checkpoint_2048", kernel="flp", bench_only=True,
              description="PyTorch over 2048-row chunks under torch.utils.checkpoint (issue 22's peer)",
              load=lambda: functools.partial(chunked_checkpoint, chunk_rows=2048)),
-    Provider(name="liger", kernel="flp", bench_only=True, devices=("cuda",), load=_liger,
-             description="Liger-Kernel's fused NLL + entropy (LigerFusedLinearScaledCrossEntropyFunction)",
-             supports=lambda case: "no softcap in Liger's fused NLL + entropy" if case.softcap else None),
 )  # fmt: skip
 
 EXCLUDED = {
