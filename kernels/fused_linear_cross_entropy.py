@@ -9,9 +9,12 @@
 
 Design (the cost model is in docs/performance.md: 6*N*H*V FLOPs is the floor; a design that
 recomputes the logits in backward pays 8*N*H*V):
-- tokens are cut into chunks; one [chunk, V] logits buffer is allocated once and reused. Per
-  chunk: logits = h_c @ W.T (+ b) by cuBLAS; our cross-entropy kernel reads the logits and
-  writes d loss / d logits over them, in place; then dh_c = dlogits @ W and
+- tokens are cut into chunks; one [chunk, V] float32 logits buffer (and, for 16-bit inputs, a
+  [chunk, V] gradient buffer in their dtype) is allocated once and reused. Per chunk: logits =
+  h_c @ W.T (+ b) by cuBLAS, accumulated AND stored in float32 (kernels/fp32_products.py: a
+  logit rounded to bf16 moved a confident row's loss by 4% against 0.3% for a careful
+  computation, issue 24 finding 3); our cross-entropy kernel reads the logits and writes
+  d loss / d logits into the gradient buffer (over the logits for float32); then dh_c = dlogits @ W and
   dW += dlogits.T @ h_c (cuBLAS), db += column sums. All of it happens in forward, so backward
   only rescales the gradients by the upstream scalar (and skips even that when it is 1: the
   test is made on the device, no host sync).
@@ -68,6 +71,7 @@ from .cross_entropy import (
     scale_rows_,
     validate_loss_options,
 )
+from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
 
 # 192 MiB of logits per chunk: at N=8192 the Llama-3-8B head (V=128256, bf16) gets chunks of
 # 768 tokens and the Gemma-2 head (V=256000) 384; with the gradients themselves (1066 and
@@ -91,7 +95,7 @@ def resolve_accum(accum: str, n_tokens: int, chunk: int) -> str:
     return "dtype" if -(-n_tokens // max(chunk, 1)) <= AUTO_DTYPE_MAX_CHUNKS else "fp32"
 
 
-def chunk_size(n_tokens: int, n_classes: int, element_size: int, chunk_bytes: int, chunk_tokens: int | None) -> int:
+def chunk_size(n_tokens: int, n_classes: int, logit_bytes: int, chunk_bytes: int, chunk_tokens: int | None) -> int:
     """Tokens per chunk: `chunk_tokens` if given, else the most whose logits fit `chunk_bytes`."""
     if chunk_tokens is not None:
         if chunk_tokens < 1:
@@ -99,7 +103,7 @@ def chunk_size(n_tokens: int, n_classes: int, element_size: int, chunk_bytes: in
         return min(chunk_tokens, max(n_tokens, 1))
     if chunk_bytes < 1:
         raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
-    rows = max(chunk_bytes // max(n_classes * element_size, 1), 1)
+    rows = max(chunk_bytes // max(n_classes * logit_bytes, 1), 1)
     if rows > _TILE:
         rows -= rows % _TILE
     return min(rows, max(n_tokens, 1))
@@ -109,13 +113,15 @@ def plan(
     n_tokens: int,
     n_classes: int,
     n_hidden: int,
-    element_size: int,
+    logit_bytes: int,
     chunk_bytes: int,
     chunk_tokens: int | None,
     accum: str,
 ) -> tuple[int, str]:
     """(tokens per chunk, weight-gradient accumulation) for a memory budget of `chunk_bytes`.
 
+    `logit_bytes`: the chunk's bytes per logit (fp32_products.bytes_per_logit: 4 for float32
+    inputs, 6 for 16-bit ones: the float32 logits and their 16-bit gradient).
     The budget bounds the working memory beyond the gradients themselves: the logits chunk and,
     in "fp32" accumulation, the fp32 [V, H] accumulator (4*V*H bytes). "auto" takes "fp32" only
     when the chunks would be more than AUTO_DTYPE_MAX_CHUNKS AND the accumulator takes at most
@@ -125,15 +131,15 @@ def plan(
     and "auto" follows the chunk count alone (resolve_accum); an explicit "fp32" gets the whole
     budget for its logits chunk, its accumulator on top."""
     if chunk_tokens is not None or accum != "auto":
-        chunk = chunk_size(n_tokens, n_classes, element_size, chunk_bytes, chunk_tokens)
+        chunk = chunk_size(n_tokens, n_classes, logit_bytes, chunk_bytes, chunk_tokens)
         return chunk, resolve_accum(accum, n_tokens, chunk)
-    chunk = chunk_size(n_tokens, n_classes, element_size, chunk_bytes, None)
+    chunk = chunk_size(n_tokens, n_classes, logit_bytes, chunk_bytes, None)
     if resolve_accum("auto", n_tokens, chunk) == "dtype":
         return chunk, "dtype"
     acc_bytes = 4 * n_classes * n_hidden
     if 2 * acc_bytes > chunk_bytes:
         return chunk, "dtype"
-    return chunk_size(n_tokens, n_classes, element_size, chunk_bytes - acc_bytes, None), "fp32"
+    return chunk_size(n_tokens, n_classes, logit_bytes, chunk_bytes - acc_bytes, None), "fp32"
 
 
 def _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap):
@@ -166,27 +172,6 @@ def _validate(hidden, weight, bias, target, class_weight, token_weight, reductio
     )  # fmt: skip
 
 
-_FP32_OUT_MM: dict[str, bool] = {}  # device type -> whether addmm(out_dtype=float32) runs there
-
-
-def _add_product_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
-    """acc (float32) += a @ b for 16-bit a, b, with the product accumulated in fp32 and never
-    rounded to 16 bits. cuBLAS does it directly (torch's out_dtype matmul, CUDA only); elsewhere
-    the operands are upcast first (exact, slower, 2x the operand memory: fine on CPU)."""
-    if a.dtype == torch.float32:
-        acc.addmm_(a, b)
-        return
-    kind = acc.device.type
-    if _FP32_OUT_MM.get(kind, True):
-        try:
-            torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
-            _FP32_OUT_MM[kind] = True
-            return
-        except (RuntimeError, TypeError, NotImplementedError):
-            _FP32_OUT_MM[kind] = False
-    acc.addmm_(a.float(), b.float())
-
-
 def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows):
     """Run every chunk: logits, loss and gradient rows (in place), then the three gradient
     products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed. No host
@@ -202,18 +187,20 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
     # Kahan compensation for the bias sum: with many chunks a plain fp32 running sum drifts
     # past eager's single reduction (seen on an H100 with 820 chunks: 1.1x the tolerance)
     grad_b_carry = torch.zeros_like(grad_b) if need_b else None
-    buf = torch.empty(min(chunk, n), v, dtype=h.dtype, device=h.device)
+    buf, gbuf = chunk_buffers(min(chunk, n) * v, h.dtype, h.device)
+    b32 = None if b is None else b.float()
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
-        h_c, logits = h[start:stop], buf[: stop - start]
-        if b is not None:
-            torch.addmm(b, h_c, w.t(), out=logits)
-        else:
-            torch.mm(h_c, w.t(), out=logits)
+        h_c = h[start:stop]
+        # float32 logits (never rounded to 16 bits) and their gradient in the inputs' dtype; for
+        # float32 inputs one buffer, the gradient written over the logits it was read from
+        logits = buf[: (stop - start) * v].view(stop - start, v)
+        grad = gbuf[: logits.numel()].view(logits.shape)
+        logits_fp32(h_c, w, b32, logits)
         loss_c, zloss_c, _ = cross_entropy_rows(
             logits,
             t[start:stop],
-            grad_out=logits if need_grad else None,
+            grad_out=grad if need_grad else None,
             denom=denom,
             token_weight=None if tw is None else tw[start:stop],
             **ce,
@@ -221,18 +208,18 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
         loss_rows[start:stop] = loss_c
         zloss_rows[start:stop] = zloss_c
         if need_h:
-            torch.mm(logits, w, out=grad_h[start:stop])
+            torch.mm(grad, w, out=grad_h[start:stop])
         if need_w:
             if accum == "fp32":
-                _add_product_fp32(grad_w, logits.t(), h_c)
+                add_product_fp32(grad_w, grad.t(), h_c)
             else:
-                grad_w.addmm_(logits.t(), h_c)
+                grad_w.addmm_(grad.t(), h_c)
         if need_b:
-            term = logits.sum(0, dtype=torch.float32) - grad_b_carry
+            term = grad.sum(0, dtype=torch.float32) - grad_b_carry
             total = grad_b + term
             grad_b_carry = (total - grad_b) - term
             grad_b = total
-    del buf  # before the fp32 accumulator's conversion: the two never coexist with it
+    del buf, gbuf  # before the fp32 accumulator's conversion: the two never coexist with it
     if grad_w is not None and grad_w.dtype != w.dtype:
         grad_w = grad_w.to(w.dtype)
     if grad_b is not None:
@@ -292,7 +279,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             check_targets_on_device(t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
         chunk, grad_weight_accum = plan(
-            h.shape[0], n_classes, h.shape[1], h.element_size(), chunk_bytes, chunk_tokens, grad_weight_accum
+            h.shape[0], n_classes, h.shape[1], bytes_per_logit(h.dtype), chunk_bytes, chunk_tokens, grad_weight_accum
         )
         ce = dict(
             weight=cw,

@@ -51,7 +51,8 @@ from typing import Literal
 
 import torch
 
-from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, _add_product_fp32, chunk_size
+from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
+from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, chunk_size
 from .log_probs import (
     N_STATS,
     log_probs_grad_rows,
@@ -60,32 +61,6 @@ from .log_probs import (
     upstream_2d,
     validate_options,
 )
-
-_FP32_OUT_MM: dict[str, bool] = {}  # device type -> whether mm(out_dtype=float32) runs there
-
-
-def _logits_fp32(h_c: torch.Tensor, w: torch.Tensor, b32: torch.Tensor | None, out: torch.Tensor) -> None:
-    """out = h_c @ w.T (+ b32) in float32, the product accumulated in float32 and never rounded
-    to 16 bits. cuBLAS does it straight from 16-bit operands (torch's out_dtype matmul, CUDA
-    only); elsewhere the operands are upcast first (exact, more memory: fine on CPU)."""
-    if h_c.dtype == torch.float32:
-        if b32 is None:
-            torch.mm(h_c, w.t(), out=out)
-        else:
-            torch.addmm(b32, h_c, w.t(), out=out)
-        return
-    kind = out.device.type
-    done = False
-    if _FP32_OUT_MM.get(kind, True):
-        try:
-            torch.mm(h_c, w.t(), out_dtype=torch.float32, out=out)
-            _FP32_OUT_MM[kind] = done = True
-        except (RuntimeError, TypeError, NotImplementedError):
-            _FP32_OUT_MM[kind] = False
-    if not done:
-        torch.mm(h_c.float(), w.float().t(), out=out)
-    if b32 is not None:
-        out += b32
 
 
 def _validate(hidden, weight, bias, target, temperature, softcap, logit_scale) -> torch.Tensor:
@@ -113,29 +88,18 @@ def _validate(hidden, weight, bias, target, temperature, softcap, logit_scale) -
 def plan_rows(n_rows: int, n_classes: int, dtype: torch.dtype, chunk_bytes: int, chunk_rows: int | None) -> int:
     """Rows per chunk: `chunk_rows` if given, else the most whose buffers fit `chunk_bytes`
     (float32 logits, plus the 16-bit gradient of the logits for 16-bit inputs)."""
-    return chunk_size(n_rows, n_classes, _bytes_per_logit(dtype), chunk_bytes, chunk_rows)
+    return chunk_size(n_rows, n_classes, bytes_per_logit(dtype), chunk_bytes, chunk_rows)
 
 
 def plan_cols(n_rows: int, n_classes: int, dtype: torch.dtype, chunk_bytes: int, chunk_cols: int | None) -> int:
     """Vocabulary columns per slice for backward_split="vocab" (every row at once): `chunk_cols`
     if given, else the most whose [N, cols] buffers fit `chunk_bytes`."""
-    return chunk_size(n_classes, n_rows, _bytes_per_logit(dtype), chunk_bytes, chunk_cols)
-
-
-def _bytes_per_logit(dtype: torch.dtype) -> int:
-    return 4 if dtype == torch.float32 else 4 + torch.finfo(dtype).bits // 8
+    return chunk_size(n_classes, n_rows, bytes_per_logit(dtype), chunk_bytes, chunk_cols)
 
 
 def _spans(n: int, step: int):
     for start in range(0, n, step):
         yield start, min(start + step, n)
-
-
-def _buffers(n_elements: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Flat storage for one chunk's float32 logits and their gradient (in the inputs' dtype;
-    the logits' own storage for float32 inputs: the kernel overwrites each block after reading it)."""
-    buf = torch.empty(n_elements, dtype=torch.float32, device=device)
-    return buf, buf if dtype == torch.float32 else torch.empty(n_elements, dtype=dtype, device=device)
 
 
 def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
@@ -146,18 +110,18 @@ def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
     grad_h = torch.empty(n_rows, n_hidden, dtype=dtype, device=dev) if need_h else None
     grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=dev) if need_w else None
     grad_b = torch.zeros(n_classes, dtype=torch.float32, device=dev) if need_b else None
-    buf, gbuf = _buffers(min(chunk, n_rows) * n_classes, dtype, dev)
+    buf, gbuf = chunk_buffers(min(chunk, n_rows) * n_classes, dtype, dev)
     for start, stop in _spans(n_rows, chunk):
         x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
         g = gbuf[: x.numel()].view(x.shape)
         h_c = h[start:stop]
-        _logits_fp32(h_c, weight, b32, x)
+        logits_fp32(h_c, weight, b32, x)
         rows = slice(start, stop)
         log_probs_grad_rows(x, t2[rows], stats[rows], _rows(dl, rows), _rows(de, rows), g, **opts)
         if need_h:
             torch.mm(g, weight, out=grad_h[start:stop])
         if need_w:
-            _add_product_fp32(grad_w, g.t(), h_c)
+            add_product_fp32(grad_w, g.t(), h_c)
         if need_b:
             grad_b += g.sum(0, dtype=torch.float32)
     del buf, gbuf  # before the accumulator's conversion: the two never coexist with it
@@ -173,17 +137,17 @@ def _backward_vocab(h, weight, b32, t2, stats, dl, de, opts, cols, need):
     grad_h = torch.zeros(n_rows, n_hidden, dtype=torch.float32, device=dev) if need_h else None
     grad_w = torch.empty(weight.shape, dtype=dtype, device=dev) if need_w else None
     grad_b = torch.empty(n_classes, dtype=torch.float32, device=dev) if need_b else None
-    buf, gbuf = _buffers(n_rows * min(cols, n_classes), dtype, dev)
+    buf, gbuf = chunk_buffers(n_rows * min(cols, n_classes), dtype, dev)
     for c0, c1 in _spans(n_classes, cols):
         x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
         g = gbuf[: x.numel()].view(x.shape)
         w_s = weight[c0:c1]
-        _logits_fp32(h, w_s, None if b32 is None else b32[c0:c1], x)
+        logits_fp32(h, w_s, None if b32 is None else b32[c0:c1], x)
         log_probs_grad_rows(x, t2, stats, dl, de, g, **opts, col_start=c0)
         if need_w:
             torch.mm(g.t(), h, out=grad_w[c0:c1])
         if need_h:
-            _add_product_fp32(grad_h, g, w_s)
+            add_product_fp32(grad_h, g, w_s)
         if need_b:
             grad_b[c0:c1] = g.sum(0, dtype=torch.float32)
     del buf, gbuf
@@ -238,7 +202,7 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
             buf = torch.empty(min(span, n_rows) * n_classes, dtype=torch.float32, device=dev)
             for start, stop in _spans(n_rows, span):
                 x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
-                _logits_fp32(h[start:stop], weight, b32, x)
+                logits_fp32(h[start:stop], weight, b32, x)
                 rows = slice(start, stop)
                 log_probs_rows(x, t2[rows], **opts, out=(logp[rows], entropy[rows], stats[rows]))
         else:
@@ -247,7 +211,7 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
             zt = torch.full(t2.shape, float("nan"), dtype=torch.float32, device=dev)
             for c0, c1 in _spans(n_classes, span):
                 x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
-                _logits_fp32(h, weight[c0:c1], None if b32 is None else b32[c0:c1], x)
+                logits_fp32(h, weight[c0:c1], None if b32 is None else b32[c0:c1], x)
                 log_probs_rows(x, t2, **opts, out=out, slices=(c0, c0 == 0, c1 == n_classes, zt))
         del buf
         ctx.save_for_backward(hidden, weight, bias)  # the caller's tensors, no copies

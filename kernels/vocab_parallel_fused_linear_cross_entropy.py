@@ -69,10 +69,10 @@ from types import SimpleNamespace
 import torch
 
 from .cross_entropy import CheckTargets, Reduction
+from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
 from .fused_linear_cross_entropy import (
     DEFAULT_CHUNK_BYTES,
     GradWeightAccum,
-    _add_product_fp32,
     _scale_,
     _validate,
     check_accum,
@@ -144,14 +144,16 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         grad_b = torch.zeros(v_local, dtype=torch.float32, device=h.device) if need_b else None
         grad_b_carry = torch.zeros_like(grad_b) if need_b else None  # Kahan, as the single-GPU kernel
         reuse = len(stats) > 0
-        buf = torch.empty(min(chunk, n), v_local, dtype=h.dtype, device=h.device)
+        # float32 logits (never rounded to 16 bits) and their gradient in the inputs' dtype (one
+        # buffer for float32 inputs), as the single-GPU kernel (kernels/fp32_products.py)
+        buf, gbuf = chunk_buffers(min(chunk, n) * v_local, h.dtype, h.device)
+        b32 = None if b is None else b.float()
         for k, start in enumerate(range(0, n, chunk)):
             stop = min(start + chunk, n)
-            h_c, logits = h[start:stop], buf[: stop - start]
-            if b is not None:
-                torch.addmm(b, h_c, w.t(), out=logits)
-            else:
-                torch.mm(h_c, w.t(), out=logits)
+            h_c = h[start:stop]
+            logits = buf[: (stop - start) * v_local].view(stop - start, v_local)
+            grad = gbuf[: logits.numel()].view(logits.shape)
+            logits_fp32(h_c, w, b32, logits)
             lt, own, cnt = s.local_t[start:stop], s.owned[start:stop], s.counted[start:stop]
             if reuse:
                 gathered = stats[k]
@@ -168,21 +170,21 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
                 loss_rows[start:stop], zloss_rows[start:stop] = _rows(merged, cnt, valid, tw_c, eps, z)
             if not need_grad:
                 continue
-            _write_grad(logits, logits, merged, lt, own, cnt, valid, s.cw, tw_c, denom, s.opts)
+            _write_grad(logits, grad, merged, lt, own, cnt, valid, s.cw, tw_c, denom, s.opts)
             # dW and db before dh: dh's rows may be formed where h_c was read (a buffer reused)
             if need_w:
                 if accum == "fp32":
-                    _add_product_fp32(grad_w, logits.t(), h_c)
+                    add_product_fp32(grad_w, grad.t(), h_c)
                 else:
-                    grad_w.addmm_(logits.t(), h_c)
+                    grad_w.addmm_(grad.t(), h_c)
             if need_b:
-                term = logits.sum(0, dtype=torch.float32) - grad_b_carry
+                term = grad.sum(0, dtype=torch.float32) - grad_b_carry
                 total = grad_b + term
                 grad_b_carry = (total - grad_b) - term
                 grad_b = total
             if need_h:
-                torch.mm(logits, w, out=grad_h[start:stop])
-        del buf
+                torch.mm(grad, w, out=grad_h[start:stop])
+        del buf, gbuf
         if need_h:
             cls.REDUCE(grad_h, s.group)  # the one all_reduce: every rank's share of dh
         if grad_w is not None and grad_w.dtype != w.dtype:
@@ -235,7 +237,8 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         if reduction == "mean":
             denom = layout[:, 3].sum() if cw is not None else counted.sum(dtype=torch.float32)
         widest = v_local if chunk_tokens is not None else int(layout[:, 0].max())  # the one host sync
-        chunk, accum = plan(n, widest, h.shape[1], h.element_size(), chunk_bytes, chunk_tokens, grad_weight_accum)
+        logit_bytes = bytes_per_logit(h.dtype)
+        chunk, accum = plan(n, widest, h.shape[1], logit_bytes, chunk_bytes, chunk_tokens, grad_weight_accum)
         shared = _Shared(h, w, b, local_t, owned, counted, cw, tw, row, group, rank,
                          (label_smoothing, softcap, z_loss_scale))  # fmt: skip
         need = tuple(bool(ctx.needs_input_grad[i]) for i in range(3))

@@ -70,8 +70,9 @@ from __future__ import annotations
 
 import torch
 
-from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, _add_product_fp32
-from .fused_linear_log_probs import _buffers, _logits_fp32, _spans, _validate, plan_cols
+from .fp32_products import add_product_fp32, chunk_buffers, logits_fp32
+from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES
+from .fused_linear_log_probs import _spans, _validate, plan_cols
 from .log_probs import N_STATS, log_probs_grad_rows, log_probs_rows, upstream_2d
 from .vocab_parallel_cross_entropy import all_gather, all_reduce_, group_rank_size, shard_offsets
 
@@ -166,7 +167,7 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
             buf = torch.empty(n_rows * min(span, v_local), dtype=torch.float32, device=dev)
             for c0, c1 in _spans(v_local, span):
                 x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
-                _logits_fp32(h, weight[c0:c1], None if b32 is None else b32[c0:c1], x)
+                logits_fp32(h, weight[c0:c1], None if b32 is None else b32[c0:c1], x)
                 start = cls.TARGET_START(vocab_start, c0)
                 # never the last slice: the row is finished by the merge, over every rank
                 log_probs_rows(x, t2, **opts, out=(logp, entropy, stats), slices=(start, c0 == 0, False, zt))
@@ -201,17 +202,17 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
         grad_w = alloc(weight.shape, dtype=dtype, device=dev) if need_w else None
         grad_b = alloc(v_local, dtype=torch.float32, device=dev) if need_b else None
         if work:
-            buf, gbuf = _buffers(n_rows * min(ctx.span, v_local), dtype, dev)
+            buf, gbuf = chunk_buffers(n_rows * min(ctx.span, v_local), dtype, dev)
             for c0, c1 in _spans(v_local, ctx.span):
                 x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
                 g = gbuf[: x.numel()].view(x.shape)
                 w_s = weight[c0:c1]
-                _logits_fp32(h, w_s, None if b32 is None else b32[c0:c1], x)
+                logits_fp32(h, w_s, None if b32 is None else b32[c0:c1], x)
                 log_probs_grad_rows(x, ctx.t2, ctx.stats, dl, de, g, **ctx.opts, col_start=ctx.vocab_start + c0)
                 if need_w:
                     torch.mm(g.t(), h, out=grad_w[c0:c1])
                 if need_h:
-                    _add_product_fp32(grad_h, g, w_s)
+                    add_product_fp32(grad_h, g, w_s)
                 if need_b:
                     grad_b[c0:c1] = g.sum(0, dtype=torch.float32)
             del buf, gbuf

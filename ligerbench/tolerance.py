@@ -5,7 +5,14 @@ at most
 
     limit = FACTOR * eager_error + FLOOR[dtype]
 
-where eager_error is PyTorch eager's error on the same inputs in the same dtype. FACTOR = 2
+where eager_error is the error of the yardstick: a careful PyTorch computation on the same inputs
+(`yardstick`). In float32 it is PyTorch in float32. In 16-bit dtypes it is PyTorch in float32
+from the same 16-bit inputs, each output rounded once to the dtype: what a careful kernel does
+(float32 math, one rounding at the store). PyTorch's own 16-bit path is not the yardstick: on
+confident rows its bf16 true-class gradient is ~100% wrong, and a limit twice that passed a
+kernel with the same bug (Liger <= 0.4.0). Where PyTorch's formula is known to cancel (the
+softcap slope 1 - tanh^2 far from 0) the yardstick uses a stable one (suites/ce/spec.py's
+`capped`). FACTOR = 2
 leaves room for a second rounding (our bf16 gradient is rounded once in forward and once more
 when a non-unit upstream gradient scales it: about 1.4x a single rounding), not for a bug: the
 bugs this harness exists for give errors of 10% to 100%.
@@ -56,6 +63,23 @@ def rel_error(out: torch.Tensor | None, ref: torch.Tensor) -> float:
     if norm == 0.0:
         return 0.0 if diff == 0.0 else math.inf
     return diff / norm
+
+
+def yardstick(run, problem, upcast: dict[str, torch.Tensor | None]):
+    """The yardstick's outcome (module docstring): `run(problem)` as it is for float32 inputs;
+    for 16-bit ones `run` on a copy of the problem whose `upcast` fields (name -> tensor) are
+    float32, then every output value rounded once to the 16-bit dtype (and held as float32)."""
+    import dataclasses
+
+    dtypes = {t.dtype for t in upcast.values() if t is not None and t.is_floating_point()}
+    low = dtypes & {torch.float16, torch.bfloat16}
+    if not low:
+        return run(problem)
+    (dtype,) = low
+    wide = dataclasses.replace(problem, **{k: None if t is None else t.detach().float() for k, t in upcast.items()})
+    out = run(wide)
+    values = {k: None if v is None else v.to(dtype).float() for k, v in out.values.items()}
+    return dataclasses.replace(out, values=values)
 
 
 def limit_for(eager_error: float, dtype: torch.dtype) -> float:

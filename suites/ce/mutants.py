@@ -53,6 +53,16 @@ def _softcap_without_tanh_derivative(logits, target, *, softcap, **opts):
     return _ours()(capped, target, **opts)
 
 
+def _softcap_slope_cancels(logits, target, *, softcap, **opts):
+    """The softcap applied in PyTorch before our kernel, its slope autograd's 1 - tanh^2: right in
+    value, but the slope loses its digits where |tanh| -> 1 (issue 24, finding 3: it passed while
+    the yardstick used the same formula)."""
+    if not softcap:
+        return _ours()(logits, target, **opts)
+    capped = softcap * torch.tanh(logits.float() / softcap)
+    return _ours()(capped, target, **opts)
+
+
 def _mean_counts_ignored(logits, target, *, reduction, **opts):
     """Ignored tokens counted in the mean's denominator."""
     loss, z = _ours()(logits, target, reduction="sum" if reduction == "mean" else reduction, **opts)
@@ -145,6 +155,19 @@ PROVIDERS = (
         lambda: _low_precision_target_grad,
         # random-normal logits cannot show it: p_y must be within bf16's rounding of 1
         targets=({"logits": "confident", "reduction": "sum", "dtype": "fp32", "option": "plain"},),
+    ),
+    _mutant(
+        "mutant_low_precision_target_grad_bf16",
+        "the same bug in bf16: Liger <= 0.4.0's true-class gradient from a bf16 softmax",
+        lambda: _low_precision_target_grad,
+        # passed when PyTorch's own bf16 path was the yardstick (~100% wrong on confident rows)
+        targets=({"logits": "confident", "dtype": "bf16", "option": "plain"},),
+    ),
+    _mutant(
+        "mutant_softcap_slope_cancels",
+        "softcap slope computed as 1 - tanh^2 (cancels for logits far beyond the cap)",
+        lambda: _softcap_slope_cancels,
+        targets=({"option": "softcap", "dtype": "fp32", "logits": "large"},),
     ),
     _mutant(
         "mutant_silent_inplace",

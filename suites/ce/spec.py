@@ -33,6 +33,7 @@ from ligerbench.cases import (
 )
 from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
 from ligerbench.suites.ce.axes import LAYOUT
+from ligerbench.tolerance import yardstick
 
 
 @dataclass
@@ -118,6 +119,27 @@ def _placed(case: Case, logits: torch.Tensor, g: torch.Generator, device: torch.
     raise ValueError(f"unknown ce layout {case.layout!r}; expected one of {LAYOUT.values}")
 
 
+class _StableTanh(torch.autograd.Function):
+    """tanh whose derivative is 1 / cosh^2, not autograd's 1 - tanh^2: that difference loses its
+    digits where |tanh| is near 1 (a softcapped confident logit), which made PyTorch's own slope
+    as wrong as a kernel that computes it the same way (issue 24, finding 3)."""
+
+    @staticmethod
+    def forward(ctx, u):
+        ctx.save_for_backward(u)
+        return torch.tanh(u)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (u,) = ctx.saved_tensors
+        return grad / torch.cosh(u) ** 2  # cosh overflows to inf far out: slope 0, as it should
+
+
+def capped(x: torch.Tensor, softcap: float) -> torch.Tensor:
+    """softcap * tanh(x / softcap) with a stable slope (_StableTanh)."""
+    return softcap * _StableTanh.apply(x / softcap)
+
+
 def ce_torch(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -139,7 +161,7 @@ def ce_torch(
     x = logits
     dt = x.dtype
     if softcap:
-        x = softcap * torch.tanh(x / softcap)
+        x = capped(x, softcap)
     w = weight.to(dt) if weight is not None else None
     counted = target != ignore_index
     if reduction == "mean" and z_loss_scale == 0.0 and token_weight is None:
@@ -205,5 +227,6 @@ def reference(problem: CEProblem) -> Outcome:
 
 
 def eager_in_dtype(problem: CEProblem) -> Outcome:
-    """PyTorch eager in the case dtype: the yardstick of the tolerance rule."""
-    return run_ce(ce_torch, problem)
+    """The yardstick of the tolerance rule (ligerbench/tolerance.py): PyTorch in float32, each
+    output rounded once to a 16-bit case dtype."""
+    return yardstick(lambda p: run_ce(ce_torch, p), problem, {"logits": problem.logits})

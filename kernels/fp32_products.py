@@ -1,0 +1,63 @@
+"""Float32 products from 16-bit operands, shared by the fused kernels (flce, flp, their
+vocab-parallel forms): a chunk's logits formed in float32 and never rounded to 16 bits (a
+rounded logit of a confident row moves its loss by percent: docs/bugs.md, issue 24 finding 3),
+the float32 accumulation of a weight gradient, and the per-chunk buffers."""
+
+from __future__ import annotations
+
+import torch
+
+_FP32_OUT_MM: dict[tuple[str, str], bool] = {}  # (device type, "addmm" | "mm") -> whether out_dtype runs there
+
+
+def add_product_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """acc (float32) += a @ b for 16-bit a, b, with the product accumulated in fp32 and never
+    rounded to 16 bits. cuBLAS does it directly (torch's out_dtype matmul, CUDA only); elsewhere
+    the operands are upcast first (exact, slower, 2x the operand memory: fine on CPU)."""
+    if a.dtype == torch.float32:
+        acc.addmm_(a, b)
+        return
+    kind = (acc.device.type, "addmm")
+    if _FP32_OUT_MM.get(kind, True):
+        try:
+            torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+            _FP32_OUT_MM[kind] = True
+            return
+        except (RuntimeError, TypeError, NotImplementedError):
+            _FP32_OUT_MM[kind] = False
+    acc.addmm_(a.float(), b.float())
+
+
+def logits_fp32(h_c: torch.Tensor, w: torch.Tensor, b32: torch.Tensor | None, out: torch.Tensor) -> None:
+    """out = h_c @ w.T (+ b32) in float32, the product accumulated in float32 and never rounded
+    to 16 bits. cuBLAS does it straight from 16-bit operands (torch's out_dtype matmul, CUDA
+    only); elsewhere the operands are upcast first (exact, more memory: fine on CPU)."""
+    if h_c.dtype == torch.float32:
+        if b32 is None:
+            torch.mm(h_c, w.t(), out=out)
+        else:
+            torch.addmm(b32, h_c, w.t(), out=out)
+        return
+    kind = (out.device.type, "mm")
+    done = False
+    if _FP32_OUT_MM.get(kind, True):
+        try:
+            torch.mm(h_c, w.t(), out_dtype=torch.float32, out=out)
+            _FP32_OUT_MM[kind] = done = True
+        except (RuntimeError, TypeError, NotImplementedError):
+            _FP32_OUT_MM[kind] = False
+    if not done:
+        torch.mm(h_c.float(), w.float().t(), out=out)
+    if b32 is not None:
+        out += b32
+
+
+def bytes_per_logit(dtype: torch.dtype) -> int:
+    return 4 if dtype == torch.float32 else 4 + torch.finfo(dtype).bits // 8
+
+
+def chunk_buffers(n_elements: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat storage for one chunk's float32 logits and their gradient (in the inputs' dtype;
+    the logits' own storage for float32 inputs: the kernel overwrites each block after reading it)."""
+    buf = torch.empty(n_elements, dtype=torch.float32, device=device)
+    return buf, buf if dtype == torch.float32 else torch.empty(n_elements, dtype=dtype, device=device)
