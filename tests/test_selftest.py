@@ -89,6 +89,7 @@ MUST_KILL = {
     "mutant_wraps_at_64_chunks": "gradients",  # flce >= 64 chunks
     "mutant_one_chunk_upstream_ignored": "gradients",  # flce one chunk
     "mutant_zero_upstream_rows_compacted": "gradients",  # flce upstream masked
+    "mutant_hidden_grad_rows_assumed_contiguous": "gradients",  # flce layout column_major (issue 24, 2)
     # issue 24, finding 3: both passed while PyTorch's own formula was the yardstick
     "mutant_low_precision_target_grad_bf16": "gradients",
     "mutant_softcap_slope_cancels": "gradients",

@@ -33,11 +33,15 @@ BIAS = Axis(
 LAYOUT = Axis(
     "layout",
     "how the hidden states a provider receives are laid out in memory",
-    ("2d", "3d", "kept_slice"),
+    ("2d", "3d", "kept_slice", "column_major", "weight_column_major"),
     means={
         "2d": "hidden [N, H] contiguous",
         "3d": "hidden [B, T, H], targets [B, T]: a decoder's last hidden states",
         "kept_slice": "hidden[:, -T:, :] of [B, T + P, H]: logits_to_keep (strided, storage offset)",
+        "column_major": "hidden = x.t() of an [H, N] tensor: strides (1, N) (Liger <= 0.8.4 formed its "
+        "gradient as if rows were contiguous)",
+        "weight_column_major": "weight = w.t() of an [H, V] tensor (an lm_head stored [in, out], as "
+        "GPT-2's Conv1D does): strides (1, V)",
     },
     default="2d",
     tag="lay-",

@@ -84,6 +84,29 @@ def _zero_rows_compacted(hidden, weight, target, **opts):
     return loss, z
 
 
+class _RowsAssumedContiguous(torch.autograd.Function):
+    """Identity on hidden; backward writes the (right) gradient's values in row-major order into
+    a tensor with hidden's strides, as a kernel that forms dh assuming contiguous rows does
+    (Liger-Kernel 0.1.0-0.8.4's fused linear cross entropy): wrong whenever hidden is not."""
+
+    @staticmethod
+    def forward(ctx, hidden):
+        ctx.shape, ctx.stride = hidden.shape, hidden.stride()
+        return hidden.view_as(hidden)
+
+    @staticmethod
+    def backward(ctx, grad):
+        flat = grad.contiguous().reshape(-1)
+        span = 1 + sum((s - 1) * st for s, st in zip(ctx.shape, ctx.stride, strict=True))
+        storage = torch.zeros(max(span, flat.numel()), dtype=grad.dtype, device=grad.device)
+        storage[: flat.numel()] = flat
+        return torch.as_strided(storage, ctx.shape, ctx.stride)
+
+
+def _rows_assumed_contiguous(hidden, weight, target, **opts):
+    return _ours(_RowsAssumedContiguous.apply(hidden), weight, target, **opts)
+
+
 def _mutant(name: str, description: str, fn, **kw) -> Provider:
     return Provider(name=name, kernel="flce", description=description, load=lambda: fn, mutant=True, **kw)
 
@@ -114,6 +137,12 @@ PROVIDERS = (
         _one_chunk_upstream_ignored,
         # every quick case fits one chunk of the default budget; the upstream must not be 1
         targets=({"reduction": ("mean", "sum"), "upstream": ("accum", "grad_scaler", "random"), "dtype": "fp32"},),
+    ),
+    _mutant(
+        "mutant_hidden_grad_rows_assumed_contiguous",
+        "hidden's gradient formed as if its rows were contiguous (Liger-Kernel 0.1.0-0.8.4)",
+        _rows_assumed_contiguous,
+        targets=({"layout": "column_major"},),
     ),
     _mutant(
         "mutant_zero_upstream_rows_compacted",

@@ -127,9 +127,12 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
         return None if t is None else t.to(dtype or t.dtype).to(device)
 
     rows = token_shape(case)
+    weight = on(w, dt)
+    if case.layout == "weight_column_major":
+        weight = weight.t().contiguous().t()
     return FLCEProblem(
         hidden=_placed(case, on(h, dt), g),
-        weight=on(w, dt),
+        weight=weight,
         bias=on(b, dt),
         target=target.reshape(rows).to(device),
         ignore_index=ignore_index,
@@ -151,8 +154,10 @@ def token_shape(case: Case) -> tuple[int, ...]:
 def _placed(case: Case, hidden: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """hidden [N, H] (case dtype, on the device) laid out as the case says (suites/flce/axes.py)."""
     n, hd = hidden.shape
-    if case.layout == "2d":
+    if case.layout in ("2d", "weight_column_major"):
         return hidden
+    if case.layout == "column_major":
+        return hidden.t().contiguous().t()
     if case.layout == "3d":
         return hidden.reshape(*batch_split(n), hd)
     if case.layout == "kept_slice":
