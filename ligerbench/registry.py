@@ -68,6 +68,10 @@ class Provider:
     # selftest runs the mutant on these cases alone (the whole grid would not fit CI); none
     # declared means the whole grid. Not hashed: dicts are not hashable.
     targets: tuple[dict[str, Any], ...] = field(default=(), hash=False)
+    # The settings that make this provider what it is, as data (e.g. {"chunk_mib": 64} for ours
+    # at a 64 MiB budget): written into every record it produces (Record.settings), so readers
+    # (the Pareto plot) take a setting from there, never from the provider's name.
+    settings: dict[str, Any] = field(default_factory=dict, hash=False)
 
     def unavailable(self, device_type: str) -> str | None:
         if device_type not in self.devices:

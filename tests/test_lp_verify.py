@@ -37,6 +37,16 @@ def test_ours_and_the_peers_pass_on_a_slice(tmp_path, kernel, where):
     result, payload = _verify(tmp_path, "--kernel", kernel, *where, *peers)
     assert result.exit_code == 0, result.output
     assert payload["counts"]["pass"] > 0 and payload["counts"]["fail"] == 0 and payload["counts"]["error"] == 0
+    if kernel == "flp":  # a provider's settings are data in its records (issue 21, item 6)
+        from ligerbench.records import read_records, settings_of
+
+        (run,) = tmp_path.iterdir()
+        records = read_records(run / "records.csv")
+        got = {
+            p: settings_of(s if isinstance(s, str) else "")
+            for p, s in zip(records["provider"], records["settings"], strict=True)
+        }
+        assert got == {"ours": {}, "eager": {}, "ours_rows": {"backward_split": "rows", "chunk_rows": 7}}
 
 
 @pytest.mark.interpreter

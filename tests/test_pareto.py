@@ -12,14 +12,14 @@ from ligerbench.bench.spec import SweepPoint
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.commands import bench as bench_command
-from ligerbench.records import Record, read_records, to_frame
+from ligerbench.records import Record, read_records, settings_of, settings_text, to_frame
 from ligerbench.suites.flce import bench as flce_bench
 from ligerbench.suites.flce.axes import case as flce_case
 
 POINT = SweepPoint("llama3-8b", 0.0, flce_case(n=8192, v=128256, h=4096, dtype="bf16"))
 
 
-def _rows(values: dict[str, tuple[float, float]]) -> list[Record]:
+def _rows(values: dict[str, tuple[float, float]], settings: dict[str, dict] | None = None) -> list[Record]:
     rows = []
     for provider, (mib, ms) in values.items():
         for metric, value in (("extra_mib", mib), ("time_ms", ms)):
@@ -27,9 +27,16 @@ def _rows(values: dict[str, tuple[float, float]]) -> list[Record]:
                 Record.for_case(
                     POINT.case, run_id="r", suite="bench", provider=provider, quantity="full", metric=metric,
                     value=value, unit="", limit=math.nan, verdict="measured",
+                    settings=settings_text((settings or {}).get(provider, {})),
                 )
             )  # fmt: skip
     return rows
+
+
+def test_the_frontier_comes_from_the_settings_in_the_records_not_from_names():
+    values = {"mine_small": (1129.0, 64.0), "mine_large": (3070.0, 39.0), "ours_budget_128": (1500.0, 50.0)}
+    settings = {"mine_small": {"chunk_mib": 64}, "mine_large": {"chunk_mib": 2048}}
+    assert pareto.budgets(to_frame(_rows(values, settings))) == {"mine_small": 64.0, "mine_large": 2048.0}
 
 
 def test_pareto_plot_is_drawn_from_the_records(tmp_path):
@@ -56,6 +63,12 @@ def test_budget_sweep_times_ours_over_budgets_and_only_there(tmp_path):
     timed = read_records(run / "records.csv").query("metric == 'time_ms'")
     assert set(timed["provider"]) == {"eager", "ours_budget_64"}
     assert len(timed) == 4  # two smoke heads x two providers
+    # each row carries its provider's settings as data
+    got = {
+        p: settings_of(s if isinstance(s, str) else "")
+        for p, s in zip(timed["provider"], timed["settings"], strict=True)
+    }
+    assert got == {"ours_budget_64": {"chunk_mib": 64}, "eager": {}}
     # the budget providers stay out of another sweep unless named
     registry = default_registry()
     spec = registry.kernels["flce"].bench

@@ -39,7 +39,7 @@ from ligerbench.bench import memory as mem
 from ligerbench.bench.ranks import LOCAL, Local, collective_failure
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, call
 from ligerbench.bench.timing import Timing, TimingBudget, time_region
-from ligerbench.records import Record, RecordWriter
+from ligerbench.records import Record, RecordWriter, settings_text
 from ligerbench.registry import Provider
 
 SUITE = "bench"
@@ -65,6 +65,7 @@ def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable
     verdict = NOT_A_MEASUREMENT if plan.smoke else MEASURED
     note = SMOKE_MESSAGE if plan.smoke else ""
     reasons = {p.name: p.unavailable(plan.device.type) for p in plan.providers}
+    settings = {p.name: settings_text(p.settings) for p in plan.providers}
     for point in plan.points:
         case = point.case
 
@@ -80,6 +81,7 @@ def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable
                     value=value,
                     unit=unit,
                     limit=math.nan,
+                    settings=settings.get(provider, ""),
                     **kw,
                 )
             )

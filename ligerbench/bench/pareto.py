@@ -1,6 +1,7 @@
 """Time against extra memory, as a user choosing a setting sees it: one panel per sweep point,
-every provider a labelled dot; ours at several memory budgets (`--sweep budget`) joined into a
-line, its speed/memory frontier. Drawn from the records, like every other plot.
+every provider a labelled dot; the providers whose records carry a `chunk_mib` setting (ours at
+several memory budgets, `--sweep budget`) joined into a line, the speed/memory frontier, each
+labelled by its budget. Drawn from the records, settings included, like every other plot.
 
 pareto.png   x: extra memory over the inputs (MiB, gradients included), y: median fwd+bwd time (ms)
 """
@@ -17,8 +18,21 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ligerbench.bench.spec import SweepPoint  # noqa: E402
+from ligerbench.records import settings_of  # noqa: E402
 
-FRONTIER_PREFIX = "ours_budget_"  # providers joined into our frontier line
+FRONTIER_SETTING = "chunk_mib"  # providers with this setting are joined into the frontier line
+
+
+def budgets(df: pd.DataFrame) -> dict[str, float]:
+    """provider -> its `chunk_mib` setting, read from the records (providers without one left out)."""
+    if "settings" not in df.columns:
+        return {}
+    out = {}
+    for provider, text in df[["provider", "settings"]].drop_duplicates().itertuples(index=False):
+        value = settings_of(text if isinstance(text, str) else "").get(FRONTIER_SETTING)
+        if value is not None:
+            out[provider] = float(value)
+    return out
 
 
 def _point_values(df: pd.DataFrame, case_id: str) -> dict[str, tuple[float, float]]:
@@ -36,17 +50,17 @@ def draw(df: pd.DataFrame, points: list[SweepPoint], *, title: str, folder: Path
     panels = [(p, v) for p, v in panels if len(v) >= 2]
     if not panels:
         return []
+    budget = budgets(df)
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
     for ax, (point, values) in zip(axes[0], panels, strict=True):
-        frontier = sorted((v for p, v in values.items() if p.startswith(FRONTIER_PREFIX)), key=lambda mt: mt[0])
+        frontier = sorted((v for p, v in values.items() if p in budget), key=lambda mt: mt[0])
         if frontier:
             ax.plot(*zip(*frontier, strict=True), "-", color="tab:blue", alpha=0.5, label="ours over budgets")
         for provider, (mib, ms) in values.items():
             ours = provider.startswith("ours")
             ax.scatter([mib], [ms], color="tab:blue" if ours else "tab:orange", zorder=3)
-            ax.annotate(
-                provider.removeprefix(FRONTIER_PREFIX), (mib, ms), fontsize=7, xytext=(3, 3), textcoords="offset points"
-            )
+            label = f"{budget[provider]:g} MiB" if provider in budget else provider
+            ax.annotate(label, (mib, ms), fontsize=7, xytext=(3, 3), textcoords="offset points")
         ax.set_xlabel("extra memory, MiB (gradients included)")
         ax.set_ylabel("fwd+bwd time, ms (median)")
         ax.set_xlim(left=0)

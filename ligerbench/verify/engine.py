@@ -18,7 +18,7 @@ import torch
 
 from ligerbench import tolerance
 from ligerbench.cases import DTYPES, Case
-from ligerbench.records import Record, RecordWriter
+from ligerbench.records import Record, RecordWriter, settings_text
 from ligerbench.registry import KernelSpec, Provider, Registry, Suite
 
 
@@ -95,6 +95,7 @@ def run_plan(
                             limit=float("nan"),
                             verdict=verdict,
                             message=message,
+                            settings=settings_text(provider.settings),
                         )
                     )
 
@@ -124,8 +125,14 @@ def run_plan(
                     fields = _compare(q, case, provider, outcome, ref, eager)
                     writer.write(
                         Record.for_case(
-                            case, run_id=run_id, suite=suite.name, provider=provider.name, quantity=q, **fields
-                        )
+                            case,
+                            run_id=run_id,
+                            suite=suite.name,
+                            provider=provider.name,
+                            quantity=q,
+                            settings=settings_text(provider.settings),
+                            **fields,
+                        )  # fmt: skip
                     )
             del outcome
         del problem, ref, eager

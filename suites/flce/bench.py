@@ -95,6 +95,7 @@ VARIANTS = (
             kernel="flce",
             description=f"ours with chunk_bytes = {b} MiB (the budget sweep)",
             bench_only=True,
+            settings={"chunk_mib": b},
             load=functools.partial(_load_ours_at, b),
         )
         for b in BUDGETS_MIB

@@ -184,6 +184,7 @@ PROVIDERS = (
         kernel="flce",
         description=f"ours with {SMALL_CHUNK_TOKENS}-token chunks (partial and fully ignored chunks)",
         load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS),
+        settings={"chunk_tokens": SMALL_CHUNK_TOKENS},
     ),
     *(
         Provider(
@@ -192,6 +193,7 @@ PROVIDERS = (
             description=f"ours cut into {chunks} chunks, grad_weight_accum={accum!r} (16-bit, >= 72 tokens)",
             load=functools.partial(_load_ours_chunks, accum, chunks),
             supports=_many_chunks_supports,
+            settings={"chunks": chunks, "grad_weight_accum": accum},
         )
         for accum, chunks in (("dtype", DTYPE_CHUNKS), ("fp32", MANY_CHUNKS), ("auto", MANY_CHUNKS))
     ),

@@ -83,9 +83,10 @@ PROVIDERS = (
     Provider(name="ours", kernel="flp", description="kernels/fused_linear_log_probs.py (vocabulary slices; "
              "backward recomputes the logits)", load=_ours),
     Provider(name="ours_small_chunks", kernel="flp", description="ours with 16 KiB pieces: many vocabulary slices",
-             load=lambda: _ours(chunk_bytes=16 * 1024)),
+             load=lambda: _ours(chunk_bytes=16 * 1024), settings={"chunk_bytes": 16 * 1024}),
     Provider(name="ours_rows", kernel="flp", description="ours, backward by row chunks (7 rows each)",
-             load=lambda: _ours(backward_split="rows", chunk_rows=7)),
+             load=lambda: _ours(backward_split="rows", chunk_rows=7),
+             settings={"backward_split": "rows", "chunk_rows": 7}),
     Provider(name="eager", kernel="flp", description="PyTorch on float32 logits from upcast operands",
              load=lambda: eager_fp32),
     Provider(name="chunked_checkpoint", kernel="flp", description="PyTorch over 8-row chunks under checkpoint",
