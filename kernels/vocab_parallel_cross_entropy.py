@@ -421,9 +421,17 @@ def _validate(logits, target, class_weight, token_weight, reduction, label_smoot
 
 
 class VocabParallelCrossEntropyFunction(torch.autograd.Function):
-    # the parts a planted bug (suites/vp_ce/mutants.py) may replace, by subclassing
+    """The op's autograd Function. Its replaceable parts are class attributes, so a variant (a
+    planted bug in suites/vp_ce/mutants.py) is a subclass that overrides them, and says so:
+      OWNS     which rows' targets this shard holds (`owns`);
+      MERGED   the merge of the ranks' gathered statistics (`_Merged`);
+      FUSED    whether a GPU may take the fused Triton path (True). The fused kernels do OWNS's
+               and MERGED's work inside Triton, so a subclass that replaces either sets it False
+               and runs on the staged path, where those parts run."""
+
     OWNS = staticmethod(owns)
     MERGED = _Merged
+    FUSED = True
 
     @classmethod
     def forward(
@@ -456,9 +464,7 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         w = class_weight.float() if class_weight is not None else None
         if vocab_start is None:
             vocab_start, _ = shard_offsets(n_cols, group, dev)
-        if _passes(x) == "fused" and cls.OWNS is owns and cls.MERGED is _Merged:
-            # (a subclass that replaces OWNS or MERGED, a planted bug, takes the staged path,
-            # where those parts run)
+        if cls.FUSED and _passes(x) == "fused":
             want = ("inplace" if inplace_backward else "buffer") if ctx.needs_input_grad[0] else None
             loss_rows, z_rows, denom, grad = _fused_forward(
                 x, want, target.reshape(-1), w, tw, group, vocab_start, ignore_index, reduction,

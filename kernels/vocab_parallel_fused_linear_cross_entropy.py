@@ -121,7 +121,9 @@ class _Shared:
 class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
 
-    # the parts a planted bug (suites/vp_flce/mutants.py) may replace, by subclassing
+    # The replaceable parts, as class attributes: a variant (a planted bug in
+    # suites/vp_flce/mutants.py) is a subclass that overrides one; this op has one path, so
+    # every part always runs.
     OWNS = staticmethod(owns)
     MERGED = _Merged
     REDUCE = staticmethod(all_reduce_)  # the hidden gradient's sum over the group

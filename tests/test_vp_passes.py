@@ -180,7 +180,8 @@ def test_the_fused_path_matches_the_pytorch_one(monkeypatch, name, reduction, dt
 
 def test_the_fused_path_is_the_one_that_runs(monkeypatch):
     """The op on "fused" goes through the finishing kernel (a planted failure there surfaces);
-    a subclass that replaces OWNS (a planted bug) takes the staged path, where OWNS runs."""
+    a subclass that replaces OWNS (a planted bug) and says FUSED = False takes the staged path,
+    where OWNS runs; one that leaves FUSED alone takes the fused path."""
     x, t, w = _problem(torch.float32)
 
     def broken(*a, **k):
@@ -195,10 +196,18 @@ def test_the_fused_path_is_the_one_that_runs(monkeypatch):
 
     class Planted(vp.VocabParallelCrossEntropyFunction):
         OWNS = staticmethod(lambda *a: seen.append(1) or vp.owns(*a))
+        FUSED = False
 
+    monkeypatch.setattr(vp, "PASSES", "fused")  # the finishing kernel still broken: not reached
     xs, ts = x[:, :V].clone().requires_grad_(True), t
     Planted.apply(xs, ts, None, None, None, 0, IGNORE, "sum", 0.0, None, 0.0, False, True)
     assert seen == [1]
+
+    class Undeclared(Planted):
+        FUSED = True
+
+    with pytest.raises(RuntimeError, match="the finishing kernel ran"):
+        Undeclared.apply(xs, ts, None, None, None, 0, IGNORE, "sum", 0.0, None, 0.0, False, True)
 
 
 def _layout_call(which, monkeypatch, *, target=None, starts=(0, SPLIT), check="device"):
