@@ -63,12 +63,17 @@ def test_flce_case_builds_its_layout_and_the_provider_receives_it(layout):
     case = FLCE.replace(layout=layout)
     problem = flce_spec.make_problem(case, 0, CPU)
     h = problem.hidden
+    w = problem.weight
     if layout == "kept_slice":
         assert h.dim() == 3 and not h.is_contiguous() and h.storage_offset() > 0
+    elif layout == "column_major":
+        assert h.dim() == 2 and h.stride() == (1, h.shape[0])
     else:
-        assert h.dim() == (2 if layout == "2d" else 3) and h.is_contiguous()
+        assert h.dim() == (3 if layout == "3d" else 2) and h.is_contiguous()
+    assert w.stride() == ((1, w.shape[0]) if layout == "weight_column_major" else (w.shape[1], 1))
     outcome = flce_spec.run_flce(flce_spec.flce_torch, problem)
     assert outcome.received["hidden"] == common.layout_of(h)
+    assert outcome.received["weight"] == common.layout_of(w)
     assert _compare("input_layout", case, PROVIDER, outcome, None, None)["verdict"] == "pass"
 
 

@@ -90,6 +90,14 @@ MUST_KILL = {
     "mutant_one_chunk_upstream_ignored": "gradients",  # flce one chunk
     "mutant_zero_upstream_rows_compacted": "gradients",  # flce upstream masked
     "mutant_hidden_grad_rows_assumed_contiguous": "gradients",  # flce layout column_major (issue 24, 2)
+    # the GRPO family (suites/grpo/mutants.py, issue 23)
+    "mutant_grpo_num_items_ignored": "invariance",
+    "mutant_grpo_dr_grpo_as_mean": "correctness",
+    "mutant_grpo_k3_for_k1": "correctness",
+    "mutant_grpo_kl_sign_flipped": "gradients",
+    "mutant_grpo_eps_high_ignored": "correctness",
+    "mutant_grpo_clip_max": "gradients",
+    "mutant_grpo_temperature_ignored": "gradients",
     # issue 24, finding 3: both passed while PyTorch's own formula was the yardstick
     "mutant_low_precision_target_grad_bf16": "gradients",
     "mutant_softcap_slope_cancels": "gradients",

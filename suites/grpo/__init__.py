@@ -1,0 +1,49 @@
+"""The `grpo` kernel (the GRPO family of policy losses on flp's fused log-probs) as ligerbench
+checks it: spec, axes, grid, suites, providers and planted bugs, registered together.
+
+    ligerbench verify --kernel grpo --where loss_type=dapo --where split=dp2
+"""
+
+from __future__ import annotations
+
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.grpo import axes, mutants, providers, spec
+from ligerbench.suites.grpo.grid import grpo_cases
+
+
+def _split(case) -> bool:
+    # bnpo is a token mean of each micro-batch: it does not split exactly by definition
+    return case.split != "none" and case.loss_type != "bnpo"
+
+
+KERNEL = KernelSpec(
+    name="grpo",
+    description="the GRPO family of policy losses (grpo, bnpo, dr_grpo, dapo, cispo) on flp's log-probs",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    run=spec.run_grpo,
+    quantities=("loss", "grad_hidden", "grad_weight", "split_grad_hidden", "split_grad_weight", "input_unchanged"),
+    grid=grpo_cases,
+    axes=axes.AXES,
+    signature="fn(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, "
+    "importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items, max_completion_length) -> loss",
+    peer="eager",
+    control="ours",
+    applies={"split_grad_hidden": _split, "split_grad_weight": _split},
+)
+
+SUITES = (
+    Suite(name="correctness", kernel="grpo", description="the loss vs float64 (the published formulas)",
+          quantities=("loss",)),
+    Suite(name="gradients", kernel="grpo", description="gradients of hidden and weight vs float64",
+          quantities=("grad_hidden", "grad_weight")),
+    Suite(name="invariance", kernel="grpo", description="the split step's gradients (accumulation, data "
+          "parallel) equal the one batch's float64 gradients", quantities=("split_grad_hidden", "split_grad_weight")),
+    Suite(name="contracts", kernel="grpo", description="old/ref log-probs and advantages unchanged",
+          quantities=("input_unchanged",)),
+)  # fmt: skip
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *mutants.PROVIDERS)

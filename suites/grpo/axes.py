@@ -1,0 +1,57 @@
+"""The case axes of `grpo` (the GRPO family of policy losses on flp): what each value stands for.
+
+ligerbench verify --kernel grpo --where loss_type=dapo --where split=dp2
+"""
+
+from __future__ import annotations
+
+from ligerbench.axes import NO_DEFAULT, Axis
+from ligerbench.cases import Case
+
+B = Axis("b", "sequences (completions) in the batch", {"quick": (4,), "full": (8,)}, tag="b", default=NO_DEFAULT)
+T = Axis("t", "completion length (tokens per sequence, ragged under the mask)", {"quick": (6,), "full": (1024,)},
+         tag="t", default=NO_DEFAULT)  # fmt: skip
+H = Axis("h", "the hidden size", {"quick": (16,), "full": (4096,)}, tag="h", default=NO_DEFAULT)
+V = Axis("v", "the vocabulary size", {"quick": (64, 61), "full": (128256,)}, tag="v", default=NO_DEFAULT,
+         means={61: "odd: a partial block"})  # fmt: skip
+DTYPE = Axis("dtype", "hidden's and weight's dtype", ("fp32", "bf16"), default="fp32")
+LOSS_TYPE = Axis("loss_type", "how per-token losses are reduced", ("grpo", "bnpo", "dr_grpo", "dapo", "cispo"),
+                 default="grpo", means={
+    "grpo": "mean over sequences of each sequence's token mean (DeepSeekMath)",
+    "bnpo": "token mean of the batch",
+    "dr_grpo": "token sum / (B * max completion length), a constant (Dr. GRPO)",
+    "dapo": "token sum / num_items, the step's token count (DAPO)",
+    "cispo": "clipped, detached IS weight times logp, token sum / num_items (MiniMax-M1)",
+})  # fmt: skip
+IMPORTANCE = Axis("importance_level", "the importance ratio per token or per sequence (GSPO)", ("token", "sequence"),
+                  default="token", tag="is-", hidden=("token",))  # fmt: skip
+KL = Axis(
+    "kl",
+    "the KL penalty against the reference policy (beta 0.04)",
+    ("none", "k3", "k1"),
+    default="none",
+    tag="kl-",
+    hidden=("none",),
+    means={"k1": "logp - ref_logp", "k3": "exp(d) - d - 1, d = ref_logp - logp"},
+)
+TEMPERATURE = Axis("temperature", "the sampling temperature the logits are divided by", (1.0, 0.7), tag="temp",
+                   default=1.0)  # fmt: skip
+EPS = Axis("eps", "the clip range (eps_low, eps_high)", ("sym", "asym"), default="sym", tag="eps-",
+           means={"sym": "(0.2, 0.2)", "asym": "(0.2, 0.28): DAPO's clip-higher"})  # fmt: skip
+SPLIT = Axis("split", "how the step's batch is split (the gradient must not depend on it)",
+             ("none", "accum2", "dp2"), default="none", tag="split-", hidden=("none",), means={
+    "none": "one batch",
+    "accum2": "2 micro-batches of gradient accumulation: losses summed (dapo, cispo with the step's "
+              "num_items) or averaged (grpo, dr_grpo)",
+    "dp2": "2 data-parallel ranks, gradients averaged (DDP): dapo and cispo with num_items = the "
+           "step's count / world",
+})  # fmt: skip
+
+AXES = (B, T, H, V, DTYPE, LOSS_TYPE, IMPORTANCE, KL, TEMPERATURE, EPS, SPLIT)
+EPS_VALUES = {"sym": (0.2, 0.2), "asym": (0.2, 0.28)}
+BETA = 0.04
+
+
+def case(**params) -> Case:
+    """A `grpo` case; the axes' defaults fill what is not named."""
+    return Case.of("grpo", AXES, **params)

@@ -1,0 +1,85 @@
+"""Planted bugs of `grpo` (issue 23), each a wrapper around the public op that does what a real
+trainer or kernel got wrong; each must be killed by verify (tests/test_selftest.py, MUST_KILL)."""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench.registry import Provider
+
+
+def _op():
+    from ligerbench.kernels.grpo_loss import grpo_loss
+
+    return grpo_loss
+
+
+def _num_items_ignored(*args, num_items=None, **options):
+    # the normaliser of the micro-batch (or rank) it sees: Liger #1082, TRL #6024, verl #5625
+    return _op()(*args, **options)
+
+
+def _dr_grpo_as_mean(*args, loss_type, **options):
+    # Dr. GRPO's constant normaliser replaced by the token mean it exists to avoid (verl #3741)
+    return _op()(*args, loss_type="bnpo" if loss_type == "dr_grpo" else loss_type, **options)
+
+
+def _k3_for_k1(*args, kl_estimator, **options):
+    # an estimator option that falls through to the default (verl #179)
+    return _op()(*args, kl_estimator="k3", **options)
+
+
+def _eps_high_ignored(*args, eps_low, eps_high, **options):
+    # clip-higher accepted and ignored: the symmetric range (an option ignored: Liger #1194's kind)
+    return _op()(*args, eps_low=eps_low, eps_high=eps_low, **options)
+
+
+def _temperature_ignored(*args, temperature, **options):
+    # the log-probs of the logits as they are, not at the sampling temperature (TRL #4159)
+    return _op()(*args, temperature=1.0, **options)
+
+
+def _kl_sign_flipped(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, beta, kl_estimator,
+                     temperature, **options):  # fmt: skip
+    # k1 taken as ref_logp - logp: the penalty rewards moving away from the reference (verl #179)
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+    from ligerbench.kernels.grpo_loss import policy_loss
+
+    logp, _ = fused_linear_log_probs(hidden, weight, torch.where(mask.bool(), completion_ids, -100),
+                                     temperature=temperature)  # fmt: skip
+    return policy_loss(logp, old_logp, ref_logp, advantages, mask, beta=-beta, kl_estimator="k1", **options)
+
+
+def _clip_max(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, eps_low, eps_high,
+              temperature, loss_type, **options):  # fmt: skip
+    # the optimistic bound: max where PPO takes min (wrong for negative advantages: the clip
+    # no longer stops a step that pushes a bad token's probability down too far)
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+
+    logp, _ = fused_linear_log_probs(hidden, weight, torch.where(mask.bool(), completion_ids, -100),
+                                     temperature=temperature)  # fmt: skip
+    r = torch.exp(logp - old_logp)
+    a = advantages[:, None]
+    per_token = -torch.maximum(r * a, r.clamp(1 - eps_low, 1 + eps_high) * a) * mask
+    return (per_token.sum(-1) / mask.sum(-1).clamp(min=1)).mean()
+
+
+def _mutant(name: str, description: str, fn, *targets) -> Provider:
+    return Provider(name=f"mutant_grpo_{name}", kernel="grpo", description=description, load=lambda: fn,
+                    mutant=True, targets=targets)  # fmt: skip
+
+
+PROVIDERS = (
+    _mutant("num_items_ignored", "the normaliser of each micro-batch or rank, not the step's (num_items ignored)",
+            _num_items_ignored, {"loss_type": ("dapo", "cispo"), "split": ("accum2", "dp2")}),
+    _mutant("dr_grpo_as_mean", "Dr. GRPO's constant normaliser replaced by the token mean", _dr_grpo_as_mean,
+            {"loss_type": "dr_grpo"}),
+    _mutant("k3_for_k1", "kl_estimator='k1' asked, k3 computed", _k3_for_k1, {"kl": "k1"}),
+    _mutant("kl_sign_flipped", "k1 as ref_logp - logp", _kl_sign_flipped, {"kl": "k1"}),
+    _mutant("eps_high_ignored", "eps_high accepted and ignored (eps_low both sides)", _eps_high_ignored,
+            {"eps": "asym", "loss_type": ("grpo", "bnpo", "dr_grpo", "dapo")}),
+    _mutant("clip_max", "max where PPO's clipped objective takes min", _clip_max,
+            {"loss_type": "grpo", "importance_level": "token", "kl": "none"}),
+    _mutant("temperature_ignored", "log-probs at temperature 1 whatever the sampling temperature",
+            _temperature_ignored, {"temperature": 0.7}),
+)  # fmt: skip

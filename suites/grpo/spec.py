@@ -1,0 +1,193 @@
+"""The `grpo` kernel as the harness sees it: a realistic RL step's inputs, the float64 truth
+written from the published formulas (kernels/grpo_loss.py's docstring names them; restated
+here, not imported, so a wrong formula in the op cannot agree with itself), the yardstick and
+the call, once whole and once split as the case says.
+
+A provider is `fn(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *,
+loss_type, importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items,
+max_completion_length) -> loss` (docs/providers.md).
+
+The regime (issue 23): completions sampled from the policy itself at the case's temperature (so
+their log-probs are those of likely tokens, not of random ids at ~e^-13); old log-probs = the
+current ones + N(0, 0.05), and on 40% of the tokens a stale step of 0.05-0.5 either way, so some
+tokens are clipped on each side and most are not; reference log-probs near the current ones;
+advantages of both signs with one exactly 0; ragged completion masks (one row full).
+make_problem asserts that the clipped fraction is neither 0 nor 1 where the ratio is per token:
+a regime where every token is clipped checks no gradient (Liger's own GRPO test drew old
+log-probs from randn).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench.cases import DTYPES, Case, generator_for
+from ligerbench.problems import Outcome
+from ligerbench.suites.grpo.axes import BETA, EPS_VALUES
+from ligerbench.tolerance import yardstick
+
+WORLD = 2  # the split axis' micro-batches or ranks
+
+
+@dataclass
+class GRPOProblem:
+    hidden: torch.Tensor  # [B, T, H], case dtype
+    weight: torch.Tensor  # [V, H], case dtype
+    completion_ids: torch.Tensor  # [B, T] int64
+    old_logp: torch.Tensor  # [B, T] float32
+    ref_logp: torch.Tensor  # [B, T] float32
+    advantages: torch.Tensor  # [B] float32
+    mask: torch.Tensor  # [B, T] int64, 1 for a completion token
+    options: dict  # loss_type, importance_level, eps_low, eps_high, beta, kl_estimator, temperature
+    split: str
+
+
+def options_of(case: Case) -> dict:
+    eps_low, eps_high = EPS_VALUES[case.eps]
+    return dict(loss_type=case.loss_type, importance_level=case.importance_level, eps_low=eps_low,
+                eps_high=eps_high, beta=0.0 if case.kl == "none" else BETA,
+                kl_estimator="k3" if case.kl == "none" else case.kl, temperature=case.temperature)  # fmt: skip
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> GRPOProblem:
+    g = generator_for(case, seed)
+    b, t, h, v = case.b, case.t, case.h, case.v
+    hidden = torch.randn(b, t, h, generator=g, dtype=torch.float64)
+    weight = torch.randn(v, h, generator=g, dtype=torch.float64) * (2.0 / h**0.5)  # logits of std ~2
+    dt = DTYPES[case.dtype]
+    hidden, weight = hidden.to(dt), weight.to(dt)  # the truth is taken from these rounded values
+    logits = (hidden.double() @ weight.double().T) / case.temperature
+    ids = torch.multinomial(torch.softmax(logits.reshape(-1, v), -1), 1, generator=g).reshape(b, t)
+    current = torch.log_softmax(logits, -1).gather(-1, ids[..., None]).squeeze(-1)
+    stale = (torch.rand(b, t, generator=g) < 0.4) * torch.sign(torch.randn(b, t, generator=g))
+    stale = stale * (0.05 + 0.45 * torch.rand(b, t, generator=g))
+    old = current + 0.05 * torch.randn(b, t, generator=g) + stale
+    ref = current + 0.1 * torch.randn(b, t, generator=g)
+    adv = torch.randn(b, generator=g)
+    adv[0] = 0.0  # a group whose rewards were all equal
+    lengths = torch.randint(2, t + 1, (b,), generator=g)
+    lengths[-1] = t
+    mask = (torch.arange(t)[None, :] < lengths[:, None]).long()
+    opts = options_of(case)
+    if case.importance_level == "token":
+        r = torch.exp(current - old)[mask.bool()]
+        clipped = ((r < 1 - opts["eps_low"]) | (r > 1 + opts["eps_high"])).double().mean().item()
+        assert 0.0 < clipped < 1.0, f"{case.id}: clipped fraction {clipped}: the regime checks no clipping branch"
+    return GRPOProblem(
+        hidden.to(device), weight.to(device), ids.to(device), old.float().to(device), ref.float().to(device),
+        adv.float().to(device), mask.to(device), opts, case.split,
+    )  # fmt: skip
+
+
+def truth_loss(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type,
+               importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items=None,
+               max_completion_length=None):  # fmt: skip
+    """The published formulas in PyTorch, in the inputs' dtype (float64: the truth; float32: the
+    yardstick). Full logits; nothing shared with kernels/grpo_loss.py."""
+    dt = hidden.dtype
+    z = torch.log_softmax((hidden @ weight.T) / temperature, dim=-1)
+    logp = z.gather(-1, completion_ids[..., None]).squeeze(-1)
+    m = mask.to(dt)
+    adv = advantages.to(dt)[:, None]
+    delta = logp - old_logp.to(dt)
+    if importance_level == "sequence":  # GSPO: the sequence's mean log-ratio for each of its tokens
+        delta = ((delta * m).sum(1) / m.sum(1).clamp(min=1))[:, None].expand_as(delta)
+    r = delta.exp()
+    if loss_type == "cispo":
+        w = torch.where(r > 1 + eps_high, torch.full_like(r, 1 + eps_high), r).detach()
+        loss = -w * adv * logp
+    else:
+        unclipped, clipped = r * adv, r.clamp(1 - eps_low, 1 + eps_high) * adv
+        loss = -torch.where(unclipped < clipped, unclipped, clipped)
+    if beta:
+        d = ref_logp.to(dt) - logp
+        loss = loss + beta * (torch.exp(d) - d - 1 if kl_estimator == "k3" else logp - ref_logp.to(dt))
+    loss = loss * m
+    if loss_type == "grpo":
+        return (loss.sum(1) / m.sum(1).clamp(min=1)).mean()
+    if loss_type == "bnpo":
+        return loss.sum() / m.sum().clamp(min=1)
+    if loss_type == "dr_grpo":
+        return loss.sum() / (m.shape[0] * (max_completion_length or m.shape[1]))
+    return loss.sum() / (m.sum().clamp(min=1) if num_items is None else num_items)
+
+
+def _pieces(problem: GRPOProblem) -> list[slice]:
+    b = problem.hidden.shape[0]
+    half = b // WORLD
+    return [slice(0, half), slice(half, b)]
+
+
+def _call(fn, problem: GRPOProblem, rows: slice, leaves, **extra):
+    p = problem
+    return fn(leaves[0][rows], leaves[1], p.completion_ids[rows], p.old_logp[rows], p.ref_logp[rows],
+              p.advantages[rows], p.mask[rows], **p.options, **extra)  # fmt: skip
+
+
+def split_recipe(problem: GRPOProblem) -> tuple[dict, float]:
+    """(extra keyword arguments for each piece, the factor each piece's loss gets) under the
+    case's split: kernels/grpo_loss.py's docstring, 'Splitting a step'."""
+    lt = problem.options["loss_type"]
+    tokens = problem.mask.sum()
+    extra = {"max_completion_length": problem.mask.shape[1]}
+    if lt in ("dapo", "cispo"):
+        if problem.split == "accum2":
+            return {**extra, "num_items": tokens}, 1.0  # summed
+        return {**extra, "num_items": tokens / WORLD}, 1.0 / WORLD  # DDP averages the ranks' gradients
+    return extra, 1.0 / WORLD  # grpo, dr_grpo: the mean over equal pieces
+
+
+def run_grpo(fn, problem: GRPOProblem) -> Outcome:
+    """The loss and gradients of the whole batch; and, when the case splits it, the gradients
+    the split step leaves (each piece on its own leaves' copy, as on separate ranks or steps)."""
+    leaves = (
+        problem.hidden.detach().clone().requires_grad_(True),
+        problem.weight.detach().clone().requires_grad_(True),
+    )
+    before = (problem.old_logp.clone(), problem.ref_logp.clone(), problem.advantages.clone())
+    loss = _call(fn, problem, slice(None), leaves)
+    loss.backward()
+    values = {"loss": loss.detach().float().reshape(()), "grad_hidden": leaves[0].grad, "grad_weight": leaves[1].grad}
+    if problem.split != "none":
+        extra, factor = split_recipe(problem)
+        grads = [torch.zeros_like(leaves[0], dtype=torch.float64), torch.zeros_like(leaves[1], dtype=torch.float64)]
+        for rows in _pieces(problem):
+            piece = (problem.hidden.detach().clone().requires_grad_(True),
+                     problem.weight.detach().clone().requires_grad_(True))  # fmt: skip
+            (_call(fn, problem, rows, piece, **extra) * factor).backward()
+            for acc, leaf in zip(grads, piece, strict=True):
+                if leaf.grad is not None:
+                    acc += leaf.grad.double()
+        values["split_grad_hidden"], values["split_grad_weight"] = grads
+    after = (problem.old_logp, problem.ref_logp, problem.advantages)
+    mutated = not all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
+    return Outcome(values=values, input_mutated=mutated)
+
+
+def _truth_provider(hidden, weight, *args, **kwargs):
+    return truth_loss(hidden, weight, *args, **kwargs)
+
+
+def reference(problem: GRPOProblem) -> Outcome:
+    """The float64 truth of the whole batch; the split quantities' truth is the same gradients."""
+    p = _in(problem, torch.float64)
+    out = run_grpo(_truth_provider, GRPOProblem(**{**p.__dict__, "split": "none"}))
+    out.values["split_grad_hidden"] = out.values["grad_hidden"]
+    out.values["split_grad_weight"] = out.values["grad_weight"]
+    return out
+
+
+def eager_in_dtype(problem: GRPOProblem) -> Outcome:
+    """The yardstick (ligerbench/tolerance.py): the formulas in float32 from the same inputs,
+    each output rounded once to a 16-bit case dtype."""
+    out = yardstick(lambda p: run_grpo(_truth_provider, GRPOProblem(**{**p.__dict__, "split": "none"})), problem,
+                    {"hidden": problem.hidden, "weight": problem.weight})  # fmt: skip
+    out.values["split_grad_hidden"] = out.values["grad_hidden"]
+    out.values["split_grad_weight"] = out.values["grad_weight"]
+    return out
+
+
+def _in(problem: GRPOProblem, dtype: torch.dtype) -> GRPOProblem:
+    return GRPOProblem(**{**problem.__dict__, "hidden": problem.hidden.to(dtype), "weight": problem.weight.to(dtype)})
