@@ -72,3 +72,35 @@ def test_a_result_of_the_wrong_size_is_a_failed_check():
     fields = _check(torch.zeros(3))
     assert fields["verdict"] == "fail" and fields["value"] == math.inf
     assert "shape (3,) where the float64 reference has (3, 4)" in fields["message"]
+
+
+TWO_D_ONLY = '''
+import torch.nn.functional as F
+
+
+def ce_2d_only(logits, target, *, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
+               softcap=None, z_loss_scale=0.0, token_weight=None):
+    """A correct cross entropy that takes [N, V] logits with a contiguous last dim only."""
+    if logits.dim() != 2 or logits.stride(-1) != 1 or logits.stride(0) != logits.shape[-1]:
+        raise ValueError("this kernel takes dense [N, V] logits")
+    return F.cross_entropy(logits.float(), target, reduction=reduction, ignore_index=ignore_index)
+'''
+
+
+def test_an_authors_failures_are_counted_per_case_and_their_shared_layout_named(tmp_path):
+    """Issue 24, finding 6: a correct 2-D-only kernel met 23 crashing cases and nothing said they
+    were all the non-2-D layouts; now the output counts failing cases and names what they share."""
+    from typer.testing import CliRunner
+
+    from ligerbench.cli import app
+
+    path = tmp_path / "mine.py"
+    path.write_text(TWO_D_ONLY)
+    args = ["verify", "--kernel", "ce", "--device", "cpu", "--out", str(tmp_path / "out"), "--provider",
+            f"{path}:ce_2d_only", "--where", "option=plain", "--where", "dtype=fp32"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    assert "failing checks in" in result.output and " cases" in result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("all ") and "layout in {" in x)
+    assert "3d" in line and "padded_vocab" in line and "transposed" in line and "2d" not in line.split("{")[1]
+    assert "declare them unsupported (`supports`" in line

@@ -25,7 +25,7 @@ from ligerbench.exits import ExitCode
 from ligerbench.lifecycle import Job, Life
 from ligerbench.records import load_records
 from ligerbench.registry import Registry
-from ligerbench.verify import summary
+from ligerbench.verify import diagnose, summary
 from ligerbench.verify.engine import Plan, run_plan
 
 
@@ -97,11 +97,16 @@ class VerifyJob(Job):
         return {
             "problems": runs.problems(life.run.env, df),
             "failures": failures.to_dict("records"),
+            "failing_cases": int(bad["case"].nunique()),
+            "shared_by_failures": diagnose.shared_values(df, self._axes()),
             "unchecked_providers": self.unchecked,
         }
 
+    def _axes(self) -> list[str]:
+        return [a.name for a in self.registry.kernels[self.plan.kernel].axes]
+
     def show(self, life: Life, df: pd.DataFrame) -> None:
-        print_tables(df, life.run.path, self.plan.kernel)
+        print_tables(df, life.run.path, self.plan.kernel, self._axes())
 
     def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
         named.print_missing(self.unchecked)
@@ -131,7 +136,7 @@ def collect(plan: Plan, kernel: str, preset: str, selection: dict, as_json: bool
     )
 
 
-def print_tables(df: pd.DataFrame, path: Path, kernel: str) -> None:
+def print_tables(df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = ()) -> None:
     out = Console()
     cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit"})
     numbers = [c for c in cols.columns if c not in ("suite", "provider")]
@@ -139,7 +144,11 @@ def print_tables(df: pd.DataFrame, path: Path, kernel: str) -> None:
     bad = summary.problems(df)
     if len(bad):
         # plain lines, not a table: case ids are long and must survive a narrow terminal
-        out.print(f"[bold red]{len(bad)} failing checks[/] (suite provider quantity case: error > limit):")
+        cases = bad["case"].nunique()
+        out.print(
+            f"[bold red]{len(bad)} failing checks in {cases} case{'s' if cases != 1 else ''}[/] "
+            "(suite provider quantity case: error > limit):"
+        )
         for _, r in bad.head(50).iterrows():
             detail = r["message"] or f"{r['value']:.3g} > {r['limit']:.3g}"
             out.print(
@@ -149,6 +158,8 @@ def print_tables(df: pd.DataFrame, path: Path, kernel: str) -> None:
             )
         if len(bad) > 50:
             out.print(f"  ... and {len(bad) - 50} more in {path / 'records.csv'}")
+        for line in diagnose.shared_values(df, list(axes)):
+            out.print(line, soft_wrap=True, markup=False)
         first = bad.iloc[0]
         out.print(
             f"re-run one: ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}",
