@@ -30,6 +30,7 @@ from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import DATA_PARALLEL, PLANS
 from ligerbench.exits import ExitCode
+from ligerbench.suites import converge_rl
 from ligerbench.suites.converge import PATCHES, run_case
 from ligerbench.suites.converge_parallel import PLAN_PATCHES
 
@@ -40,6 +41,7 @@ PRESET_NAMES = {"quick": "tiny", "full": "gpu"}
 ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESET_NAMES, *PRESETS)}, type=str)
 ConvergeDtype = Enum("ConvergeDtype", {d: d for d in ("fp32", "bf16")}, type=str)
 ParallelPlan = Enum("ParallelPlan", {p: p for p in PLANS}, type=str)
+RLKind = Enum("RLKind", {k: k for k in converge_rl.RL_KINDS}, type=str)
 
 
 def converge(
@@ -94,6 +96,11 @@ def converge(
     mutant: Annotated[
         Optional[str], typer.Option(hidden=True, help="With --nproc: a planted bug of converge/mutants.py.")
     ] = None,
+    rl: Annotated[
+        Optional[RLKind],
+        typer.Option(help="Train with an RL loss instead: policy-gradient steps through our fused log-probs "
+                     "(suites/converge_rl.py); --patch is then not used."),
+    ] = None,
 ):
     """Train a mini model with and without our kernels, and compare.
 
@@ -115,6 +122,8 @@ def converge(
 
       ligerbench converge llama-mini --nproc 2 --parallel fsdp2 --patch flce --device cpu --dtype fp32
 
+      ligerbench converge llama-mini --rl grpo --device cpu
+
     With --nproc N --parallel PLAN, ours trains on N ranks under the plan (ddp/fsdp2: each rank
     its slice of every batch, the loss normalised over the global batch; tp: the same batch) and
     is judged against the same single-process runs, plus step 0's gradients after the ranks'
@@ -132,8 +141,13 @@ def converge(
     if batch:
         chosen = dataclasses.replace(chosen, batch=batch)
     _check_parallel(nproc, parallel, accum, patch.value, packed, mutant, chosen.batch, dev)
+    if rl and (nproc or packed):
+        raise runs.usage_error("--rl runs in one process without --packed (--nproc with --rl is not built yet)", "--rl")
+    patch_name = "flp" if rl else patch.value
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
-    selection = {"model": model.value, "patch": patch.value, "dtype": dtypes, "packed": packed}
+    selection = {"model": model.value, "patch": patch_name, "dtype": dtypes, "packed": packed}
+    if rl:
+        selection["rl"] = rl.value
     if nproc:
         selection |= {"nproc": nproc, "parallel": parallel.value, "accum": accum}
     if collect_only:
@@ -142,17 +156,19 @@ def converge(
         if as_json:
             runs.print_json(facts)
         else:
-            print(f"{len(dtypes)} dtypes ({', '.join(dtypes)}) x {chosen.steps} steps of {model.value} --patch "
-                  f"{patch.value}; preset {picked} ({chosen.description})")  # fmt: skip
+            what = f"--rl {rl.value}" if rl else f"--patch {patch_name}"
+            print(f"{len(dtypes)} dtypes ({', '.join(dtypes)}) x {chosen.steps} steps of {model.value} {what}; "
+                  f"preset {picked} ({chosen.description})")  # fmt: skip
         return ExitCode.OK
     job = ConvergeJob(
-        run_case, model.value, patch.value, chosen, dtypes, seed=seed, device_type=dev.type, packed=packed,
+        converge_rl.run_case if rl else run_case, model.value, patch_name, chosen, dtypes, seed=seed,
+        device_type=dev.type, packed=packed,
         preset_name=preset_name, nproc=nproc, parallel=parallel.value if parallel else None, accum=accum,
         mutant=mutant, timeout_s=timeout,
     )  # fmt: skip
     return lifecycle.execute(
         job, quiet=as_json, device=dev, triton_mode=mode, seed=seed, out=out, filters=selection, preset=picked,
-        model_sizes=preset_name, model=model.value, patch=patch.value, dtypes=dtypes, packed=packed,
+        model_sizes=preset_name, model=model.value, patch=patch_name, dtypes=dtypes, packed=packed,
         steps=chosen.steps, batch=chosen.batch,
     )  # fmt: skip
 

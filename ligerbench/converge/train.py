@@ -59,8 +59,9 @@ def _capture_step0(model, store: StepZero) -> list:
 
     def on_head(_module, _args, output):
         # under the flce patch the fused loss runs as lm_head's forward: its output is then the
-        # scalar loss, not logits (kernels/hf_parallel.py, call_as_forward), and there are no logits
-        if output.requires_grad and output.dim() >= 2:
+        # scalar loss, not logits (kernels/hf_parallel.py, call_as_forward), and there are no
+        # logits; under completion_log_probs it is the (logp, entropy) pair
+        if isinstance(output, torch.Tensor) and output.requires_grad and output.dim() >= 2:
             output.register_hook(lambda g: setattr(store, "logits_grad", g.detach().clone()))
 
     return [model.model.register_forward_hook(on_base), model.lm_head.register_forward_hook(on_head)]

@@ -1,0 +1,154 @@
+"""`converge MODEL --rl grpo`: a few policy-gradient steps of a mini model on fixed completions
+and synthetic rewards, with our fused log-probs (kernels/hf_log_probs.py, flp as lm_head's
+forward) against transformers' own logits path (TRL's: logits_to_keep + 1 positions, the last
+dropped, divided by the temperature) and a float64 run of that path, judged like `converge`
+(suites/converge.py's judge_trajectory: loss per step, final parameters, eval top-k log-probs).
+
+The RL step (the same data for all three runs): each batch's last half is the completion; its
+old log-probs are the initial float32 model's, computed once (so the importance ratio starts at
+1 and moves as the policy trains: some tokens reach the clip); the reference log-probs are the
+same; the reward of a completion is the fraction of its tokens that are even ids, and the
+advantages are the rewards standardised over the batch (both signs). The loss is DAPO's
+(kernels/grpo_loss.py's policy_loss: clip (0.2, 0.28), k3 KL with beta 0.04, token sum over the
+step's completion tokens) at temperature 0.7.
+
+Checked besides the trajectory: `flp_active`, our op ran once per training step (a run that
+silently took the logits path would compare transformers with itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench.converge.checker import Checker, ConvergeCase, ConvergeResult, build, run_converge
+from ligerbench.converge.data import Batch, make_batches
+from ligerbench.converge.models import build_model
+from ligerbench.converge.train import eval_logprobs, train
+from ligerbench.kernels.grpo_loss import policy_loss
+from ligerbench.kernels.hf_log_probs import completion_log_probs
+from ligerbench.records import Record
+from ligerbench.suites.converge import judge_trajectory
+
+TEMPERATURE = 0.7
+LOSS = dict(loss_type="dapo", eps_low=0.2, eps_high=0.28, beta=0.04, kl_estimator="k3")
+RL_KINDS = ("grpo",)
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """One batch's fixed RL data: old (= reference) log-probs, advantages, completion mask."""
+
+    old_logp: torch.Tensor  # [B, C] float32
+    advantages: torch.Tensor  # [B] float32
+    mask: torch.Tensor  # [B, C] int64
+
+
+def completion_length(batch: Batch) -> int:
+    return batch.input_ids.shape[1] // 2
+
+
+def logits_path_logp(model, batch: Batch, keep: int) -> torch.Tensor:
+    """TRL's per-token log-probs from the model's logits (float32, or float64 for a float64 model)."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, logits_to_keep=keep + 1).logits
+    logits = logits[:, :-1]
+    logits = (logits if logits.dtype == torch.float64 else logits.float()) / TEMPERATURE
+    return torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, -keep:, None]).squeeze(-1)
+
+
+def rollouts(case: ConvergeCase, batches: list[Batch]) -> list[Rollout]:
+    model = build_model(case.model, case.preset, seed=case.seed, dtype=torch.float32, device=case.device)
+    out = []
+    with torch.no_grad():
+        for b in batches:
+            b = b.to(case.device)
+            keep = completion_length(b)
+            completion = b.input_ids[:, -keep:]
+            mask = b.attention_mask[:, -keep:]
+            reward = ((completion % 2 == 0) * mask).sum(-1).float() / mask.sum(-1).clamp(min=1).float()
+            adv = (reward - reward.mean()) / (reward.std() + 1e-6)
+            out.append(Rollout(logits_path_logp(model, b, keep).float(), adv, mask))
+    return out
+
+
+def _loss_fn(data: list[Rollout], logp_fn: Callable) -> Callable:
+    steps = iter(data)
+
+    def loss_fn(model, inputs: dict) -> torch.Tensor:
+        r = next(steps)
+        batch = Batch(inputs["input_ids"], inputs["attention_mask"], inputs["labels"], ())
+        logp = logp_fn(model, batch, r.mask.shape[1], r.mask)
+        return policy_loss(logp, r.old_logp, r.old_logp, r.advantages, r.mask, num_items=r.mask.sum(), **LOSS)
+
+    return loss_fn
+
+
+def _theirs(model, batch, keep, mask):
+    return logits_path_logp(model, batch, keep)
+
+
+def _ours(calls: list):
+    def fn(model, batch, keep, mask):
+        calls.append(1)
+        logp, _ = completion_log_probs(model, batch.input_ids, batch.attention_mask, logits_to_keep=keep,
+                                       temperature=TEMPERATURE, completion_mask=mask)  # fmt: skip
+        return logp
+
+    return fn
+
+
+def check_rl_trajectory(c: Checker, on_step=None) -> ConvergeResult:
+    case, p = c.case, c.case.preset
+    batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
+    held_out = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=1, seed=case.seed + 1)[0]
+    data = rollouts(case, batches)
+
+    def step_cb(who):
+        return (lambda i, v: on_step(who, i, v)) if on_step else None
+
+    ref_model = build(case)
+    ref = train(ref_model, batches, lr=p.lr, on_step=step_cb("ref"), loss_fn=_loss_fn(data, _theirs))
+    ref_lp = eval_logprobs(ref_model, held_out)
+    del ref_model
+
+    calls: list = []
+    model = build(case)
+    ours = train(model, batches, lr=p.lr, on_step=step_cb("ours"), loss_fn=_loss_fn(data, _ours(calls)))
+    our_lp = eval_logprobs(model, held_out)
+    del model
+    c.record("flp_active", abs(len(calls) - p.steps), 0, metric="calls_missing", unit="calls",
+             message=f"completion_log_probs calls in {p.steps} training steps: {len(calls)}")  # fmt: skip
+
+    truth, truth_lp = _float64_run(case, batches, held_out, data, step_cb("float64"))
+    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
+    return ConvergeResult(ref=ref, ours=ours, truth=truth)
+
+
+_TRUTH: dict[tuple, tuple] = {}  # one float64 run per (model, preset, seed, device): shared by the dtypes
+
+
+def _float64_run(case: ConvergeCase, batches, held_out, data, on_step):
+    key = (case.model, case.preset, case.seed, case.device)
+    if key not in _TRUTH:
+        model = build_model(case.model, case.preset, seed=case.seed, dtype=torch.float64, device=case.device)
+        run = train(model, batches, lr=case.preset.lr, on_step=on_step, loss_fn=_loss_fn(data, _theirs))
+        _TRUTH.clear()
+        _TRUTH[key] = (run, eval_logprobs(model, held_out))
+    return _TRUTH[key]
+
+
+CHECKS = {"rl_trajectory": check_rl_trajectory}
+
+
+def run_case(
+    case: ConvergeCase,
+    *,
+    run_id: str = "adhoc",
+    sink: Callable[[Record], None] | None = None,
+    on_step: Callable[[str, int, float], None] | None = None,
+    **_,
+) -> ConvergeResult:
+    """`converge --rl grpo` on one case (case.patch names the op under test: "flp")."""
+    return run_converge(case, CHECKS, run_id=run_id, sink=sink, on_step=on_step)

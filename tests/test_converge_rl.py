@@ -1,0 +1,49 @@
+"""`converge MODEL --rl grpo` (suites/converge_rl.py): policy-gradient steps through our fused
+log-probs match transformers' logits path against a float64 run, and the same check fails when
+the fused path drops the temperature (TRL #4159's bug) or when our op silently does not run."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ligerbench.cli import app
+from ligerbench.converge.checker import ConvergeCase
+from ligerbench.converge.models import PRESETS
+from ligerbench.suites import converge_rl
+
+pytestmark = pytest.mark.interpreter
+CASE = ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "flp", seed=0)
+
+
+def _verdicts(result) -> dict[str, str]:
+    return {r.quantity: r.verdict for r in result.records}
+
+
+def test_the_cli_passes_on_cpu_in_both_dtypes(tmp_path):
+    result = CliRunner().invoke(app, ["converge", "llama-mini", "--rl", "grpo", "--device", "cpu", "--json",
+                                      "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["counts"]["pass"] == 8 and payload["counts"]["fail"] == 0  # 4 checks x 2 dtypes
+
+
+def test_a_missing_temperature_in_the_fused_path_fails(monkeypatch):
+    real = converge_rl.completion_log_probs
+    monkeypatch.setattr(
+        converge_rl, "completion_log_probs", lambda *a, temperature, **k: real(*a, temperature=1.0, **k)
+    )
+    got = _verdicts(converge_rl.run_case(CASE))
+    assert got["loss_per_step"] == "fail" and got["final_params"] == "fail", got
+
+
+def test_our_op_not_running_fails_flp_active(monkeypatch):
+    monkeypatch.setattr(converge_rl, "_ours", lambda calls: converge_rl._theirs)
+    assert _verdicts(converge_rl.run_case(CASE))["flp_active"] == "fail"
+
+
+def test_rl_with_nproc_is_refused():
+    result = CliRunner().invoke(app, ["converge", "llama-mini", "--rl", "grpo", "--nproc", "2", "--parallel", "ddp"])
+    assert result.exit_code == 2 and "--rl" in result.output
