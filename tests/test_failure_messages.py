@@ -104,3 +104,63 @@ def test_an_authors_failures_are_counted_per_case_and_their_shared_layout_named(
     line = next(x for x in result.output.splitlines() if x.startswith("all ") and "layout in {" in x)
     assert "3d" in line and "padded_vocab" in line and "transposed" in line and "2d" not in line.split("{")[1]
     assert "declare them unsupported (`supports`" in line
+
+
+BF16_IN_TRITON = '''
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    y = tl.load(y_ptr + offs, mask=offs < n)
+    tl.store(o_ptr + offs, x * y, mask=offs < n)  # in the inputs' dtype: bf16 arithmetic for bf16
+
+
+def ce_via_triton(logits, target, *, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0,
+                  softcap=None, z_loss_scale=0.0, token_weight=None):
+    """Right on a GPU: the logits pass through a Triton kernel unchanged (times 1), then PyTorch's loss."""
+    x = logits.detach().contiguous()
+    out = torch.empty_like(x)
+    _scale[(triton.cdiv(x.numel(), 1024),)](x, torch.ones_like(x), out, x.numel(), BLOCK=1024)
+    through = logits + (out - logits).detach()
+    return F.cross_entropy(through.reshape(-1, logits.shape[-1]).float(), target.reshape(-1),
+                           reduction=reduction, ignore_index=ignore_index)
+'''
+
+
+@pytest.mark.interpreter
+def test_failures_only_where_the_interpreter_is_known_wrong_are_named_as_such(tmp_path):
+    """Issue 24, finding 9: bf16 arithmetic inside a third-party Triton kernel is garbage under
+    the CPU interpreter; the failure stays a failure and the output says which defect to suspect."""
+    from typer.testing import CliRunner
+
+    from ligerbench.cli import app
+
+    path = tmp_path / "theirs.py"
+    path.write_text(BF16_IN_TRITON)
+    args = ["verify", "--kernel", "ce", "--device", "cpu", "--out", str(tmp_path / "out"), "--provider",
+            f"{path}:ce_via_triton", "--where", "option=plain", "--where", "reduction=mean",
+            "--where", "layout=2d"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    hint = next(x for x in result.output.splitlines() if "known defects" in x)
+    assert "all in 16-bit cases" in hint and "bfloat16 values gives garbage" in hint and "on a GPU" in hint
+
+
+def test_no_interpreter_hint_for_failures_in_float32_or_when_compiled():
+    import pandas as pd
+
+    from ligerbench.verify.diagnose import interpreter_hints
+
+    df = pd.DataFrame({"provider": ["p", "p"], "case": ["a", "b"], "dtype": ["fp32", "bf16"],
+                       "verdict": ["fail", "pass"], "message": ["", ""]})  # fmt: skip
+    defects = {"bf16_arithmetic": "x"}
+    assert interpreter_hints(df, "interpreter", defects) == []  # an fp32 failure: not the interpreter's
+    bf16 = df.assign(dtype=["bf16", "fp32"])
+    assert len(interpreter_hints(bf16, "interpreter", defects)) == 1
+    assert interpreter_hints(bf16, "compiled", defects) == [] and interpreter_hints(bf16, "interpreter", {}) == []

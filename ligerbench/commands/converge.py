@@ -98,8 +98,10 @@ def converge(
     ] = None,
     rl: Annotated[
         Optional[RLKind],
-        typer.Option(help="Train with an RL loss instead: policy-gradient steps through our fused log-probs "
-                     "(suites/converge_rl.py); --patch is then not used."),
+        typer.Option(
+            help="Train with an RL loss instead: policy-gradient steps through our fused log-probs "
+            "(suites/converge_rl.py); --patch is then not used."
+        ),
     ] = None,
 ):
     """Train a mini model with and without our kernels, and compare.

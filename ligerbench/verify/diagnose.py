@@ -36,3 +36,27 @@ def shared_values(df: pd.DataFrame, axes: list[str]) -> list[str]:
                 "cases never do): fix those, or declare them unsupported (`supports`, docs/providers.md)"
             )
     return lines
+
+
+def interpreter_hints(df: pd.DataFrame, triton_mode: str, defects: dict[str, str]) -> list[str]:
+    """A line per provider whose failures ran where Triton's interpreter has known defects
+    (kernels/interpreter_defects.py found them in this process): all in 16-bit cases, or
+    errors the interpreter raised. The failures stay failures; the line says where to look."""
+    if triton_mode != "interpreter" or not defects:
+        return []
+    lines = []
+    for provider, rows in df.groupby("provider", sort=True):
+        bad = rows[rows["verdict"].isin(BAD)]
+        if bad.empty:
+            continue
+        low = "dtype" in bad.columns and bad["dtype"].astype(str).isin(["bf16", "fp16"]).all()
+        raised = bad["message"].astype(str).str.contains("InterpreterError|cannot convert None", regex=True).any()
+        if low or raised:
+            where = "all in 16-bit cases" if low else "errors raised inside Triton's interpreter"
+            lines.append(
+                f"{provider}: its {bad['case'].nunique()} failing cases ({where}) ran through Triton's "
+                f"interpreter, which here has known defects: {'; '.join(defects.values())}. A kernel that is "
+                "right on a GPU can fail on CPU: check these on a GPU (docs/providers.md, \"Triton's interpreter "
+                'on CPU")'
+            )
+    return lines

@@ -99,14 +99,23 @@ class VerifyJob(Job):
             "failures": failures.to_dict("records"),
             "failing_cases": int(bad["case"].nunique()),
             "shared_by_failures": diagnose.shared_values(df, self._axes()),
+            "interpreter_hints": self._hints(life, df),
             "unchecked_providers": self.unchecked,
         }
 
     def _axes(self) -> list[str]:
         return [a.name for a in self.registry.kernels[self.plan.kernel].axes]
 
+    def _hints(self, life: Life, df: pd.DataFrame) -> list[str]:
+        mode = life.run.env.get("triton_mode", "")
+        if mode != "interpreter" or not summary.problems(df).shape[0]:
+            return []
+        from ligerbench.kernels.interpreter_defects import found
+
+        return diagnose.interpreter_hints(df, mode, found())
+
     def show(self, life: Life, df: pd.DataFrame) -> None:
-        print_tables(df, life.run.path, self.plan.kernel, self._axes())
+        print_tables(df, life.run.path, self.plan.kernel, self._axes(), self._hints(life, df))
 
     def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
         named.print_missing(self.unchecked)
@@ -136,7 +145,7 @@ def collect(plan: Plan, kernel: str, preset: str, selection: dict, as_json: bool
     )
 
 
-def print_tables(df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = ()) -> None:
+def print_tables(df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = (), hints: list[str] = ()) -> None:
     out = Console()
     cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit"})
     numbers = [c for c in cols.columns if c not in ("suite", "provider")]
@@ -158,7 +167,7 @@ def print_tables(df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = ()
             )
         if len(bad) > 50:
             out.print(f"  ... and {len(bad) - 50} more in {path / 'records.csv'}")
-        for line in diagnose.shared_values(df, list(axes)):
+        for line in [*diagnose.shared_values(df, list(axes)), *hints]:
             out.print(line, soft_wrap=True, markup=False)
         first = bad.iloc[0]
         out.print(
