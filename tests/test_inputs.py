@@ -286,3 +286,10 @@ def test_contracts_see_a_write_into_the_targets_or_token_weights():
     assert fields["verdict"] == "fail" and "target" in fields["message"]
     assert ce_spec.run_ce(scales_token_weight, problem).mutated_inputs == ("token_weight",)
     assert ce_spec.run_ce(_eager_ce, problem).mutated_inputs == ()
+
+
+def test_the_full_ce_grid_reaches_past_int32_elements():
+    # issue 24, finding 4: only a GPU unit test reached a 64-bit row offset before
+    big = [c for c in ce_grid.ce_cases("full", "cuda") if c.n * c.v > 2**31]
+    assert big and all(c.dtype == "bf16" for c in big)
+    assert not [c for c in ce_grid.ce_cases("quick", "cpu") if c.n * c.v > 2**31]  # CPU shapes stay small
