@@ -135,8 +135,9 @@ PROVIDERS = (
         "mutant_one_chunk_upstream_ignored",
         "single-chunk fast path: gradients not scaled by the upstream scalar (1/8, 65536, random)",
         _one_chunk_upstream_ignored,
-        # every quick case fits one chunk of the default budget; the upstream must not be 1
-        targets=({"reduction": ("mean", "sum"), "upstream": ("accum", "grad_scaler", "random"), "dtype": "fp32"},),
+        # every quick case fits one chunk of the default budget; the upstream must not be 1;
+        # the plain option in both dtypes (18 cases: the option does not matter to this bug)
+        targets=({"reduction": ("mean", "sum"), "upstream": ("accum", "grad_scaler", "random"), "option": "plain"},),
     ),
     _mutant(
         "mutant_hidden_grad_rows_assumed_contiguous",
