@@ -164,3 +164,23 @@ def test_no_interpreter_hint_for_failures_in_float32_or_when_compiled():
     bf16 = df.assign(dtype=["bf16", "fp32"])
     assert len(interpreter_hints(bf16, "interpreter", defects)) == 1
     assert interpreter_hints(bf16, "compiled", defects) == [] and interpreter_hints(bf16, "interpreter", {}) == []
+
+
+def test_a_signature_mismatch_is_said_once_with_the_contract(tmp_path):
+    """Issue 24, finding 6: the same TypeError on every case was printed once per case and
+    quantity; now once per provider, with the kernel's calling contract."""
+    from typer.testing import CliRunner
+
+    from ligerbench.cli import app
+
+    path = tmp_path / "bad.py"
+    path.write_text("import torch.nn.functional as F\n\n\ndef ce(logits, target, reduction='mean'):\n"
+                    "    return F.cross_entropy(logits.float(), target, reduction=reduction)\n")  # fmt: skip
+    args = ["verify", "--kernel", "ce", "--device", "cpu", "--out", str(tmp_path / "out"), "--provider",
+            f"{path}:ce", "--where", "option=plain", "--where", "reduction=none"]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 1, result.output
+    out = result.output.replace("\n", " ")
+    assert "raised the same error in all" in out and "unexpected keyword argument" in out
+    assert "the contract is fn(logits, target, *, weight" in out
+    assert "  ERROR " not in result.output  # not repeated per case and quantity

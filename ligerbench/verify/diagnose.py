@@ -60,3 +60,21 @@ def interpreter_hints(df: pd.DataFrame, triton_mode: str, defects: dict[str, str
                 'on CPU")'
             )
     return lines
+
+
+def repeated_errors(df: pd.DataFrame, signature: str) -> list[str]:
+    """One line per provider that raised the same error in every case it errored in (a
+    signature or output mismatch usually does), with the kernel's calling contract, instead of
+    the same message once per case and quantity."""
+    lines = []
+    for provider, rows in df.groupby("provider", sort=True):
+        errors = rows[rows["verdict"] == "error"]
+        if errors.empty:
+            continue
+        messages = errors["message"].astype(str).unique()
+        if len(messages) == 1:
+            lines.append(
+                f"{provider} raised the same error in all {errors['case'].nunique()} cases it failed: "
+                f"{messages[0]}; the contract is {signature} (docs/providers.md)"
+            )
+    return lines

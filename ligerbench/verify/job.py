@@ -115,7 +115,9 @@ class VerifyJob(Job):
         return diagnose.interpreter_hints(df, mode, found())
 
     def show(self, life: Life, df: pd.DataFrame) -> None:
-        print_tables(df, life.run.path, self.plan.kernel, self._axes(), self._hints(life, df))
+        signature = self.registry.kernels[self.plan.kernel].signature
+        hints = [*diagnose.repeated_errors(df, signature), *self._hints(life, df)]
+        print_tables(df, life.run.path, self.plan.kernel, self._axes(), hints)
 
     def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
         named.print_missing(self.unchecked)
@@ -158,15 +160,19 @@ def print_tables(df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = ()
             f"[bold red]{len(bad)} failing checks in {cases} case{'s' if cases != 1 else ''}[/] "
             "(suite provider quantity case: error > limit):"
         )
-        for _, r in bad.head(50).iterrows():
+        # a provider that raised one and the same error everywhere is said once (diagnose.repeated_errors)
+        errors = bad[bad["verdict"] == "error"]
+        once = {p for p, m in errors.groupby("provider")["message"] if m.nunique() == 1}
+        listed = bad[~((bad["verdict"] == "error") & bad["provider"].isin(once))]
+        for _, r in listed.head(50).iterrows():
             detail = r["message"] or f"{r['value']:.3g} > {r['limit']:.3g}"
             out.print(
                 f"  {r['verdict'].upper()} {r['suite']} {r['provider']} {r['quantity']} {r['case']}: {detail}",
                 soft_wrap=True,
                 markup=False,
             )
-        if len(bad) > 50:
-            out.print(f"  ... and {len(bad) - 50} more in {path / 'records.csv'}")
+        if len(listed) > 50:
+            out.print(f"  ... and {len(listed) - 50} more in {path / 'records.csv'}")
         for line in [*diagnose.shared_values(df, list(axes)), *hints]:
             out.print(line, soft_wrap=True, markup=False)
         first = bad.iloc[0]
