@@ -75,3 +75,16 @@ class Spy:
     def __call__(self, *args, **kwargs):
         self.seen = {name: layout_of(a) for name, a in zip(self.names, args, strict=False) if torch.is_tensor(a)}
         return self.fn(*args, **kwargs)
+
+
+def upstream_for(loss, upstream, reduction: str, target_shape: tuple[int, ...]):
+    """The case's upstream gradient for a provider's loss, after checking the loss has the shape
+    the loss contract says (the target's for reduction='none', a scalar otherwise): a wrong shape
+    is the provider's error, named as such, not a broadcasting error inside the harness."""
+    want = target_shape if reduction == "none" else ()
+    if tuple(loss.shape) != want:
+        raise ValueError(
+            f"the provider returned a loss of shape {tuple(loss.shape)}; with reduction={reduction!r} the contract "
+            f"is {want} (docs/providers.md)"
+        )
+    return upstream.to(loss.dtype).expand_as(loss)

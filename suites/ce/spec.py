@@ -31,7 +31,7 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, upstream_for, written
 from ligerbench.suites.ce.axes import LAYOUT
 from ligerbench.tolerance import yardstick
 
@@ -207,7 +207,7 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
     if z_loss is not None:
         values["z_loss"] = z_loss.detach().clone()
     if need_grad:
-        loss.backward(problem.upstream.to(loss.dtype).expand_as(loss))
+        loss.backward(upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape)))
         values["grad_logits"] = x.grad.detach().clone() if x.grad is not None else None
     built = {"logits": layout_of(problem.logits), "target": layout_of(problem.target)}
     mutated = ([] if same_bits(flat, before) else ["logits"]) + written(side, handed)

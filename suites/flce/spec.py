@@ -29,7 +29,7 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, upstream_for, written
 from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.flce.axes import LAYOUT
 from ligerbench.tolerance import yardstick
@@ -198,7 +198,7 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
     if z_loss is not None:
         values["z_loss"] = z_loss.detach().clone()
     if need_grad:
-        loss.backward(problem.upstream.to(loss.dtype).expand_as(loss))
+        loss.backward(upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape)))
         for name, leaf in leaves.items():
             if leaf is not None:
                 values[f"grad_{name}"] = None if leaf.grad is None else leaf.grad.detach().clone()
