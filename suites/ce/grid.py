@@ -10,8 +10,7 @@ grid crosses, for every dtype, each axis with the ones it interacts with:
   T  the triggering pairs of planted bugs that the covering alone crossed thinly (issue 24,
      finding 7: label smoothing with ignore_index equal to a class met in 2 of 298 cases, fp32
      only; exact-zero upstream rows in 5; the padded-vocabulary stride in 8): each in every
-     dtype and every reduction it applies to, so each shows in at least 2 dtypes x 4 cases
-     (the quick preset: what CI and selftest run).
+     dtype and every reduction it applies to, so each shows in at least 2 dtypes x 4 cases.
 These are the cases for the known bugs' interactions, in the 2-D layout (but T's padded_vocab)
 with the upstream gradients of REDUCTION_VARIANTS (but T's masked upstream). Then, in every
 preset, an all-pairs covering design (suites/covering.py) adds the cases needed for every pair
@@ -43,8 +42,6 @@ DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
 # E (full only): logits of more than 2**31 elements (16385 x 131072 = 2**31 + 131072), where a
 # 32-bit row offset overflows (issue 24, finding 4); bf16 alone: its float64 reference is 17 GB
 PAST_INT32 = {"full": (16385, 131072)}
-# T, the thin-kill crossings: in the preset CI runs (on a GPU the full grid's time is the budget)
-THIN = ("quick",)
 
 
 def ce_cases(preset: str, device_type: str) -> list[Case]:
@@ -63,12 +60,12 @@ def ce_cases(preset: str, device_type: str) -> list[Case]:
             cases += [red.replace(logits="large", option=o) for o in ("plain", "softcap", "all")]
             for sn, sv in shapes:  # D
                 cases += [red.replace(n=sn, v=sv), red.replace(n=sn, v=sv, option="all")]
-            if preset in THIN:  # T: smoothing with a class as ignore_index; the padded-vocabulary stride
-                cases += [red.replace(option=o, ignore_pattern="index_is_class") for o in ("label_smoothing", "all")]
-                cases.append(red.replace(layout="padded_vocab"))
-        if preset in THIN:  # T: rows of exact-zero upstream (reduction none), with the options that scale a row
-            none = base.replace(reduction="none", upstream="masked")
-            cases += [none.replace(option=o) for o in ("plain", "label_smoothing", "token_weight", "all")]
+            # T: smoothing with a class as ignore_index; the padded-vocabulary stride
+            cases += [red.replace(option=o, ignore_pattern="index_is_class") for o in ("label_smoothing", "all")]
+            cases.append(red.replace(layout="padded_vocab"))
+        # T: rows of exact-zero upstream (reduction none), with the options that scale a row
+        none = base.replace(reduction="none", upstream="masked")
+        cases += [none.replace(option=o) for o in ("plain", "label_smoothing", "token_weight", "all")]
     cases += covering(n, v, shapes, DTYPES[device_type], cases)
     if preset in PAST_INT32:
         big_n, big_v = PAST_INT32[preset]
