@@ -293,19 +293,3 @@ def test_the_full_ce_grid_reaches_past_int32_elements():
     big = [c for c in ce_grid.ce_cases("full", "cuda") if c.n * c.v > 2**31]
     assert big and all(c.dtype == "bf16" for c in big)
     assert not [c for c in ce_grid.ce_cases("quick", "cpu") if c.n * c.v > 2**31]  # CPU shapes stay small
-
-
-@pytest.mark.parametrize(
-    "what, pred",
-    [
-        ("label smoothing with a class as ignore_index",
-         lambda c: c.option in ("label_smoothing", "all") and c.ignore_pattern == "index_is_class"),
-        ("exact-zero upstream rows", lambda c: c.upstream == "masked"),
-        ("the padded-vocabulary stride", lambda c: c.layout == "padded_vocab"),
-    ],
-)  # fmt: skip
-def test_thinly_crossed_triggers_are_in_every_dtype_and_several_cases(what, pred):
-    # issue 24, finding 7 (suites/ce/grid.py, T): each trigger in both CPU dtypes, 4+ cases each
-    hits = [c for c in ce_grid.ce_cases("quick", "cpu") if pred(c)]
-    for dtype in ("fp32", "bf16"):
-        assert sum(c.dtype == dtype for c in hits) >= 4, (what, dtype)

@@ -7,19 +7,14 @@ grid crosses, for every dtype, each axis with the ones it interacts with:
   B  reduction x option                 (each option's gradient under each reduction)
   C  logits kind x option x reduction   (confident and large logits: docs/bugs.md, bug 6, softcap saturation)
   D  shape x reduction, and shape x 'all' options (odd vocab sizes, one token)
-  T  the triggering pairs of planted bugs that the covering alone crossed thinly (issue 24,
-     finding 7: label smoothing with ignore_index equal to a class met in 2 of 298 cases, fp32
-     only; exact-zero upstream rows in 5; the padded-vocabulary stride in 8): each in every
-     dtype and every reduction it applies to, so each shows in at least 2 dtypes x 4 cases.
-These are the cases for the known bugs' interactions, in the 2-D layout (but T's padded_vocab)
-with the upstream gradients of REDUCTION_VARIANTS (but T's masked upstream). Then, in every
-preset, an all-pairs covering design (suites/covering.py) adds the cases needed for every pair
-of values of any two axes to appear together in some case, over: dtype, (reduction, upstream)
-(cases.UPSTREAMS: ones, random, masked rows; 1/8 and 65536 scalars), ignore pattern, option,
-logits kind, layout (axes.py: 2-D, [B, T, V], a padded-vocabulary column slice, transposed
-storage) and shape. Not the full cross product (~30 000 cases per dtype): a bug that needs
-three axis values at once is found only if the core above, or a mutant's targeted slice, holds
-that triple.
+These are the cases for the known bugs' interactions, all in the 2-D layout with the upstream
+gradients of REDUCTION_VARIANTS. Then, in every preset, an all-pairs covering design
+(suites/covering.py) adds the cases needed for every pair of values of any two axes to appear
+together in some case, over: dtype, (reduction, upstream) (cases.UPSTREAMS: ones, random,
+masked rows; 1/8 and 65536 scalars), ignore pattern, option, logits kind, layout (axes.py:
+2-D, [B, T, V], a padded-vocabulary column slice, transposed storage) and shape. Not the full
+cross product (~30 000 cases per dtype): a bug that needs three axis values at once is found only
+if the core above, or a mutant's targeted slice, holds that triple.
 Case order is stable and cases are unique.
 """
 
@@ -60,12 +55,6 @@ def ce_cases(preset: str, device_type: str) -> list[Case]:
             cases += [red.replace(logits="large", option=o) for o in ("plain", "softcap", "all")]
             for sn, sv in shapes:  # D
                 cases += [red.replace(n=sn, v=sv), red.replace(n=sn, v=sv, option="all")]
-            # T: smoothing with a class as ignore_index; the padded-vocabulary stride
-            cases += [red.replace(option=o, ignore_pattern="index_is_class") for o in ("label_smoothing", "all")]
-            cases.append(red.replace(layout="padded_vocab"))
-        # T: rows of exact-zero upstream (reduction none), with the options that scale a row
-        none = base.replace(reduction="none", upstream="masked")
-        cases += [none.replace(option=o) for o in ("plain", "label_smoothing", "token_weight", "all")]
     cases += covering(n, v, shapes, DTYPES[device_type], cases)
     if preset in PAST_INT32:
         big_n, big_v = PAST_INT32[preset]
