@@ -16,6 +16,9 @@ FAIRNESS_NOTE = (
 )
 
 
+SHAPE_AXES = ("n", "b", "t", "h", "v")  # the axes a point's heading names, those its case has
+
+
 def _fmt(value, digits: int = 4) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
@@ -82,7 +85,7 @@ def markdown(
         f"triton {env.get('triton')}; liger-kernel {env.get('liger_kernel')}, "
         f"cut-cross-entropy {env.get('cut_cross_entropy')}; commit {env.get('git_commit')}",
         f"- kernel `{spec.kernel}`, sweep `{sweep}`, mode `{mode}`, dtype {points[0].case.dtype if points else '-'}, "
-        f"seed {env.get('seed')}; inputs: random normal, ~10% of targets ignored, reduction mean",
+        f"seed {env.get('seed')}; inputs: {spec.inputs}",
         f"- {FAIRNESS_NOTE}",
         *ranks_line,
         "- time: median of many runs (p20-p80 beside), "
@@ -126,6 +129,6 @@ def markdown(
         lines.append("")
     for point in points:
         c = point.case
-        shape = f"N={c.n}" + (f", H={c.h}" if c.get("h") else "") + f", V={c.v}"
+        shape = ", ".join(f"{k.upper()}={c.get(k)}" for k in SHAPE_AXES if c.get(k))
         lines += [f"## {sweep} = {point.label} ({shape})", "", *point_table(df, point, spec, mode), ""]
     return "\n".join(lines)

@@ -87,6 +87,7 @@ class BenchSpec:
     # their names; left out of every other sweep unless named with --provider
     sweep_only: dict[str, tuple[str, ...]] = field(default_factory=dict)
     targets: tuple[Target, ...] = ()
+    inputs: str = "random normal, ~10% of targets ignored, reduction mean"  # as the report states them
     # the kernel's call is collective (vocab-parallel): it runs only on real ranks, `bench --nproc
     # N`, every rank timing its own share (make_inputs draws this rank's part of the problem)
     distributed: bool = False

@@ -110,6 +110,8 @@ SPEC = BenchSpec(
     rate_unit="TFLOP/s",
     rate_scale=1e9,
     ceiling="matmul_tflops",
+    inputs="hidden N(0, 1), weight N(0, 1/H) (logits of std ~1), ~10% of targets ignored, random upstream "
+    "gradients on logp and entropy",
     sweeps={"heads": heads, "tokens": tokens_sweep},
     excluded=EXCLUDED,
     targets=(

@@ -7,7 +7,7 @@ checks it: spec, axes, grid, suites, providers and planted bugs, registered toge
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.grpo import axes, mutants, providers, spec
+from ligerbench.suites.grpo import axes, bench, mutants, providers, spec
 from ligerbench.suites.grpo.grid import grpo_cases
 
 
@@ -29,6 +29,7 @@ KERNEL = KernelSpec(
     signature="fn(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, "
     "importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items, max_completion_length) -> loss",
     peer="eager",
+    bench=bench.SPEC,
     control="ours",
     applies={"split_grad_hidden": _split, "split_grad_weight": _split},
 )
@@ -46,4 +47,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

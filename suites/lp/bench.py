@@ -56,6 +56,7 @@ SPEC = BenchSpec(
     rate_unit="GB/s",
     rate_scale=1e6,
     ceiling="copy_gbps",
+    inputs="logits N(0, 1), ~10% of targets ignored, random upstream gradients on logp and entropy",
     sweeps={"tokens": tokens_sweep},
     targets=(
         Target(("ours",), metric="time_ms", peers=("eager", "torch_compile"), factor=1.0,

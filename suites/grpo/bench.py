@@ -1,0 +1,154 @@
+"""`bench` of `grpo`: one DAPO step's loss and its gradients of hidden and weight (k3 KL, beta 0.04,
+T=0.7), fwd+bwd, beside the peers (issue 23: 8 x 1024 tokens at the Llama-3-8B head).
+
+FLOP model (matrix products only), as for flp: 6 * B * T * H * V for a full step (forward 2,
+backward 4); ours recomputes the logits in backward and is credited with 6, as every provider is.
+
+    ligerbench bench --kernel grpo                   # B=8, T=1024, H=4096, V=128256, bf16
+    ligerbench bench --kernel grpo --tokens 4096     # B*T = 4096 (B=4)
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
+from ligerbench.cases import DTYPES, Case
+from ligerbench.registry import Provider
+from ligerbench.suites.grpo.axes import BETA
+from ligerbench.suites.grpo.axes import case as grpo_case
+
+TEMPERATURE = 0.7
+T = 1024  # tokens per completion
+HEAD = (4096, 128256)  # Llama-3-8B
+SMOKE = (2, 8, 16, 96)  # b, t, h, v
+LOSS = dict(loss_type="dapo", importance_level="token", eps_low=0.2, eps_high=0.28, beta=BETA, kl_estimator="k3",
+            temperature=TEMPERATURE)  # fmt: skip
+
+
+def flops(case: Case, mode: str) -> float:
+    return {"full": 6, "forward": 2, "backward": 4}[mode] * case.b * case.t * case.h * case.v
+
+
+def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
+    """hidden ~ N(0, 1), W ~ N(0, 1/H); completion ids drawn uniformly (the timing does not depend on
+    which ids); old = current log-probs + N(0, 0.05) and ref = current + N(0, 0.02), the current
+    ones computed once here (no gradient) so the ratios sit near 1 as in a real step; advantages
+    N(0, 1); the last quarter of every other completion masked (ragged lengths)."""
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+
+    g = device_generator(case, seed, device)
+    b, t, h, v = case.b, case.t, case.h, case.v
+    dtype = DTYPES[case.dtype]
+    hidden = torch.randn(b, t, h, generator=g, device=device, dtype=dtype).requires_grad_(True)
+    weight = (torch.randn(v, h, generator=g, device=device, dtype=dtype) * h**-0.5).requires_grad_(True)
+    ids = torch.randint(0, v, (b, t), generator=g, device=device)
+    with torch.no_grad():
+        logp, _ = fused_linear_log_probs(hidden, weight, ids, temperature=TEMPERATURE)
+    old = logp + 0.05 * torch.randn(b, t, generator=g, device=device)
+    ref = logp + 0.02 * torch.randn(b, t, generator=g, device=device)
+    adv = torch.randn(b, generator=g, device=device)
+    mask = torch.ones(b, t, dtype=torch.int64, device=device)
+    mask[1::2, (3 * t) // 4 :] = 0
+    return BenchInputs(positional=[hidden, weight, ids, old, ref, adv, mask], leaves=[hidden, weight],
+                       options=dict(LOSS))  # fmt: skip
+
+
+def _point(b: int, t: int, h: int, v: int, dtype: str) -> Case:
+    return grpo_case(b=b, t=t, h=h, v=v, dtype=dtype, loss_type="dapo", kl="k3", temperature=TEMPERATURE, eps="asym")
+
+
+def heads(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    if smoke:
+        b, t, h, v = SMOKE
+        return [SweepPoint("llama3-8b", 0.0, _point(b, t, h, v, dtype))]
+    b = max(1, (tokens or 8 * T) // T)
+    return [SweepPoint("llama3-8b", 0.0, _point(b, T, *HEAD, dtype))]
+
+
+def eager_bf16_product(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, temperature=1.0,
+                       **options):  # fmt: skip
+    """Plain PyTorch as a trainer writes it: the product in the inputs' dtype, float32 logits,
+    log_softmax over [B, T, V], then kernels/grpo_loss.py's policy_loss."""
+    from ligerbench.kernels.grpo_loss import policy_loss
+
+    z = torch.log_softmax((hidden @ weight.t()).float() / temperature, dim=-1)
+    logp = z.gather(-1, completion_ids[..., None]).squeeze(-1)
+    return policy_loss(logp, old_logp, ref_logp, advantages, mask, **options)
+
+
+def _compiled():
+    return torch.compile(eager_bf16_product, dynamic=False)
+
+
+def _liger_fused_linear():
+    """Liger-Kernel's chunked fused-linear GRPO (torch.compile'd chunks of one sequence)."""
+    from liger_kernel.chunked_loss import LigerFusedLinearGRPOLoss
+
+    modules = {}
+
+    def call(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, importance_level,
+             eps_low, eps_high, beta, temperature, **_):  # fmt: skip
+        key = (loss_type, importance_level, eps_low, eps_high, beta, temperature)
+        if key not in modules:
+            modules[key] = LigerFusedLinearGRPOLoss(
+                beta=beta, loss_type=loss_type, importance_sampling_level=importance_level, epsilon_low=eps_low,
+                epsilon_high=eps_high, temperature=temperature, use_ref_model=True)  # fmt: skip
+        b, t, h = hidden.shape
+        out = modules[key](hidden, weight, completion_ids, mask, advantages, ref_per_token_logps=ref_logp,
+                           old_per_token_logps=old_logp)  # fmt: skip
+        return out[0] if isinstance(out, tuple) else out
+
+    return call
+
+
+def _liger_triton():
+    """Liger-Kernel's Triton GRPO loss over full bf16 logits [B, T+1, V] (what it takes: the
+    position after the last completion token included; hidden gains one padded row for it)."""
+    from liger_kernel.transformers.grpo_loss import triton_grpo_loss
+
+    def call(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, eps_low, eps_high,
+             beta, temperature, **_):  # fmt: skip
+        logits = torch.nn.functional.pad(hidden, (0, 0, 0, 1)) @ weight.t()
+        loss, _ = triton_grpo_loss(logits, old_logp, ref_logp, completion_ids, advantages, mask,
+                                   temperature=temperature, beta=beta, eps_low=eps_low, eps_high=eps_high,
+                                   loss_type=loss_type, reduce=True)  # fmt: skip
+        return loss
+
+    return call
+
+
+VARIANTS = (
+    Provider(name="eager_bf16_product", kernel="grpo", bench_only=True, load=lambda: eager_bf16_product,
+             description="PyTorch: bf16 product, float32 logits, log_softmax, the same loss (plain PyTorch)"),
+    Provider(name="compile_bf16_product", kernel="grpo", bench_only=True, load=_compiled, devices=("cuda",),
+             description="torch.compile of eager_bf16_product"),
+    Provider(name="liger_fused_linear", kernel="grpo", bench_only=True, load=_liger_fused_linear,
+             devices=("cuda",), description="Liger-Kernel's LigerFusedLinearGRPOLoss (chunked, compiled)"),
+    Provider(name="liger_triton", kernel="grpo", bench_only=True, load=_liger_triton, devices=("cuda",),
+             description="Liger-Kernel's triton_grpo_loss on full bf16 logits"),
+)  # fmt: skip
+
+EXCLUDED = {
+    "eager": "the verification yardstick (fp32 operands, no tensor cores): eager_bf16_product is the peer",
+}
+
+SPEC = BenchSpec(
+    kernel="grpo",
+    make_inputs=make_inputs,
+    work=flops,
+    work_formula="FLOPs = k * B * T * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
+    rate_unit="TFLOP/s",
+    rate_scale=1e9,
+    ceiling="matmul_tflops",
+    inputs="one DAPO step (k3 KL, beta 0.04, clip 0.2/0.28): old and reference log-probs near the current "
+    "ones, advantages N(0, 1), every other completion a quarter shorter",
+    sweeps={"heads": heads},
+    excluded=EXCLUDED,
+    targets=(
+        Target(("ours",), metric="time_ms", peers=("eager_bf16_product",), factor=1.0,
+               source="issue 23: time <= PyTorch eager's in the same run"),
+        Target(("ours",), metric="extra_mib", peers=("eager_bf16_product",), factor=0.25,
+               source="issue 23: extra memory <= 1/4 of PyTorch eager's in the same run"),
+    ),
+)  # fmt: skip
