@@ -26,17 +26,18 @@ def eager_fp32(hidden, weight, target, *, bias=None, **options):
     return semantics.reference(x, target, **options)
 
 
-def chunked_checkpoint(hidden, weight, target, *, bias=None, chunk_rows=8, **options):
-    """Eager over row chunks under torch.utils.checkpoint: what trainers do to save memory."""
+def chunked_checkpoint(hidden, weight, target, *, bias=None, chunk_rows=8, body=eager_fp32, **options):
+    """`body` (eager by default) over row chunks under torch.utils.checkpoint: what trainers do to
+    save memory."""
     rows = hidden.reshape(-1, hidden.shape[-1])
     t = target.reshape(rows.shape[0], *target.shape[hidden.dim() - 1 :])
     pieces = [
-        checkpoint(functools.partial(eager_fp32, bias=bias, **options), rows[i : i + chunk_rows], weight,
+        checkpoint(functools.partial(body, bias=bias, **options), rows[i : i + chunk_rows], weight,
                    t[i : i + chunk_rows], use_reentrant=False)
         for i in range(0, rows.shape[0], chunk_rows)
     ]  # fmt: skip
     if not pieces:
-        return eager_fp32(hidden, weight, target, bias=bias, **options)
+        return body(hidden, weight, target, bias=bias, **options)
     logp = torch.cat([p[0] for p in pieces]).reshape(target.shape)
     entropy = torch.cat([p[1] for p in pieces]).reshape(hidden.shape[:-1])
     return logp, entropy
@@ -64,19 +65,19 @@ def _liger():
     return call
 
 
-def _liger_supports(case) -> str | None:
+def liger_supports(case) -> str | None:
     """What Liger-Kernel 0.8.5's fused NLL + entropy has no parameter for (it would be ignored)."""
     missing = [
         what
         for what, absent in (
-            ("a softcap", not case.get("softcap")),
-            ("a logit scale", case.get("logit_scale") == 1.0),
-            ("a bias", not case.get("bias")),
+            ("softcap", not case.get("softcap")),
+            ("logit scale", case.get("logit_scale") == 1.0),
+            ("bias", not case.get("bias")),
             ("K targets per row", case.get("targets") == 1),
         )
         if not absent
     ]
-    return f"Liger's fused NLL + entropy takes no {', '.join(missing)}" if missing else None
+    return f"Liger's fused NLL + entropy has no parameter for: {', '.join(missing)}" if missing else None
 
 
 PROVIDERS = (
@@ -93,7 +94,7 @@ PROVIDERS = (
              load=lambda: chunked_checkpoint),
     Provider(name="torch_compile", kernel="flp", description="torch.compile of the float32 PyTorch semantics",
              load=_compiled, devices=("cuda",)),
-    Provider(name="liger", kernel="flp", load=_liger, supports=_liger_supports,
+    Provider(name="liger", kernel="flp", load=_liger, supports=liger_supports,
              description="Liger-Kernel's fused NLL + entropy (LigerFusedLinearScaledCrossEntropyFunction; its "
              "PyTorch path off SM90); not installed: skipped"),
 )  # fmt: skip
