@@ -176,7 +176,9 @@ def _row_finish(
             scale = scale / tl.load(denom_ptr).to(tl.float32)
         scale = tl.where(valid, scale, float("nan"))
         # Pass 2 walks the row last block first (those are the likeliest still in L2); its
-        # reads and the gradient stores ask L2 not to keep their lines.
+        # reads and the gradient stores ask L2 not to keep their lines. The fused linear kernel
+        # relies on this order and on each block being read before its gradient is stored: it
+        # lays a 16-bit gradient over the upper half of the float32 row (grad_over_logits).
         x_next = load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY)
         for rb in range(0, n_blocks):
             cols = (n_blocks - 1 - rb) * BLOCK_V + offs

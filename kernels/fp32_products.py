@@ -56,6 +56,25 @@ def bytes_per_logit(dtype: torch.dtype) -> int:
     return 4 if dtype == torch.float32 else 4 + torch.finfo(dtype).bits // 8
 
 
+# Bytes per logit of a chunk whose 16-bit gradient is written into its float32 logits' storage
+# (grad_over_logits): the float32 logit alone.
+SHARED_LOGIT_BYTES = 4
+
+
+def grad_over_logits(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A [rows, V] view, in `dtype`, for the gradient of float32 `logits` [rows, V] (contiguous),
+    laid in the same storage: the logits themselves for float32, else the upper half of each
+    row's bytes (row stride 2V elements of a 16-bit dtype). Safe only for a writer that, within
+    a row, reads a block of logits before writing any gradient and walks the row from its last
+    block to its first, as cross_entropy's pass 2 does: the gradient of columns [c, c+B) lands
+    in bytes 2V+2c .. 2V+2c+2B of the row, above every logit byte still to be read (those of
+    columns < c end at byte 4c <= 2V + 2c). One program per row, so rows never meet."""
+    if dtype == torch.float32:
+        return logits
+    rows, v = logits.shape
+    return logits.view(dtype).view(rows, 2 * v)[:, v:]
+
+
 def chunk_buffers(n_elements: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
     """Flat storage for one chunk's float32 logits and their gradient (in the inputs' dtype;
     the logits' own storage for float32 inputs: the kernel overwrites each block after reading it)."""

@@ -9,13 +9,14 @@
 
 Design (the cost model is in docs/performance.md: 6*N*H*V FLOPs is the floor; a design that
 recomputes the logits in backward pays 8*N*H*V):
-- tokens are cut into chunks; one [chunk, V] float32 logits buffer (and, for 16-bit inputs, a
-  [chunk, V] gradient buffer in their dtype) is allocated once and reused. Per chunk: logits =
-  h_c @ W.T (+ b) by cuBLAS, accumulated AND stored in float32 (kernels/fp32_products.py: a
-  logit rounded to bf16 moved a confident row's loss by 4% against 0.3% for a careful
-  computation, issue 24 finding 3); our cross-entropy kernel reads the logits and writes
-  d loss / d logits into the gradient buffer (over the logits for float32); then dh_c = dlogits @ W and
-  dW += dlogits.T @ h_c (cuBLAS), db += column sums. All of it happens in forward, so backward
+- tokens are cut into chunks; one [chunk, V] float32 logits buffer is allocated once and
+  reused. Per chunk: logits = h_c @ W.T (+ b) by cuBLAS, accumulated AND stored in float32
+  (kernels/fp32_products.py: a logit rounded to bf16 moved a confident row's loss by 4% against
+  0.3% for a careful computation, issue 24 finding 3); our cross-entropy kernel reads the
+  logits and writes d loss / d logits into the same storage (for 16-bit inputs, in their dtype,
+  into the upper half of each row's bytes: fp32_products.grad_over_logits; a chunk costs 4
+  bytes per logit, not 6); then dh_c = dlogits @ W and dW += dlogits.T @ h_c (cuBLAS), db +=
+  column sums. All of it happens in forward, so backward
   only rescales the gradients by the upstream scalar (and skips even that when it is 1: the
   test is made on the device, no host sync).
 - reduction="none": each row's upstream gradient is only known in backward, and dW is a sum
@@ -71,7 +72,7 @@ from .cross_entropy import (
     scale_rows_,
     validate_loss_options,
 )
-from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
+from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_over_logits, logits_fp32
 
 # 192 MiB of logits per chunk: at N=8192 the Llama-3-8B head (V=128256, bf16) gets chunks of
 # 768 tokens and the Gemma-2 head (V=256000) 384; with the gradients themselves (1066 and
@@ -120,8 +121,8 @@ def plan(
 ) -> tuple[int, str]:
     """(tokens per chunk, weight-gradient accumulation) for a memory budget of `chunk_bytes`.
 
-    `logit_bytes`: the chunk's bytes per logit (fp32_products.bytes_per_logit: 4 for float32
-    inputs, 6 for 16-bit ones: the float32 logits and their 16-bit gradient).
+    `logit_bytes`: the chunk's bytes per logit (fp32_products.SHARED_LOGIT_BYTES: 4, the float32
+    logit, its gradient in the same storage).
     The budget bounds the working memory beyond the gradients themselves: the logits chunk and,
     in "fp32" accumulation, the fp32 [V, H] accumulator (4*V*H bytes). "auto" takes "fp32" only
     when the chunks would be more than AUTO_DTYPE_MAX_CHUNKS AND the accumulator takes at most
@@ -187,15 +188,15 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
     # Kahan compensation for the bias sum: with many chunks a plain fp32 running sum drifts
     # past eager's single reduction (seen on an H100 with 820 chunks: 1.1x the tolerance)
     grad_b_carry = torch.zeros_like(grad_b) if need_b else None
-    buf, gbuf = chunk_buffers(min(chunk, n) * v, h.dtype, h.device)
+    buf = torch.empty(min(chunk, n) * v, dtype=torch.float32, device=h.device)
     b32 = None if b is None else b.float()
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         h_c = h[start:stop]
-        # float32 logits (never rounded to 16 bits) and their gradient in the inputs' dtype; for
-        # float32 inputs one buffer, the gradient written over the logits it was read from
+        # float32 logits (never rounded to 16 bits) and their gradient in the inputs' dtype, in
+        # the same storage (fp32_products.grad_over_logits: the kernel reads before it writes)
         logits = buf[: (stop - start) * v].view(stop - start, v)
-        grad = gbuf[: logits.numel()].view(logits.shape)
+        grad = grad_over_logits(logits, h.dtype)
         logits_fp32(h_c, w, b32, logits)
         loss_c, zloss_c, _ = cross_entropy_rows(
             logits,
@@ -219,7 +220,7 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
             total = grad_b + term
             grad_b_carry = (total - grad_b) - term
             grad_b = total
-    del buf, gbuf  # before the fp32 accumulator's conversion: the two never coexist with it
+    del buf  # before the fp32 accumulator's conversion: the two never coexist with it
     if grad_w is not None and grad_w.dtype != w.dtype:
         grad_w = grad_w.to(w.dtype)
     if grad_b is not None:
@@ -279,7 +280,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             check_targets_on_device(t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
         chunk, grad_weight_accum = plan(
-            h.shape[0], n_classes, h.shape[1], bytes_per_logit(h.dtype), chunk_bytes, chunk_tokens, grad_weight_accum
+            h.shape[0], n_classes, h.shape[1], SHARED_LOGIT_BYTES, chunk_bytes, chunk_tokens, grad_weight_accum
         )
         ce = dict(
             weight=cw,

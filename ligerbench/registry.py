@@ -47,6 +47,10 @@ class KernelSpec:
     # a case field whose value must be present for a quantity to be checked (e.g. z_loss only
     # when the case's option has a z-loss): quantity -> predicate
     applies: dict[str, Callable[[Case], bool]] = field(default_factory=dict, hash=False)
+    # the devices its ranks can be simulated on in one process (vocab-parallel kernels without
+    # --nproc); elsewhere only real ranks run it, and the reason is said
+    simulated_devices: tuple[str, ...] = ("cpu", "cuda")
+    simulated_why: str = ""
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,18 @@ def check_kernel(registry: Registry, kernel: str | None) -> str:
     return kernel
 
 
+def check_simulated(spec, device_type: str, option: str) -> None:
+    """A kernel whose ranks cannot be simulated in one process on this device: a usage error
+    naming what to run instead (never a run that waits on itself)."""
+    if device_type not in spec.simulated_devices:
+        raise usage_error(
+            f"{spec.name} cannot run on simulated ranks on {device_type}: {spec.simulated_why} Run it on real "
+            f"ranks (verify --nproc N, one {device_type} device per rank) or with --device "
+            f"{' / '.join(spec.simulated_devices)}",
+            option,
+        )
+
+
 def report_plugin_errors(registry: Registry) -> None:
     """Name each plugin that failed to load (once, with its error); the rest work."""
     for name, error in registry.plugin_errors:

@@ -121,6 +121,8 @@ def verify(
 
     if nproc < 0 or (nproc and dev.type == "cuda" and nproc > torch.cuda.device_count()):
         raise runs.usage_error(f"--nproc must be 0 or at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
+    if not nproc:
+        runs.check_simulated(registry.kernels[kernel], dev.type, "--nproc")
     try:
         matches = kexpr.compile_expr(keyword) if keyword is not None else None
     except ValueError as exc:

@@ -34,6 +34,9 @@ KERNEL = KernelSpec(
     peer="gathered",
     control="ours",
     applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
+    simulated_devices=("cpu",),
+    simulated_why="its backward holds a collective (the hidden gradient's all-reduce), and autograd runs every "
+    "CUDA backward on one device thread, so one simulated rank would wait there for another forever.",
 )
 
 SUITES = (
