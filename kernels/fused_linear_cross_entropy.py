@@ -25,7 +25,7 @@ recomputes the logits in backward pays 8*N*H*V):
   per-row scaling is exact (one rounding, inside the kernel), at the price of 8*N*H*V FLOPs.
 - memory budget, `chunk_bytes` (default DEFAULT_CHUNK_BYTES): the working memory allowed
   beyond the gradients themselves. The logits chunk gets the most tokens whose logits fit it,
-  rounded down to a multiple of 128 when above 128 (cuBLAS tile friendly): a budget, not a
+  rounded down to a multiple of 64 when above 64 (cuBLAS tile friendly): a budget, not a
   formula in V/H, so large vocabularies do not get tiny chunks. `chunk_tokens` overrides it
   (tests use it to force many and partial chunks).
 - gradient of the weight, `grad_weight_accum`:
@@ -78,7 +78,7 @@ from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_over_logit
 # 768 tokens and the Gemma-2 head (V=256000) 384; with the gradients themselves (1066 and
 # 1161 MiB) that stays under the 1.25 / 1.35 GiB design targets (docs/performance.md) in "dtype" accumulation.
 DEFAULT_CHUNK_BYTES = 192 * 2**20
-_TILE = 128
+_TILE = 64  # 128 left the Gemma-2 head (V=256000) at 128 tokens a chunk where 196 fit: 64 chunks, not 43
 GradWeightAccum = Literal["auto", "fp32", "dtype"]
 AUTO_DTYPE_MAX_CHUNKS = 32
 
