@@ -104,7 +104,7 @@ def target_records(rows: list[Record], spec: BenchSpec, cases: dict[str, Case]) 
                 or (t.metric == "time_ms" and r.quantity != "full")
             ):
                 continue
-            limit, why = _target_limit(t, c, r, rows)
+            limit, why = _target_limit(t, c, r, rows, spec)
             if not math.isfinite(limit):
                 verdict, message = "skip", f"{t.source}; not judged: {why}"
             else:
@@ -118,12 +118,19 @@ def target_records(rows: list[Record], spec: BenchSpec, cases: dict[str, Case]) 
     return out
 
 
-def _target_limit(t, case: Case, row: Record, rows: list[Record]) -> tuple[float, str]:
+def _target_limit(t, case: Case, row: Record, rows: list[Record], spec: BenchSpec) -> tuple[float, str]:
     """(limit, how it was formed) at the row's point."""
     fixed = t.limit(case) if callable(t.limit) else t.limit
     parts = [f"{fixed:.4g}"] if math.isfinite(fixed) else []
+    if t.of_floor is not None:
+        ceiling = [p.value for p in rows if p.provider == "ceiling" and p.quantity == spec.ceiling]
+        if not ceiling or not math.isfinite(ceiling[0]) or ceiling[0] <= 0:
+            return math.nan, f"no {spec.ceiling} ceiling measured in this run"
+        floor_ms = spec.work(case, row.quantity) / (ceiling[0] * spec.rate_scale)
+        fixed = min(fixed, t.of_floor * floor_ms)
+        parts.append(f"{t.of_floor:g} x the floor {floor_ms:.4g} ms at {ceiling[0]:.4g} {spec.rate_unit}")
     if not t.peers:
-        return fixed, " ".join(parts) or "none"
+        return fixed, " and ".join(parts) or "none"
     peer_values = [
         p.value
         for p in rows

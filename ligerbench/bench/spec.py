@@ -37,9 +37,10 @@ class Target:
     """A figure our kernel must reach (docs/performance.md, design targets), checked in every run
     that measures a point it applies to: a record with the limit and a pass/fail verdict.
 
-    The limit at a point is the smaller of `limit` (a number, or a function of the case, e.g.
-    the bytes of the gradients) and `factor` x the best of `peers` measured at the same point of
-    the same run ("no slower than torch.compile"). A target that needs a peer the run did not
+    The limit at a point is the smallest of `limit` (a number, or a function of the case, e.g.
+    the bytes of the gradients), `factor` x the best of `peers` measured at the same point of
+    the same run ("no slower than torch.compile") and `of_floor` x the floor time at the
+    ceiling measured at the start of the run. A target that needs a peer the run did not
     measure at that point is not judged: its row says so (verdict skip), never pass."""
 
     providers: tuple[str, ...]  # our providers the target applies to
@@ -49,6 +50,10 @@ class Target:
     limit: float | Callable[[Case], float] = math.inf
     peers: tuple[str, ...] = ()
     factor: float = 1.0
+    # time targets only: at most this many times the floor, the work at the run's measured
+    # ceiling (work / (ceiling * rate_scale) ms: e.g. lp's 3 passes over the logits at the copy
+    # rate); None: no floor term
+    of_floor: float | None = None
 
 
 def at_shape(n: int, v: int, h: int = 0) -> Callable[[Case], bool]:
