@@ -102,7 +102,7 @@ def selftest(
     chosen = [m for m in found if (not mutant or m.name in mutant) and matches(m.name)]
     if not chosen:
         raise runs.usage_error("no mutant is registered for this selection", "--mutant")
-    for name in dict.fromkeys(m.kernel for m in chosen):  # mutants run in one process
+    for name in dict.fromkeys(m.kernel for m in chosen if m.kernel):  # mutants run in one process
         runs.check_simulated(registry.kernels[name], dev.type, "--kernel")
     selection = {k: v for k, v in {"kernel": kernel, "mutant": mutant, "k": keyword}.items() if v}
     if collect_only:
