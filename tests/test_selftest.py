@@ -98,6 +98,12 @@ MUST_KILL = {
     "mutant_grpo_eps_high_ignored": "correctness",
     "mutant_grpo_clip_max": "gradients",
     "mutant_grpo_temperature_ignored": "gradients",
+    # preference losses (suites/pref/mutants.py, issue 23)
+    "mutant_pref_label_smoothing_ignored": "correctness",
+    "mutant_pref_kto_weights_ignored": "correctness",
+    "mutant_pref_ipo_on_sums": "correctness",
+    "mutant_pref_kto_point_not_detached": "gradients",
+    "mutant_pref_kto_point_per_microbatch": "invariance",
     # issue 24, finding 3: both passed while PyTorch's own formula was the yardstick
     "mutant_low_precision_target_grad_bf16": "gradients",
     "mutant_softcap_slope_cancels": "gradients",

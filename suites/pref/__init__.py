@@ -1,0 +1,44 @@
+"""The `pref` kernel (DPO, IPO and KTO on flp's per-sequence log-probs) as ligerbench checks it:
+spec, axes, grid, suites, providers and planted bugs, registered together.
+
+    ligerbench verify --kernel pref --where loss_type=kto
+"""
+
+from __future__ import annotations
+
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.pref import axes, mutants, providers, spec
+from ligerbench.suites.pref.grid import pref_cases
+
+KERNEL = KernelSpec(
+    name="pref",
+    description="preference losses (DPO sigmoid, IPO, KTO) on flp's per-sequence log-probs",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    run=spec.run_pref,
+    quantities=("loss", "grad_hidden", "grad_weight", "split_grad_hidden", "split_grad_weight", "input_unchanged"),
+    grid=pref_cases,
+    axes=axes.AXES,
+    signature="fn(hidden, weight, ids, mask, ref_logps, *, loss_type, beta, label_smoothing, desirable, kl_ref, "
+    "desirable_weight, undesirable_weight) -> loss",
+    peer="eager",
+    control="ours",
+    applies={"split_grad_hidden": lambda case: case.split != "none",
+             "split_grad_weight": lambda case: case.split != "none"},
+)  # fmt: skip
+
+SUITES = (
+    Suite(name="correctness", kernel="pref", description="the loss vs float64 (the published formulas)",
+          quantities=("loss",)),
+    Suite(name="gradients", kernel="pref", description="gradients of hidden and weight vs float64",
+          quantities=("grad_hidden", "grad_weight")),
+    Suite(name="invariance", kernel="pref", description="the split step's gradients (two micro-batches "
+          "averaged) equal the one batch's float64 gradients", quantities=("split_grad_hidden", "split_grad_weight")),
+    Suite(name="contracts", kernel="pref", description="reference log-probs and desirable flags unchanged",
+          quantities=("input_unchanged",)),
+)  # fmt: skip
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *mutants.PROVIDERS)
