@@ -82,12 +82,20 @@ def columns_of(rows: Iterable[Record]) -> list[str]:
 class RecordWriter:
     """Appends records to a CSV file, flushing each row. The header holds FIELDS and the
     parameters seen so far; a row with a new parameter (a second kernel's axis in one run)
-    rewrites the file once with the wider header (atomically: a killed run keeps its rows)."""
+    rewrites the file once with the wider header (atomically: a killed run keeps its rows).
+    With append=True the rows already in the file (another process's: a --nproc run's rank 0)
+    are kept, and the new ones follow them."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, append: bool = False):
         self.path = path
         self.rows: list[Record] = []
         self.columns = list(FIELDS)
+        if append and path.exists() and path.stat().st_size > 0:
+            with open(path, newline="") as f:
+                self.columns = next(csv.reader(f))
+            self.rows = from_frame(load_records(path))
+            self._open(mode="a")
+            return
         self._open(mode="w")
 
     def _open(self, mode: str) -> None:

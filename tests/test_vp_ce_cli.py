@@ -163,6 +163,7 @@ def test_ranks_killed_before_reporting_are_counted_from_their_records(tmp_path, 
     """A run killed at its wall clock never writes ranks_done.json: the cases rank 0 had written
     are counted from records.csv (seen on 2 GPUs: 143 of 198 cases written, reported as 0)."""
     from ligerbench.distributed import launch
+    from ligerbench.distributed.jobs import VerifyRankJob
     from ligerbench.records import FIELDS
 
     run_path = tmp_path / "run"
@@ -174,7 +175,8 @@ def test_ranks_killed_before_reporting_are_counted_from_their_records(tmp_path, 
             w.writerow({k: "" for k in FIELDS} | {"case": case, "verdict": "pass"})
     fake = launch.Launched(returncode=-15, timed_out=True, seconds=9.0, log=run_path / "launch.log")
     monkeypatch.setattr(launch, "launch", lambda *a, **k: fake)
-    job = {"command": "verify", "kernel": "vp_ce", "run_id": "r", "run_path": str(run_path)}
+    job = VerifyRankJob(run_id="r", run_path=str(run_path), device_type="cpu", seed=0, kernel="vp_ce",
+                        preset="quick", suites=(), providers=(), cases=())  # fmt: skip
     facts = launch.run_job(job, nproc=2, planned=5, unit="cases", timeout_s=9.0)
     assert facts["completed_cases"] == 3 and facts["completed_counted_from"] == "records.csv"
     with open(run_path / "records.csv", newline="") as f:

@@ -21,7 +21,7 @@ from ligerbench import records as rec
 from ligerbench.bench import ceilings, metrics, pareto, plots
 from ligerbench.bench import report as bench_report
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
-from ligerbench.distributed import launch
+from ligerbench.distributed import jobs, launch
 from ligerbench.exits import ExitCode
 from ligerbench.lifecycle import Job, Life
 
@@ -93,13 +93,12 @@ class BenchJob(Job):
                 return
             run.writer.close()  # the ranks' rank 0 writes the measured rows
             plan = self.plan
-            job = {
-                "command": "bench", "kernel": self.kernel, "device_type": plan.device.type, "seed": plan.seed,
-                "run_id": run.id, "run_path": str(run.path), "sweep": self.sweep, "mode": plan.mode,
-                "dtype": self.dtype, "tokens": self.tokens, "smoke": plan.smoke, "rep_ms": self.rep_ms,
-                "mutates_input": self.mutates_input, "providers": [p.name for p in plan.providers],
-                "cases": [p.case.id for p in plan.points],
-            }  # fmt: skip
+            job = jobs.BenchRankJob(
+                kernel=self.kernel, device_type=plan.device.type, seed=plan.seed, run_id=run.id,
+                run_path=str(run.path), sweep=self.sweep, mode=plan.mode, dtype=self.dtype, tokens=self.tokens,
+                smoke=plan.smoke, rep_ms=self.rep_ms, mutates_input=self.mutates_input,
+                providers=tuple(p.name for p in plan.providers), cases=tuple(p.case.id for p in plan.points),
+            )  # fmt: skip
             echo = None if life.quiet else launch.echo_with(advance)
             facts = launch.run_job(
                 job, nproc=self.nproc, planned=self.planned, unit="steps", timeout_s=self.timeout_s, echo=echo
@@ -110,11 +109,10 @@ class BenchJob(Job):
 
     def rows(self, life: Life) -> pd.DataFrame:
         run = life.run
-        if self.nproc:  # records.csv rewritten: the ceilings, the ranks' rows (launcher errors included)
+        if self.nproc:  # after the ranks' rows (launcher errors included): the ceilings, then what follows
             run.writer.close()
-            ranked = _ranks_rows(run.path / "records.csv")
-            run.writer = rec.RecordWriter(run.path / "records.csv")
-            for r in self.ceiling_rows + ranked:
+            run.writer = rec.RecordWriter(run.path / "records.csv", append=True)
+            for r in self.ceiling_rows:
                 run.writer.write(r)
         cases = {p.case.id: p.case for p in self.plan.points}
         measured = list(run.writer.rows)
@@ -161,10 +159,3 @@ class BenchJob(Job):
             console.print(f"baseline written: {self.baseline} (commit it)")
         console.print(f"results: {life.run.path}")
         named.print_missing(self.unmeasured)
-
-
-def _ranks_rows(path: Path) -> list:
-    """The rows the ranks (and the launcher's error record) left in records.csv."""
-    if not path.exists() or path.stat().st_size == 0:
-        return []
-    return rec.from_frame(rec.load_records(path))

@@ -20,36 +20,39 @@ from ligerbench.bench.engine import Plan, run_plan
 from ligerbench.bench.ranks import Group
 from ligerbench.bench.spec import on_ranks
 from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
+from ligerbench.distributed.jobs import BenchRankJob
 from ligerbench.distributed.launch import PROGRESS, ranks_done
 from ligerbench.records import RecordWriter
 from ligerbench.registry import Registry
 
 
-def bench_plan(job: dict, registry: Registry, *, world: int, device: torch.device) -> Plan:
-    kernel = job["kernel"]
+def bench_plan(job: BenchRankJob, registry: Registry, *, world: int, device: torch.device) -> Plan:
+    kernel = job.kernel
     spec = registry.kernels[kernel].bench
-    points = on_ranks(spec.sweeps[job["sweep"]](job["dtype"], job["tokens"], job["smoke"]), world)
+    points = on_ranks(spec.sweeps[job.sweep](job.dtype, job.tokens, job.smoke), world)
     by_id = {p.case.id: p for p in points}
-    missing = [c for c in job["cases"] if c not in by_id]
+    missing = [c for c in job.cases if c not in by_id]
     if missing:
         raise RuntimeError(f"this rank's sweep lacks {len(missing)} of the job's points: {', '.join(missing)}")
-    budget = SMOKE_BUDGET if job["smoke"] else TimingBudget(rep_ms=float(job["rep_ms"]))
+    budget = SMOKE_BUDGET if job.smoke else TimingBudget(rep_ms=job.rep_ms)
     return Plan(
         spec=spec,
-        providers=tuple(registry.provider(kernel, n) for n in job["providers"]),
-        points=tuple(by_id[c] for c in job["cases"]),
-        mode=job["mode"],
+        providers=tuple(registry.provider(kernel, n) for n in job.providers),
+        points=tuple(by_id[c] for c in job.cases),
+        mode=job.mode,
         device=device,
-        seed=int(job["seed"]),
+        seed=job.seed,
         budget=budget,
-        smoke=bool(job["smoke"]),
+        smoke=job.smoke,
         ranks=Group(device),
     )
 
 
-def bench_job(job: dict, registry: Registry, *, rank: int, world: int, device: torch.device, backend: str) -> None:
+def bench_job(
+    job: BenchRankJob, registry: Registry, *, rank: int, world: int, device: torch.device, backend: str
+) -> None:
     plan = bench_plan(job, registry, world=world, device=device)
-    run_path = Path(job["run_path"])
+    run_path = Path(job.run_path)
     writer = RecordWriter(run_path / "records.csv" if rank == 0 else Path(os.devnull))
     planned = len(plan.points) * len(plan.providers)
     done = 0
@@ -61,7 +64,7 @@ def bench_job(job: dict, registry: Registry, *, rank: int, world: int, device: t
             print(f"{PROGRESS}{done}/{planned}] {step}", flush=True)
 
     try:
-        run_plan(plan, run_id=job["run_id"], writer=writer, on_step=on_step)
+        run_plan(plan, run_id=job.run_id, writer=writer, on_step=on_step)
     finally:
         writer.close()
     ranks_done(run_path, rank, completed_steps=done, world=world, backend=backend)

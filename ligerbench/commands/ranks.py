@@ -1,7 +1,7 @@
 """The internal entry point every rank runs, started by torch.distributed.run on behalf of
-`verify --nproc N`, `bench --nproc N` and `converge --nproc N --parallel PLAN` (the job's
-"command" picks: verify and converge here, bench in ligerbench/bench/rank_job.py;
-ligerbench/distributed/launch.py writes the job file it reads):
+`verify --nproc N`, `bench --nproc N` and `converge --nproc N --parallel PLAN` (the job's type
+picks: verify and converge here, bench in ligerbench/bench/rank_job.py; the job file it reads is
+one dataclass of ligerbench/distributed/jobs.py, written by ligerbench/distributed/launch.py):
 
     python -m torch.distributed.run --nproc-per-node 2 --standalone -m ligerbench.commands.ranks JOB.json
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-import json
 import os
 import sys
 import time
@@ -37,6 +36,7 @@ from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import CORRECT
+from ligerbench.distributed.jobs import BenchRankJob, ConvergeRankJob, RankJob, VerifyRankJob, load
 from ligerbench.distributed.launch import FAULT_ENV, PROGRESS, ranks_done
 from ligerbench.records import RecordWriter
 from ligerbench.suites.converge_parallel import run_parallel_case
@@ -58,41 +58,41 @@ def _fault(rank: int) -> None:
 @record
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
-    job = json.loads(Path(args[0]).read_text())
+    job = load(Path(args[0]))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    if job["device_type"] == "cuda":
+    if job.device_type == "cuda":
         dev = torch.device("cuda", local_rank)
         torch.cuda.set_device(dev)
     else:
         dev = torch.device("cpu")
     devices.prepare(dev)  # Triton's mode, before any kernel is imported
     backend = "nccl" if dev.type == "cuda" else "gloo"
-    timeout = datetime.timedelta(seconds=float(job["collective_timeout_s"]))
+    timeout = datetime.timedelta(seconds=job.collective_timeout_s)
     kw = {"device_id": dev} if dev.type == "cuda" else {}
     dist.init_process_group(backend, timeout=timeout, **kw)
     try:
         _fault(rank)
-        JOBS[job.get("command", "verify")](job, rank, world, dev, backend)
+        JOBS[type(job)](job, rank, world, dev, backend)
     finally:
         dist.destroy_process_group()
 
 
-def _verify(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:
+def _verify(job: VerifyRankJob, rank: int, world: int, dev: torch.device, backend: str) -> None:
     registry = default_registry()
-    wanted = set(job["cases"])
+    wanted = set(job.cases)
     plan = make_plan(
         registry,
-        kernel=job["kernel"],
-        preset=job["preset"],
+        kernel=job.kernel,
+        preset=job.preset,
         device_type=dev.type,
-        suites=job["suites"],
-        providers=job["providers"],
+        suites=list(job.suites),
+        providers=list(job.providers),
         case_filter=lambda c: c.id in wanted,
     )
     if len(plan.cases) != len(wanted):
         raise RuntimeError(f"rank {rank} rebuilt {len(plan.cases)} of the {len(wanted)} cases of the job")
-    run_path = Path(job["run_path"])
+    run_path = Path(job.run_path)
     writer = RecordWriter(run_path / "records.csv" if rank == 0 else Path(os.devnull))
     done = 0
 
@@ -103,43 +103,44 @@ def _verify(job: dict, rank: int, world: int, dev: torch.device, backend: str) -
             print(f"{PROGRESS}{done}/{len(plan.cases)}] {case.id}", flush=True)
 
     try:
-        run_plan(plan, registry, run_id=job["run_id"], seed=job["seed"], device=dev, writer=writer, on_case=on_case)
+        run_plan(plan, registry, run_id=job.run_id, seed=job.seed, device=dev, writer=writer, on_case=on_case)
     finally:
         writer.close()
     ranks_done(run_path, rank, completed_cases=done, world=world, backend=backend)
 
 
-def _bench(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:
+def _bench(job: BenchRankJob, rank: int, world: int, dev: torch.device, backend: str) -> None:
     registry = default_registry()
-    named.add_adhoc(registry, job["kernel"], job["providers"], mutates_input=job.get("mutates_input", False))
+    named.add_adhoc(registry, job.kernel, list(job.providers), mutates_input=job.mutates_input)
     bench_job(job, registry, rank=rank, world=world, device=dev, backend=backend)
 
 
-def _converge(job: dict, rank: int, world: int, dev: torch.device, backend: str) -> None:
+def _converge(job: ConvergeRankJob, rank: int, world: int, dev: torch.device, backend: str) -> None:
     """`converge --nproc N --parallel PLAN`: each dtype's case on every rank (suites/converge_parallel.py);
     rank 0 writes the records, then ranks_done.json with the loss curves for the plots."""
-    preset = dataclasses.replace(PRESETS[job["preset"]], steps=int(job["steps"]), batch=int(job["batch"]))
-    norm = PARALLEL_MUTANTS[job["mutant"]] if job.get("mutant") else CORRECT
-    run_path = Path(job["run_path"])
+    preset = dataclasses.replace(PRESETS[job.preset], steps=job.steps, batch=job.batch)
+    norm = PARALLEL_MUTANTS[job.mutant] if job.mutant else CORRECT
+    run_path = Path(job.run_path)
     writer = RecordWriter(run_path / "records.csv" if rank == 0 else Path(os.devnull))
     curves, done = {}, 0
     try:
-        for dt in job["dtypes"]:
+        for dt in job.dtypes:
             case = ConvergeCase(
-                job["model"], preset, dt, job["patch"], seed=job["seed"], device=dev.type,
-                parallel=job["parallel"], nproc=world, accum=int(job.get("accum", 1)),
+                job.model, preset, dt, job.patch, seed=job.seed, device=dev.type,
+                parallel=job.parallel, nproc=world, accum=job.accum,
             )  # fmt: skip
-            result = run_parallel_case(case, run_id=job["run_id"], norm=norm, sink=writer.write)
+            result = run_parallel_case(case, run_id=job.run_id, norm=norm, sink=writer.write)
             curves[dt] = {"ref": result.ref.losses, "ours": result.ours.losses, "truth": result.truth.losses}
             done += 1
             if rank == 0:
-                print(f"{PROGRESS}{done}/{len(job['dtypes'])}] {case.id}", flush=True)
+                print(f"{PROGRESS}{done}/{len(job.dtypes)}] {case.id}", flush=True)
     finally:
         writer.close()
     ranks_done(run_path, rank, completed_cases=done, world=world, backend=backend, curves=curves)
 
 
-JOBS = {"verify": _verify, "bench": _bench, "converge": _converge}  # the job file's "command" -> what each rank runs
+# the job's type -> what each rank runs
+JOBS: dict[type[RankJob], object] = {VerifyRankJob: _verify, BenchRankJob: _bench, ConvergeRankJob: _converge}
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from ligerbench import runs, tables
 from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import Preset
 from ligerbench.converge.plot import loss_curves_png
-from ligerbench.distributed import launch
+from ligerbench.distributed import jobs, launch
 from ligerbench.exits import ExitCode
 from ligerbench.lifecycle import Job, Life
 from ligerbench.records import load_records
@@ -84,16 +84,15 @@ class ConvergeJob(Job):
     def _on_ranks(self, life: Life) -> None:
         run = life.run
         run.writer.close()  # the ranks' rank 0 writes the records (ligerbench/distributed/launch.py)
-        job = {
-            "command": "converge", "model": self.model, "patch": self.patch, "preset": self.preset_name,
-            "steps": self.preset.steps, "batch": self.preset.batch, "dtypes": self.dtypes, "seed": self.seed,
-            "device_type": self.device_type, "run_id": run.id, "parallel": self.parallel, "accum": self.accum,
-            "mutant": self.mutant, "run_path": str(run.path),
-        }  # fmt: skip
+        job = jobs.ConvergeRankJob(
+            model=self.model, patch=self.patch, preset=self.preset_name, steps=self.preset.steps,
+            batch=self.preset.batch, dtypes=tuple(self.dtypes), seed=self.seed, device_type=self.device_type,
+            run_id=run.id, parallel=self.parallel, accum=self.accum, mutant=self.mutant or "", run_path=str(run.path),
+        )  # fmt: skip
         title = f"converge {self.model} --parallel {self.parallel} x{self.nproc}"
         with life.progress(title, total=len(self.dtypes)) as advance:
             facts = launch.run_job(
-                job, nproc=self.nproc, planned=len(self.dtypes), unit="cases", label=self.patch,
+                job, nproc=self.nproc, planned=len(self.dtypes), unit="cases",
                 timeout_s=self.timeout_s, echo=None if life.quiet else launch.echo_with(advance),
             )  # fmt: skip
         life.completed = facts.pop("completed_cases")

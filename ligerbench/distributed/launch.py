@@ -22,6 +22,7 @@ NVSHMEM_DISABLE_NVLS=1 (NVLink multicast stays off).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ligerbench
+from ligerbench.distributed import jobs
 from ligerbench.records import Record, append_record
 
 CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
@@ -175,42 +177,39 @@ def run_plan_on_ranks(
 ) -> dict:
     """Run a verify plan on `nproc` real ranks; rank 0 writes run_path/records.csv. Problems are
     appended there as error records. Returns facts for env.json."""
-    job = {
-        "command": "verify",
-        "kernel": plan.kernel,
-        "preset": preset,
-        "device_type": device_type,
-        "seed": seed,
-        "run_id": run_id,
-        "run_path": str(run_path),
-        "suites": [s.name for s in plan.suites],
-        "providers": [p.name for p in plan.providers],
-        "cases": [c.id for c in plan.cases],
-    }
+    job = jobs.VerifyRankJob(
+        kernel=plan.kernel,
+        preset=preset,
+        device_type=device_type,
+        seed=seed,
+        run_id=run_id,
+        run_path=str(run_path),
+        suites=tuple(s.name for s in plan.suites),
+        providers=tuple(p.name for p in plan.providers),
+        cases=tuple(c.id for c in plan.cases),
+    )
     facts = run_job(job, nproc=nproc, planned=len(plan.cases), unit="cases", timeout_s=timeout_s, echo=echo)
     facts.pop("done")
     return facts
 
 
 def run_job(
-    job: dict,
+    job: jobs.RankJob,
     *,
     nproc: int,
     planned: int,
     unit: str,
     timeout_s: float,
     echo: Callable[[str], None] | None = None,
-    label: str | None = None,
 ) -> dict:
-    """Run `job` (a dict with command, run_id, run_path, ...: what commands/ranks.py's job function of
-    that name reads) on `nproc` real ranks. Rank 0 writes run_path/records.csv and, at the end,
-    ranks_done.json with `completed_<unit>`; fewer than `planned`, a non-zero exit or the wall
-    clock running out is appended there as an error record (kernel `label`, by default the
-    job's kernel). Returns facts for env.json (`completed_<unit>` among them) and, under
-    "done", ranks_done.json as rank 0 wrote it (callers pop it)."""
-    run_path = Path(job["run_path"])
-    job = {**job, "collective_timeout_s": collective_timeout(timeout_s)}
-    (run_path / JOB_FILE).write_text(json.dumps(job, indent=2) + "\n")
+    """Run `job` (ligerbench/distributed/jobs.py: commands/ranks.py picks what to run by its type)
+    on `nproc` real ranks. Rank 0 writes run_path/records.csv and, at the end, ranks_done.json
+    with `completed_<unit>`; fewer than `planned`, a non-zero exit or the wall clock running out
+    is appended there as an error record (its kernel: the job's label). Returns facts for
+    env.json (`completed_<unit>` among them) and, under "done", ranks_done.json as rank 0 wrote
+    it (callers pop it)."""
+    run_path = Path(job.run_path)
+    jobs.dump(dataclasses.replace(job, collective_timeout_s=collective_timeout(timeout_s)), run_path / JOB_FILE)
     result = launch(nproc, [str(run_path / JOB_FILE)], log=run_path / LOG_FILE, timeout_s=timeout_s, echo=echo)
     done_path = run_path / DONE_FILE
     done = json.loads(done_path.read_text()) if done_path.exists() else {}
@@ -228,7 +227,7 @@ def run_job(
         )
     if problems:
         message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
-        _append(run_path / "records.csv", _launch_error(label or job["kernel"], job["run_id"], message))
+        _append(run_path / "records.csv", _launch_error(job.label, job.run_id, message))
     return {
         "nproc": nproc,
         "backend": done.get("backend", ""),
