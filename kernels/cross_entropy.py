@@ -11,7 +11,9 @@ Design (the cost model is in docs/performance.md: read the logits once, write th
   pass 2 walks the row backwards (the blocks pass 1 read last are the likeliest still in L2)
   and writes the gradient for an upstream gradient of 1;
 - backward only rescales rows whose upstream gradient is not 1, deciding on the device, so
-  `loss.backward()` costs one tiny launch and no host sync;
+  `loss.backward()` costs one tiny launch and no host sync; with reduction="none" (per-row
+  upstream gradients, rarely all 1) the gradient is formed in backward instead, from the saved
+  logits, so a 16-bit gradient is rounded once, not once in forward and again when scaled;
 - targets out of [0, V) (not ignore_index) are checked on the device on a GPU (a one-program-
   per-target kernel sets a flag and printf-names the value, then torch._assert_async): no host
   sync anywhere on the default path; on CPU the check is on the host (ValueError);
@@ -542,28 +544,33 @@ class CrossEntropyFunction(torch.autograd.Function):
             check_targets_on_device(t, n_cols, ignore_index)
         denom = mean_denominator(t, w, ignore_index, n_cols) if reduction == "mean" else None
 
+        options = dict(weight=w, ignore_index=ignore_index, label_smoothing=label_smoothing, softcap=softcap,
+                       z_loss_scale=z_loss_scale)  # fmt: skip
         needs_grad = ctx.needs_input_grad[0]
+        # reduction="none" with a fresh gradient buffer: the gradient is formed in backward, where
+        # each row's upstream is known, so it is rounded to the logits' dtype once (formed here
+        # and scaled there, a 16-bit gradient would be rounded twice: docs/performance.md)
+        deferred = needs_grad and reduction == "none" and not inplace_backward
         grad = None
-        if needs_grad:
+        if needs_grad and not deferred:
             grad = x if inplace_backward else torch.empty_like(x)
-        loss_rows, zloss_rows, _ = cross_entropy_rows(
-            x,
-            t,
-            grad_out=grad,
-            denom=denom,
-            weight=w,
-            token_weight=tw,
-            ignore_index=ignore_index,
-            label_smoothing=label_smoothing,
-            softcap=softcap,
-            z_loss_scale=z_loss_scale,
-        )
+        loss_rows, zloss_rows, _ = cross_entropy_rows(x, t, grad_out=grad, denom=denom, token_weight=tw, **options)
+        ctx.deferred = deferred
+        if deferred:
+            ctx.save_for_backward(x, t, tw)
+            ctx.options = options
         return finish_forward(ctx, loss_rows, zloss_rows, reduction, denom, grad, shape)
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_zloss):
-        grad = take_formed_grad(ctx, "cross_entropy")
-        scale_rows_(grad, grad_loss)
+        if ctx.deferred:
+            x, t, tw = ctx.saved_tensors
+            up = grad_loss.reshape(-1).float()
+            grad = torch.empty_like(x)  # the token weight scales a row's loss and gradient alike
+            cross_entropy_rows(x, t, grad_out=grad, token_weight=up if tw is None else tw * up, **ctx.options)
+        else:
+            grad = take_formed_grad(ctx, "cross_entropy")
+            scale_rows_(grad, grad_loss)
         return grad.view(ctx.grad_shape), None, None, None, None, None, None, None, None, None, None
 
 

@@ -25,6 +25,10 @@ def _always(case: Case) -> str | None:
     return None
 
 
+def _world(case: Case) -> int | None:
+    return case.get("world")
+
+
 @dataclass(frozen=True)
 class KernelSpec:
     """A loss kernel's contract, as the harness sees it."""
@@ -51,6 +55,9 @@ class KernelSpec:
     # --nproc); elsewhere only real ranks run it, and the reason is said
     simulated_devices: tuple[str, ...] = ("cpu", "cuda")
     simulated_why: str = ""
+    # how many real ranks a case runs on under `verify --nproc N` (None: one process only); by
+    # default its `world` axis. Without --nproc such a case runs its ranks in one process.
+    ranks: Callable[[Case], int | None] = field(default=_world, hash=False)
 
 
 @dataclass(frozen=True)

@@ -130,7 +130,7 @@ def verify(
     exact = set(case or [])
 
     def keep(c: Case) -> bool:
-        if nproc and c.get("world") != nproc:  # --nproc N runs the cases split over N ranks
+        if nproc and registry.kernels[kernel].ranks(c) != nproc:  # --nproc N runs the cases split over N ranks
             return False
         if matches is not None and not matches(c.id):
             return False

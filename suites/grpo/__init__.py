@@ -32,6 +32,7 @@ KERNEL = KernelSpec(
     bench=bench.SPEC,
     control="ours",
     applies={"split_grad_hidden": _split, "split_grad_weight": _split},
+    ranks=spec.ranks_of,
 )
 
 SUITES = (

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome
@@ -139,9 +140,21 @@ def split_recipe(problem: GRPOProblem) -> tuple[dict, float]:
     return extra, 1.0 / WORLD  # grpo, dr_grpo: the mean over equal pieces
 
 
+def ranks_of(case: Case) -> int | None:
+    """dp2 cases run on real ranks under `verify --kernel grpo --nproc 2`."""
+    return WORLD if case.split == "dp2" else None
+
+
+def _on_real_ranks(problem: GRPOProblem) -> bool:
+    return problem.split == "dp2" and dist.is_available() and dist.is_initialized() and dist.get_world_size() == WORLD
+
+
 def run_grpo(fn, problem: GRPOProblem) -> Outcome:
     """The loss and gradients of the whole batch; and, when the case splits it, the gradients
-    the split step leaves (each piece on its own leaves' copy, as on separate ranks or steps)."""
+    the split step leaves (each piece on its own leaves' copy, as on separate ranks or steps).
+    Under `verify --nproc 2` a dp2 case's pieces are the ranks': each rank backpropagates its
+    own rows and the gradients are summed over the process group (gloo on CPU, NCCL on GPUs),
+    as DDP's all-reduce does, so the global normaliser is checked across real processes."""
     leaves = (
         problem.hidden.detach().clone().requires_grad_(True),
         problem.weight.detach().clone().requires_grad_(True),
@@ -153,13 +166,19 @@ def run_grpo(fn, problem: GRPOProblem) -> Outcome:
     if problem.split != "none":
         extra, factor = split_recipe(problem)
         grads = [torch.zeros_like(leaves[0], dtype=torch.float64), torch.zeros_like(leaves[1], dtype=torch.float64)]
-        for rows in _pieces(problem):
+        pieces, real = _pieces(problem), _on_real_ranks(problem)
+        if real:
+            pieces = [pieces[dist.get_rank()]]
+        for rows in pieces:
             piece = (problem.hidden.detach().clone().requires_grad_(True),
                      problem.weight.detach().clone().requires_grad_(True))  # fmt: skip
             (_call(fn, problem, rows, piece, **extra) * factor).backward()
             for acc, leaf in zip(grads, piece, strict=True):
                 if leaf.grad is not None:
                     acc += leaf.grad.double()
+        if real:  # this rank's piece: the others' come through the all-reduce
+            for acc in grads:
+                dist.all_reduce(acc)  # float64 sums: gloo and NCCL both reduce them
         values["split_grad_hidden"], values["split_grad_weight"] = grads
     after = (problem.old_logp, problem.ref_logp, problem.advantages)
     mutated = not all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
