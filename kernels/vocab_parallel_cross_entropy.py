@@ -457,24 +457,41 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         x = logits.reshape(target.numel(), n_cols)
         if x.stride(-1) != 1 and n_cols > 0:
             x = x.contiguous()
-        t = target.reshape(-1).long()
-        n_rows = t.shape[0]
         dev = x.device
         tw = token_weight.reshape(-1).float() if token_weight is not None else None
         w = class_weight.float() if class_weight is not None else None
         if vocab_start is None:
             vocab_start, _ = shard_offsets(n_cols, group, dev)
+        opts = (label_smoothing, softcap, z_loss_scale)
+        # reduction="none" with a fresh buffer: the gradient is formed in backward, where each
+        # row's upstream is known, so a 16-bit gradient is rounded once (kernels/cross_entropy.py)
+        deferred = ctx.needs_input_grad[0] and reduction == "none" and not inplace_backward
+        want = ("inplace" if inplace_backward else "buffer") if ctx.needs_input_grad[0] and not deferred else None
+        loss_rows, z_rows, denom, grad = cls._run(
+            x, target.reshape(-1), w, tw, group, vocab_start, ignore_index, reduction, opts, check_targets, want
+        )
+        ctx.deferred = deferred
+        if deferred:
+            ctx.save_for_backward(x, target.reshape(-1), w, tw)
+            ctx.call = (cls, group, vocab_start, ignore_index, opts)
+        return finish_forward(ctx, loss_rows, z_rows, reduction, denom, grad, shape)
+
+    @classmethod
+    def _run(cls, x, target, w, tw, group, vocab_start, ignore_index, reduction, opts, check_targets, want):
+        """(loss rows, z-loss rows, the mean's denominator or None, the gradient or None) of the
+        flattened call; `want`: None, "buffer" or "inplace" (into `x`), as _fused_forward."""
         if cls.FUSED and _passes(x) == "fused":
-            want = ("inplace" if inplace_backward else "buffer") if ctx.needs_input_grad[0] else None
-            loss_rows, z_rows, denom, grad = _fused_forward(
-                x, want, target.reshape(-1), w, tw, group, vocab_start, ignore_index, reduction,
-                (label_smoothing, softcap, z_loss_scale), check_targets,
-            )  # fmt: skip
-            return finish_forward(ctx, loss_rows, z_rows, reduction, denom, grad, shape)
+            return _fused_forward(
+                x, want, target, w, tw, group, vocab_start, ignore_index, reduction, opts, check_targets
+            )
+        t = target.long()
+        n_rows, n_cols = x.shape
+        dev = x.device
+        label_smoothing, _, z_loss_scale = opts
         counted, local_t, owned = locate_targets(t, vocab_start, n_cols, ignore_index, cls.OWNS)
 
         stats = torch.zeros(n_rows + 1, N_STATS, dtype=torch.float32, device=dev)
-        stats[:n_rows] = _local_stats(x, local_t, owned, w, label_smoothing, softcap)
+        stats[:n_rows] = _local_stats(x, local_t, owned, w, label_smoothing, opts[1])
         stats[n_rows, 0] = float(n_cols)
         stats[n_rows, 1] = float(vocab_start)
         if w is not None:
@@ -487,19 +504,25 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         denom = None
         if reduction == "mean":
             denom = torch.where(counted, merged.w_y, 0.0).sum() if w is not None else counted.sum(dtype=torch.float32)
-
         grad = None
-        if ctx.needs_input_grad[0]:
-            grad = x if inplace_backward else torch.empty_like(x)
-            _write_grad(
-                x, grad, merged, local_t, owned, counted, valid, w, tw, denom, (label_smoothing, softcap, z_loss_scale)
-            )
-        return finish_forward(ctx, loss_rows, z_rows, reduction, denom, grad, shape)
+        if want is not None:
+            grad = x if want == "inplace" else torch.empty_like(x)
+            _write_grad(x, grad, merged, local_t, owned, counted, valid, w, tw, denom, opts)
+        return loss_rows, z_rows, denom, grad
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_zloss):
-        grad = take_formed_grad(ctx, "vocab_parallel_cross_entropy")
-        _scale_rows(grad, grad_loss)
+        if ctx.deferred:
+            # every rank runs this backward: the statistics' all_gather is gathered again, in step
+            x, t, w, tw = ctx.saved_tensors
+            cls, group, vocab_start, ignore_index, opts = ctx.call
+            up = grad_loss.reshape(-1).float()
+            _, _, _, grad = cls._run(
+                x, t, w, up if tw is None else tw * up, group, vocab_start, ignore_index, "none", opts, False, "buffer"
+            )
+        else:
+            grad = take_formed_grad(ctx, "vocab_parallel_cross_entropy")
+            _scale_rows(grad, grad_loss)
         return (grad.view(ctx.grad_shape),) + (None,) * 12
 
 
