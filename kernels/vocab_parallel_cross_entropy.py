@@ -24,7 +24,8 @@ rank. Label smoothing's term W * lse - sum_j w_j x_j is taken as W * log s + sum
 (each rank's smoothing sum moved to the global max m): sums of terms >= 0, no cancellation (as
 in kernels/cross_entropy.py; the subtraction loses every digit when the two are close). When
 `vocab_start` is not given it is derived from one more all_gather of the shard widths (rank order
-is vocab order): pass it to keep one collective. None in backward.
+is vocab order): pass it to keep one collective. None in backward, except with reduction="none"
+(below).
 
 Memory: the gradient is formed in forward into a buffer of the shard's size and dtype
 ([N, V_local]; `inplace_backward=True` writes it into `logits_shard` instead, destroying it),
@@ -32,7 +33,9 @@ plus the gathered statistics (world * (N + 1) * 6 floats) and the loss rows (2 *
 PyTorch path adds float32 temporaries of at most _CHUNK_ELEMENTS elements (rows in chunks).
 Backward rescales the rows in place by the upstream gradient (kernels/cross_entropy.py's
 scale_rows_: rows whose factor is 1 are not touched, decided on the device), so one backward per
-forward.
+forward. With reduction="none" (per-row upstream gradients) forward keeps the shard instead and
+backward forms the gradient from it, gathering the statistics once more (every rank runs its
+backward in step): a 16-bit gradient is then rounded once, not twice.
 
 `group`: a torch.distributed ProcessGroup, None for the default group (or a single process when
 torch.distributed is not initialized), or any object with `rank()`, `size()` and
