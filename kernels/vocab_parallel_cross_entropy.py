@@ -24,8 +24,7 @@ rank. Label smoothing's term W * lse - sum_j w_j x_j is taken as W * log s + sum
 (each rank's smoothing sum moved to the global max m): sums of terms >= 0, no cancellation (as
 in kernels/cross_entropy.py; the subtraction loses every digit when the two are close). When
 `vocab_start` is not given it is derived from one more all_gather of the shard widths (rank order
-is vocab order): pass it to keep one collective. None in backward, except with reduction="none"
-(below).
+is vocab order): pass it to keep one collective. None in backward.
 
 Memory: the gradient is formed in forward into a buffer of the shard's size and dtype
 ([N, V_local]; `inplace_backward=True` writes it into `logits_shard` instead, destroying it),
@@ -33,9 +32,9 @@ plus the gathered statistics (world * (N + 1) * 6 floats) and the loss rows (2 *
 PyTorch path adds float32 temporaries of at most _CHUNK_ELEMENTS elements (rows in chunks).
 Backward rescales the rows in place by the upstream gradient (kernels/cross_entropy.py's
 scale_rows_: rows whose factor is 1 are not touched, decided on the device), so one backward per
-forward. With reduction="none" (per-row upstream gradients) forward keeps the shard instead and
-backward forms the gradient from it, gathering the statistics once more (every rank runs its
-backward in step): a 16-bit gradient is then rounded once, not twice.
+forward. With reduction="none" (per-row upstream gradients) forward keeps the shard and the
+gathered statistics instead, and backward forms the gradient from them: a 16-bit gradient is
+then rounded once, not twice.
 
 `group`: a torch.distributed ProcessGroup, None for the default group (or a single process when
 torch.distributed is not initialized), or any object with `rank()`, `size()` and
@@ -392,7 +391,18 @@ def _fused_forward(x, want_grad, t, w, tw, group, vocab_start, ignore_index, red
         )  # fmt: skip
     if bad is not None:
         torch._assert_async(bad[0] == 0, LAYOUT_ERROR)
-    return loss_rows, z_rows, denom, grad
+
+    def regrad(tw_up: torch.Tensor) -> torch.Tensor:  # reduction "none": from the kept statistics
+        out, scratch = torch.empty_like(x), torch.empty(2, n_rows, dtype=torch.float32, device=x.device)
+        if n_rows:
+            passes.finish(
+                x, out, t, tw_up.contiguous(), gathered, None, w, scratch[0], scratch[1], None,
+                vocab_start=vocab_start, ignore_index=ignore_index, label_smoothing=eps, softcap=softcap,
+                z_loss_scale=z,
+            )  # fmt: skip
+        return out
+
+    return loss_rows, z_rows, denom, grad, regrad
 
 
 # ----------------------------------------------------------------------------- autograd
@@ -470,19 +480,21 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         # row's upstream is known, so a 16-bit gradient is rounded once (kernels/cross_entropy.py)
         deferred = ctx.needs_input_grad[0] and reduction == "none" and not inplace_backward
         want = ("inplace" if inplace_backward else "buffer") if ctx.needs_input_grad[0] and not deferred else None
-        loss_rows, z_rows, denom, grad = cls._run(
+        loss_rows, z_rows, denom, grad, regrad = cls._run(
             x, target.reshape(-1), w, tw, group, vocab_start, ignore_index, reduction, opts, check_targets, want
         )
-        ctx.deferred = deferred
+        ctx.regrad = regrad if deferred else None
         if deferred:
-            ctx.save_for_backward(x, target.reshape(-1), w, tw)
-            ctx.call = (cls, group, vocab_start, ignore_index, opts)
+            ctx.save_for_backward(tw)
         return finish_forward(ctx, loss_rows, z_rows, reduction, denom, grad, shape)
 
     @classmethod
     def _run(cls, x, target, w, tw, group, vocab_start, ignore_index, reduction, opts, check_targets, want):
-        """(loss rows, z-loss rows, the mean's denominator or None, the gradient or None) of the
-        flattened call; `want`: None, "buffer" or "inplace" (into `x`), as _fused_forward."""
+        """(loss rows, z-loss rows, the mean's denominator or None, the gradient or None, regrad)
+        of the flattened call; `want`: None, "buffer" or "inplace" (into `x`), as _fused_forward.
+        regrad(token_weight) forms the gradient of reduction "none" again from the statistics
+        this call gathered, with no collective: backward may run on another thread (autograd's
+        CUDA worker), where a collective of simulated ranks could not meet its peers."""
         if cls.FUSED and _passes(x) == "fused":
             return _fused_forward(
                 x, want, target, w, tw, group, vocab_start, ignore_index, reduction, opts, check_targets
@@ -511,18 +523,20 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
         if want is not None:
             grad = x if want == "inplace" else torch.empty_like(x)
             _write_grad(x, grad, merged, local_t, owned, counted, valid, w, tw, denom, opts)
-        return loss_rows, z_rows, denom, grad
+
+        def regrad(tw_up: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(x)
+            _write_grad(x, out, merged, local_t, owned, counted, valid, w, tw_up, None, opts)
+            return out
+
+        return loss_rows, z_rows, denom, grad, regrad
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_zloss):
-        if ctx.deferred:
-            # every rank runs this backward: the statistics' all_gather is gathered again, in step
-            x, t, w, tw = ctx.saved_tensors
-            cls, group, vocab_start, ignore_index, opts = ctx.call
+        if ctx.regrad is not None:
+            (tw,) = ctx.saved_tensors
             up = grad_loss.reshape(-1).float()
-            _, _, _, grad = cls._run(
-                x, t, w, up if tw is None else tw * up, group, vocab_start, ignore_index, "none", opts, False, "buffer"
-            )
+            grad = ctx.regrad(up if tw is None else tw * up)
         else:
             grad = take_formed_grad(ctx, "vocab_parallel_cross_entropy")
             _scale_rows(grad, grad_loss)
