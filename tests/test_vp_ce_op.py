@@ -82,6 +82,7 @@ def test_one_collective_per_call_none_in_backward():
     assert len(calls) == 2  # backward gathered nothing
 
 
+@pytest.mark.interpreter  # the fused passes on CPU tensors
 @pytest.mark.parametrize("passes", ["torch", "fused"])
 def test_reduction_none_forms_a_bf16_gradient_in_backward_rounded_once(passes, monkeypatch):
     """Per-row upstream gradients (reduction="none"): backward forms the gradient from the
