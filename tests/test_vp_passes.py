@@ -63,6 +63,7 @@ def _merged(x, t, w, opts):
     return vp._Merged(torch.stack(parts), N, opts.get("class_weight", False), rank=1)
 
 
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", list(OPTIONS))
 def test_the_triton_statistics_pass_matches_the_pytorch_one(monkeypatch, name, dtype):
@@ -79,6 +80,7 @@ def test_the_triton_statistics_pass_matches_the_pytorch_one(monkeypatch, name, d
         torch.testing.assert_close(got, ref, rtol=2e-6, atol=1e-5)
 
 
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 @pytest.mark.parametrize("inplace", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", list(OPTIONS))
@@ -108,6 +110,7 @@ def test_the_triton_gradient_pass_matches_the_pytorch_one(monkeypatch, name, dty
     assert err <= 2 * ulp, f"{name} {dtype}: {err:.3g}"
 
 
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 def test_the_staged_passes_are_the_triton_ones(monkeypatch):
     """ "triton" and "fused" make the statistics pass in Triton, "auto" on a CPU tensor in
     PyTorch, and a planted failure in the Triton pass surfaces: proof that the tests above
@@ -150,6 +153,7 @@ def _op_on_two_ranks(monkeypatch, which, x, t, w, *, reduction, upstream=None, t
 
 
 # every reduction in float32; bf16 once (mean): its rounding is the same in every reduction
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 @pytest.mark.parametrize(
     "reduction, dtype",
     [("none", torch.float32), ("mean", torch.float32), ("sum", torch.float32), ("mean", torch.bfloat16)],
@@ -178,6 +182,7 @@ def test_the_fused_path_matches_the_pytorch_one(monkeypatch, name, reduction, dt
     assert err <= 4 * torch.finfo(dtype).eps, f"{name} {reduction} {dtype}: gradient {err:.3g} apart"
 
 
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 def test_the_fused_path_is_the_one_that_runs(monkeypatch):
     """The op on "fused" goes through the finishing kernel (a planted failure there surfaces);
     a subclass that replaces OWNS (a planted bug) and says FUSED = False takes the staged path,
@@ -227,6 +232,7 @@ def _layout_call(which, monkeypatch, *, target=None, starts=(0, SPLIT), check="d
     return run_ranks(2, rank)
 
 
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 @pytest.mark.parametrize("check", ["device", "host"])
 @pytest.mark.parametrize("which", ["torch", "fused"])
 def test_the_fused_path_checks_the_layout_as_the_pytorch_one(monkeypatch, which, check):
@@ -250,6 +256,7 @@ def test_the_fused_path_checks_the_layout_as_the_pytorch_one(monkeypatch, which,
 
 # the whole ops with the Triton passes, against the float64 truth (the checks of
 # tests/test_vp_ce_op.py and tests/test_vp_flce_op.py): world 1 (no collective), 2 and 3 (uneven)
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 @pytest.mark.parametrize("which", ["triton", "fused"])
 @pytest.mark.parametrize("world", [1, 2, 3])
 @pytest.mark.parametrize("name", list(CE_CONFIGS))
@@ -258,6 +265,7 @@ def test_vp_ce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name, w
     run_ranks(world, lambda rank, group: ce_check_rank(rank, group, world, name))
 
 
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 @pytest.mark.parametrize("world", [1, 2])
 @pytest.mark.parametrize("name", list(FLCE_CONFIGS))
 def test_vp_flce_with_the_triton_passes_meets_the_rule(monkeypatch, world, name):
@@ -300,6 +308,7 @@ def test_the_fused_path_takes_an_empty_shard(monkeypatch, reduction, device):
     assert got[-1][1].shape == (6, 0)
 
 
+@pytest.mark.interpreter  # CPU tensors through the Triton passes
 @pytest.mark.parametrize("which", ["torch", "triton", "fused"])
 @pytest.mark.parametrize("class_weight", [False, True])
 def test_label_smoothing_keeps_its_digits_on_far_shifted_logits(monkeypatch, which, class_weight):
