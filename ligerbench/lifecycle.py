@@ -147,13 +147,28 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
 # Loggers whose warnings belong to the run, not the terminal: torch.compile's providers recompile
 # for every new shape and dtype of a grid, and dynamo's recompilation warnings filled the screen.
 TORCH_LOGGERS = ("torch._dynamo", "torch._inductor", "torch.fx")
+# Python warnings raised from here belong to the run too: Triton's interpreter computes masked
+# lanes with numpy, which warns of their divide-by-zero and overflow ("RuntimeWarning: divide by
+# zero encountered in divide" on every CPU verify); what reaches the outputs is compared anyway.
+INTERPRETER_FILE = "triton/runtime/interpreter.py"
 
 
 @contextlib.contextmanager
 def torch_logs_to(path) -> Iterator[None]:
-    """While the work runs, PyTorch's compiler loggers write to `path` (the run folder's
-    torch.log) instead of the terminal; their handlers and propagation come back afterwards."""
+    """While the work runs, PyTorch's compiler loggers and the warnings of Triton's interpreter
+    write to `path` (the run folder's torch.log) instead of the terminal; the loggers' handlers
+    and propagation, and warnings.showwarning, come back afterwards."""
     import logging
+    import warnings
+
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if str(filename).replace("\\", "/").endswith(INTERPRETER_FILE):
+            with open(path, "a") as f:
+                f.write(warnings.formatwarning(message, category, filename, lineno, line))
+            return
+        shown(message, category, filename, lineno, file, line)
 
     handler = logging.FileHandler(path, delay=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s"))
@@ -163,9 +178,11 @@ def torch_logs_to(path) -> Iterator[None]:
         saved.append((logger, logger.handlers[:], logger.propagate))
         logger.handlers = [handler]
         logger.propagate = False
+    warnings.showwarning = show
     try:
         yield
     finally:
+        warnings.showwarning = shown
         for logger, handlers, propagate in saved:
             logger.handlers, logger.propagate = handlers, propagate
         handler.close()
