@@ -39,7 +39,13 @@ from ligerbench.suites.converge import TRAINING_KERNEL, judge_trajectory
 # the patches each plan can take: every one; under tp, ce takes the vocab-sharded logits to the
 # vocab-parallel cross entropy and flce (both) takes lm_head's weight shard to the vocab-parallel
 # fused kernel (kernels/hf.py). A plan that cannot take one is refused here, before any rank starts.
-PLAN_PATCHES = {"ddp": ("ce", "flce", "both"), "fsdp2": ("ce", "flce", "both"), "tp": ("ce", "flce", "both")}
+# `flp` is `converge --rl` (suites/converge_rl.py): its log-probs come through the model's parts
+# (completion_log_probs), not DDP's wrapper forward, which DDP's gradient sync needs.
+PLAN_PATCHES = {
+    "ddp": ("ce", "flce", "both"),
+    "fsdp2": ("ce", "flce", "both", "flp"),
+    "tp": ("ce", "flce", "both", "flp"),
+}
 
 
 def grads_at_start(model, batch: Batch, loss_fn=None) -> dict[str, torch.Tensor]:
@@ -79,32 +85,43 @@ def check_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation =
         )
         our_lp = eval_logprobs_parallel(model, held_out)
     c.tally(patch)
-    kernel = TRAINING_KERNEL[case.patch]
-    fewest = torch.tensor(patch.calls[kernel], device=case.device)
+    record_calls(c, "patch_active", TRAINING_KERNEL[case.patch], patch.calls[TRAINING_KERNEL[case.patch]], "launches")
+    del model, wrapped
+    record_step0(c, ours_g0, ref_g0, truth_g0)
+    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
+    return ConvergeResult(ref=ref, ours=ours, truth=truth)
+
+
+def record_calls(c: Checker, check: str, kernel: str, calls: int, unit: str) -> None:
+    """`check`: our op ran once per micro-batch of every step on every rank (the fewest a rank
+    made, so one rank that silently took transformers' path fails it)."""
+    case, p = c.case, c.case.preset
+    fewest = torch.tensor(calls, device=case.device)
     dist.all_reduce(fewest, op=dist.ReduceOp.MIN)
     expected = p.steps * case.accum
     c.record(
-        "patch_active",
+        check,
         abs(int(fewest) - expected),
         0,
         metric="calls_missing",
-        unit="launches",
-        message=f"fewest {kernel} launches on a rank, {p.steps} steps x {case.accum} micro-batches: {int(fewest)}",
+        unit=unit,
+        message=f"fewest {kernel} {unit} on a rank, {p.steps} steps x {case.accum} micro-batches: {int(fewest)}",
     )
-    del model, wrapped
 
+
+def record_step0(c: Checker, ours_g0: dict, ref_g0: dict, truth_g0: dict) -> None:
+    """grads@step0: every parameter's gradient after the ranks' reduction against the float64
+    gradient of the whole batch, limit from transformers' single-process error."""
     if set(ours_g0) != set(truth_g0):
         raise RuntimeError(f"step-0 gradients of different parameters: {sorted(set(ours_g0) ^ set(truth_g0))}")
     yard = tol.rel_error(flat(ref_g0), flat(truth_g0))
     c.record(
         "grads@step0",
         tol.rel_error(flat(ours_g0), flat(truth_g0)),
-        tol.kernel_limit(yard, case.dtype),
+        tol.kernel_limit(yard, c.case.dtype),
         message=f"all parameters after the ranks' reduction vs float64 on the whole batch; "
         f"transformers' single-process error {yard:.3g}",
     )
-    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
-    return ConvergeResult(ref=ref, ours=ours, truth=truth)
 
 
 def run_parallel_case(
@@ -118,8 +135,9 @@ def run_parallel_case(
 ) -> ConvergeResult:
     """The parallel suite on one case, on every rank of the default group (collectives inside:
     an exception is raised, not recorded, so that the launcher ends every rank at once)."""
-    if case.patch not in PLAN_PATCHES[case.parallel]:
-        raise ValueError(f"--parallel {case.parallel} takes --patch {'/'.join(PLAN_PATCHES[case.parallel])}")
+    if case.patch not in PLAN_PATCHES[case.parallel] or case.patch == "flp":
+        raise ValueError(f"--parallel {case.parallel} takes --patch {'/'.join(PLAN_PATCHES[case.parallel])}"
+                         " (flp trains through suites/converge_rl.py)")  # fmt: skip
     c = Checker(case, run_id, patcher, sink)
     result = check_parallel_trajectory(c, on_step, norm=norm)
     result.records = c.records

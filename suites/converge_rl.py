@@ -14,6 +14,15 @@ step's completion tokens) at temperature 0.7.
 
 Checked besides the trajectory: `flp_active`, our op ran once per training step (a run that
 silently took the logits path would compare transformers with itself).
+
+Under `--nproc N --parallel fsdp2|tp` (run_parallel_case, on every rank): ours trains under the
+plan (ligerbench/converge/parallel.py; fsdp2: each rank its rows of every step, the policy loss
+normalised by the step's completion tokens over all ranks and scaled for FSDP2's averaging, as
+kernels/grpo_loss.py's docstring says to split a step; tp: lm_head column-parallel, the
+vocab-parallel log-probs), against the same single-process transformers and float64 runs on the
+whole batch; `grads@step0` checks every parameter's gradient after the ranks' reduction (a
+normaliser or scale wrong by the world size is off by 50% at 2 ranks, which Adam's trajectory
+hides), `flp_active` counts on the rank that called our op the fewest times.
 """
 
 from __future__ import annotations
@@ -22,15 +31,26 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
+import torch.distributed as dist
 
 from ligerbench.converge.checker import Checker, ConvergeCase, ConvergeResult, build, run_converge
 from ligerbench.converge.data import Batch, make_batches
 from ligerbench.converge.models import build_model
+from ligerbench.converge.parallel import (
+    CORRECT,
+    Normalisation,
+    Objective,
+    apply_plan,
+    eval_logprobs_parallel,
+    train_parallel,
+)
 from ligerbench.converge.train import eval_logprobs, train
 from ligerbench.kernels.grpo_loss import policy_loss
+from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.kernels.hf_log_probs import completion_log_probs
 from ligerbench.records import Record
 from ligerbench.suites.converge import judge_trajectory
+from ligerbench.suites.converge_parallel import grads_at_start, record_calls, record_step0
 
 TEMPERATURE = 0.7
 LOSS = dict(loss_type="dapo", eps_low=0.2, eps_high=0.28, beta=0.04, kl_estimator="k3")
@@ -137,6 +157,76 @@ def _float64_run(case: ConvergeCase, batches, held_out, data, on_step):
         _TRUTH.clear()
         _TRUTH[key] = (run, eval_logprobs(model, held_out))
     return _TRUTH[key]
+
+
+def _rl_objective(model, data: list[Rollout], calls: list) -> Objective:
+    """The policy loss of a micro-batch of the step's rows under a parallel plan; our log-probs
+    through `model`'s parts (FSDP2's and tp's hooks sit on those modules)."""
+    ours = _ours(calls)
+
+    def count(micro, rows, step):
+        return data[step].mask[rows].sum()
+
+    def loss(wrapped, micro, rows, n_items, step):
+        r = data[step]
+        mask = r.mask[rows]
+        logp = ours(model, micro, mask.shape[1], mask)
+        n = mask.sum() if n_items is None else n_items
+        return policy_loss(logp, r.old_logp[rows], r.old_logp[rows], r.advantages[rows], mask, num_items=n, **LOSS)
+
+    return Objective(count=count, loss=loss)
+
+
+def check_rl_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation = CORRECT) -> ConvergeResult:
+    case, p = c.case, c.case.preset
+    batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
+    held_out = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=1, seed=case.seed + 1)[0]
+    data = rollouts(case, batches)
+
+    def step_cb(who):
+        return (lambda i, v: on_step(who, i, v)) if on_step else None
+
+    # single process, whole batch: transformers' logits path in the case's dtype, then float64
+    ref_model = build(case)
+    ref_g0 = grads_at_start(ref_model, batches[0], _loss_fn(data, _theirs))
+    ref = train(ref_model, batches, lr=p.lr, on_step=step_cb("ref"), loss_fn=_loss_fn(data, _theirs))
+    ref_lp = eval_logprobs(ref_model, held_out)
+    del ref_model
+    truth_model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
+    truth_g0 = grads_at_start(truth_model, batches[0], _loss_fn(data, _theirs))
+    del truth_model
+    truth, truth_lp = _float64_run(case, batches, held_out, data, step_cb("float64"))
+
+    # ours under the plan, on every rank
+    calls: list = []
+    model = build(case)
+    wrapped = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
+    ours, ours_g0 = train_parallel(model, wrapped, batches, plan=case.parallel, lr=p.lr, accum=case.accum, norm=norm,
+                                   on_step=step_cb("ours"), objective=_rl_objective(model, data, calls))  # fmt: skip
+    our_lp = eval_logprobs_parallel(model, held_out)
+    record_calls(c, "flp_active", "completion_log_probs", len(calls), "calls")
+    del model, wrapped
+    record_step0(c, ours_g0, ref_g0, truth_g0)
+    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
+    return ConvergeResult(ref=ref, ours=ours, truth=truth)
+
+
+def run_parallel_case(
+    case: ConvergeCase,
+    *,
+    run_id: str = "adhoc",
+    norm: Normalisation = CORRECT,
+    sink: Callable[[Record], None] | None = None,
+    on_step: Callable[[str, int, float], None] | None = None,
+) -> ConvergeResult:
+    """`converge --rl grpo --nproc N --parallel fsdp2|tp` on one case, on every rank of the default
+    group (collectives inside: an exception is raised, not recorded)."""
+    if case.parallel not in ("fsdp2", "tp"):
+        raise ValueError(f"--rl runs under --parallel fsdp2 or tp, not {case.parallel}")
+    c = Checker(case, run_id, CausalLMPatch, sink)  # (the policy loss calls our op itself: no patch)
+    result = check_rl_parallel_trajectory(c, on_step, norm=norm)
+    result.records = c.records
+    return result
 
 
 CHECKS = {"rl_trajectory": check_rl_trajectory}

@@ -44,6 +44,31 @@ def test_our_op_not_running_fails_flp_active(monkeypatch):
     assert _verdicts(converge_rl.run_case(CASE))["flp_active"] == "fail"
 
 
-def test_rl_with_nproc_is_refused():
+def test_rl_under_ddp_is_refused():
     result = CliRunner().invoke(app, ["converge", "llama-mini", "--rl", "grpo", "--nproc", "2", "--parallel", "ddp"])
-    assert result.exit_code == 2 and "--rl" in result.output
+    assert result.exit_code == 2 and "--rl trains under --parallel fsdp2 or tp" in result.output
+
+
+def _on_two_ranks(tmp_path, *args):
+    result = CliRunner().invoke(app, ["converge", "llama-mini", "--rl", "grpo", "--nproc", "2", "--device", "cpu",
+                                      "--dtype", "fp32", "--json", "--out", str(tmp_path), *args])  # fmt: skip
+    return result, json.loads(result.stdout[result.stdout.index("{") :])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("plan", ["fsdp2", "tp"])
+def test_rl_on_two_real_gloo_ranks_passes(tmp_path, plan):
+    result, payload = _on_two_ranks(tmp_path, "--parallel", plan)
+    assert result.exit_code == 0, result.output
+    run = tmp_path / payload["run_id"]
+    env = json.loads((run / "env.json").read_text())
+    assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
+    assert payload["counts"]["pass"] == 5 and payload["counts"]["fail"] == 0  # flp_active, grads@step0, 3 trajectory
+
+
+@pytest.mark.slow
+def test_rl_with_a_gradient_divided_by_the_world_size_twice_fails_on_real_ranks(tmp_path):
+    result, payload = _on_two_ranks(tmp_path, "--parallel", "fsdp2", "--mutant", "grad_divided_by_world_twice")
+    assert result.exit_code == 1, result.output
+    failed = {f["quantity"] for f in payload["failures"]}
+    assert "grads@step0" in failed and "flp_active" not in failed

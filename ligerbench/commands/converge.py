@@ -100,7 +100,7 @@ def converge(
         Optional[RLKind],
         typer.Option(
             help="Train with an RL loss instead: policy-gradient steps through our fused log-probs "
-            "(suites/converge_rl.py); --patch is then not used."
+            "(suites/converge_rl.py); --patch is then not used. With --nproc: --parallel fsdp2 or tp."
         ),
     ] = None,
 ):
@@ -126,11 +126,14 @@ def converge(
 
       ligerbench converge llama-mini --rl grpo --device cpu
 
+      ligerbench converge llama-mini --rl grpo --nproc 2 --parallel fsdp2 --device cpu --dtype fp32
+
     With --nproc N --parallel PLAN, ours trains on N ranks under the plan (ddp/fsdp2: each rank
     its slice of every batch, the loss normalised over the global batch; tp: the same batch) and
     is judged against the same single-process runs, plus step 0's gradients after the ranks'
     reduction against float64 (suites/converge_parallel.py); logits_to_keep and packing are
-    single-process checks and are not run.
+    single-process checks and are not run. With --rl the same, for the policy loss
+    (suites/converge_rl.py).
     """
     dev, mode = runs.resolve_device(device)
     picked = ("full" if dev.type == "cuda" else "quick") if preset.value == "auto" else preset.value
@@ -142,9 +145,9 @@ def converge(
         chosen = dataclasses.replace(chosen, steps=steps)
     if batch:
         chosen = dataclasses.replace(chosen, batch=batch)
-    _check_parallel(nproc, parallel, accum, patch.value, packed, mutant, chosen.batch, dev)
-    if rl and (nproc or packed):
-        raise runs.usage_error("--rl runs in one process without --packed (--nproc with --rl is not built yet)", "--rl")
+    _check_parallel(nproc, parallel, accum, "flp" if rl else patch.value, packed, mutant, chosen.batch, dev)
+    if rl and packed:
+        raise runs.usage_error("--rl trains without --packed", "--rl")
     patch_name = "flp" if rl else patch.value
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
     selection = {"model": model.value, "patch": patch_name, "dtype": dtypes, "packed": packed}
@@ -166,7 +169,7 @@ def converge(
         converge_rl.run_case if rl else run_case, model.value, patch_name, chosen, dtypes, seed=seed,
         device_type=dev.type, packed=packed,
         preset_name=preset_name, nproc=nproc, parallel=parallel.value if parallel else None, accum=accum,
-        mutant=mutant, timeout_s=timeout,
+        mutant=mutant, timeout_s=timeout, rl=rl.value if rl else "",
     )  # fmt: skip
     return lifecycle.execute(
         job, quiet=as_json, device=dev, triton_mode=mode, seed=seed, out=out, filters=selection, preset=picked,
@@ -185,6 +188,11 @@ def _check_parallel(nproc, parallel, accum, patch, packed, mutant, batch, dev) -
         raise runs.usage_error(f"--nproc needs --parallel ({', '.join(PLANS)})", "--parallel")
     if dev.type == "cuda" and nproc > torch.cuda.device_count():
         raise runs.usage_error(f"--nproc must be at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
+    if patch == "flp" and patch not in PLAN_PATCHES[parallel.value]:
+        plans = " or ".join(p for p, patches in PLAN_PATCHES.items() if "flp" in patches)
+        message = f"--rl trains under --parallel {plans}: its log-probs come through the model's parts, not DDP's"
+        message += " wrapper, whose forward DDP's gradient sync needs"
+        raise runs.usage_error(message, "--parallel")
     if patch not in PLAN_PATCHES[parallel.value]:
         allowed = "/".join(PLAN_PATCHES[parallel.value])
         raise runs.usage_error(f"--parallel {parallel.value} takes --patch {allowed}", "--patch")

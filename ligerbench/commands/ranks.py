@@ -39,6 +39,7 @@ from ligerbench.converge.parallel import CORRECT
 from ligerbench.distributed.jobs import BenchRankJob, ConvergeRankJob, RankJob, VerifyRankJob, load
 from ligerbench.distributed.launch import FAULT_ENV, PROGRESS, ranks_done
 from ligerbench.records import RecordWriter
+from ligerbench.suites import converge_rl
 from ligerbench.suites.converge_parallel import run_parallel_case
 from ligerbench.verify.engine import make_plan, run_plan
 
@@ -129,7 +130,8 @@ def _converge(job: ConvergeRankJob, rank: int, world: int, dev: torch.device, ba
                 job.model, preset, dt, job.patch, seed=job.seed, device=dev.type,
                 parallel=job.parallel, nproc=world, accum=job.accum,
             )  # fmt: skip
-            result = run_parallel_case(case, run_id=job.run_id, norm=norm, sink=writer.write)
+            run = converge_rl.run_parallel_case if job.rl else run_parallel_case
+            result = run(case, run_id=job.run_id, norm=norm, sink=writer.write)
             curves[dt] = {"ref": result.ref.losses, "ours": result.ours.losses, "truth": result.truth.losses}
             done += 1
             if rank == 0:

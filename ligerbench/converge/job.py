@@ -45,6 +45,7 @@ class ConvergeJob(Job):
     parallel: str | None = None  # --nproc: ddp, fsdp2 or tp
     accum: int = 1
     mutant: str | None = None
+    rl: str = ""  # --rl KIND: the ranks train the policy loss (suites/converge_rl.py)
     timeout_s: float = 1800.0
     curves: list = field(default_factory=list, init=False)  # (dtype, step, ref, ours, truth)
     verdict_line: str = field(default="", init=False)  # summary.md's last line, for the terminal too
@@ -88,6 +89,7 @@ class ConvergeJob(Job):
             model=self.model, patch=self.patch, preset=self.preset_name, steps=self.preset.steps,
             batch=self.preset.batch, dtypes=tuple(self.dtypes), seed=self.seed, device_type=self.device_type,
             run_id=run.id, parallel=self.parallel, accum=self.accum, mutant=self.mutant or "", run_path=str(run.path),
+            rl=self.rl,
         )  # fmt: skip
         title = f"converge {self.model} --parallel {self.parallel} x{self.nproc}"
         with life.progress(title, total=len(self.dtypes)) as advance:

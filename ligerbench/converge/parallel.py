@@ -100,25 +100,48 @@ def apply_plan(model: torch.nn.Module, plan: str, *, world: int, device: torch.d
     raise ValueError(f"unknown parallel plan {plan!r}; choose from {', '.join(PLANS)}")
 
 
-def rows(batch: Batch, rank: int, world: int, plan: str) -> Batch:
-    """This rank's rows of a global batch: its slice for data parallel plans, all of it for tp."""
-    if plan not in DATA_PARALLEL:
-        return batch
-    return split(batch, world)[rank]
-
-
-def split(batch: Batch, parts: int) -> list[Batch]:
-    """The batch's rows in `parts` contiguous slices (torch.tensor_split: sizes differ by at most one)."""
-    idx = torch.tensor_split(torch.arange(batch.input_ids.shape[0]), parts)
-    return [
-        Batch(batch.input_ids[i], batch.attention_mask[i], batch.labels[i], tuple(batch.lengths[j] for j in i.tolist()))
-        for i in idx
-    ]
-
-
 def counted_targets(batch: Batch) -> torch.Tensor:
     """Targets the loss counts: labels shifted by one (ForCausalLMLoss), != IGNORE."""
     return (batch.labels[..., 1:] != IGNORE).sum()
+
+
+def micro_rows(n: int, rank: int, world: int, plan: str, accum: int) -> list[torch.Tensor]:
+    """The global batch's row indices of this rank's micro-batches: its slice of the batch for
+    data-parallel plans, all of it for tp, in `accum` contiguous parts (torch.tensor_split:
+    sizes differ by at most one)."""
+    mine = torch.arange(n)
+    if plan in DATA_PARALLEL:
+        mine = torch.tensor_split(mine, world)[rank]
+    return list(torch.tensor_split(mine, accum))
+
+
+def select(batch: Batch, idx: torch.Tensor) -> Batch:
+    return Batch(batch.input_ids[idx], batch.attention_mask[idx], batch.labels[idx],
+                 tuple(batch.lengths[j] for j in idx.tolist()))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a training step minimises, micro-batch by micro-batch:
+    count(micro, rows, step)  the items its loss is normalised by (a tensor; summed over the
+                              step's micro-batches and, under data parallelism, all-reduced);
+    loss(wrapped, micro, rows, n_items, step)  the micro-batch's loss: its sum over its items
+                              divided by n_items (None: tp without accumulation, its own mean).
+    `rows` are the micro-batch's row indices in the step's global batch (for per-row data such
+    as an RL step's advantages)."""
+
+    count: Callable[[Batch, torch.Tensor, int], torch.Tensor]
+    loss: Callable[[torch.nn.Module, Batch, torch.Tensor, torch.Tensor | None, int], torch.Tensor]
+
+
+def _causal_lm_loss(wrapped, micro: Batch, rows, n_items, step) -> torch.Tensor:
+    inputs = micro.inputs()
+    if n_items is not None:
+        inputs["num_items_in_batch"] = n_items
+    return wrapped(**inputs).loss
+
+
+CAUSAL_LM = Objective(count=lambda micro, rows, step: counted_targets(micro), loss=_causal_lm_loss)
 
 
 def _no_sync(wrapped, plan: str, last: bool):
@@ -148,10 +171,12 @@ def train_parallel(
     accum: int = 1,
     norm: Normalisation = CORRECT,
     on_step: Callable[[int, float], None] | None = None,
+    objective: Objective = CAUSAL_LM,
 ) -> tuple[RunResult, dict[str, torch.Tensor]]:
     """AdamW over the global `batches` under `plan` (already applied: `wrapped`); every rank calls
     it. Returns (losses of the GLOBAL batch per step, full final parameters, in RunResult) and
-    the full parameter gradients of step 0 (after the ranks' reduction, before the update)."""
+    the full parameter gradients of step 0 (after the ranks' reduction, before the update).
+    `objective`: the causal LM loss, or another (suites/converge_rl.py's policy loss)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     device = next(model.parameters()).device
     model.train()
@@ -161,21 +186,19 @@ def train_parallel(
     losses: list[float] = []
     grads0: dict[str, torch.Tensor] = {}
     for step, batch in enumerate(batches):
-        micro = split(rows(batch, rank, world, plan), accum)
+        picks = micro_rows(batch.input_ids.shape[0], rank, world, plan, accum)
+        micro = [select(batch, idx) for idx in picks]
         total = torch.zeros((), dtype=torch.float32, device=device)
         n_items = None
         if norm.per_micro_batch:  # each micro-batch its own mean (n_items None), then / accum
             pass
         elif dp or accum > 1:  # normalised by the count over every rank and micro-batch of the step
-            n_items = sum(counted_targets(m) for m in micro).to(device)
+            n_items = sum(objective.count(m, idx, step) for m, idx in zip(micro, picks, strict=True)).to(device)
             if dp:
                 dist.all_reduce(n_items)
-        for i, m in enumerate(micro):
-            inputs = m.to(device).inputs()
-            if n_items is not None:
-                inputs["num_items_in_batch"] = n_items
+        for i, (m, idx) in enumerate(zip(micro, picks, strict=True)):
             with _no_sync(wrapped, plan, last=i == len(micro) - 1):
-                loss = wrapped(**inputs).loss
+                loss = objective.loss(wrapped, m.to(device), idx, n_items, step)
                 if norm.per_micro_batch:
                     loss = loss / len(micro)
                 (loss * norm.scale(world) if dp else loss).backward()
