@@ -11,14 +11,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")  # headless: GPU boxes and CI have no display
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ligerbench.bench.spec import SweepPoint  # noqa: E402
-from ligerbench.records import settings_of  # noqa: E402
+from ligerbench.bench.spec import SweepPoint
+from ligerbench.plotting import pyplot
+from ligerbench.records import settings_of
 
 FRONTIER_SETTING = "chunk_mib"  # providers with this setting are joined into the frontier line
 
@@ -51,6 +48,7 @@ def draw(df: pd.DataFrame, points: list[SweepPoint], *, title: str, folder: Path
     if not panels:
         return []
     budget = budgets(df)
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 5), squeeze=False)
     for ax, (point, values) in zip(axes[0], panels, strict=True):
         frontier = sorted((v for p, v in values.items() if p in budget), key=lambda mt: mt[0])

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")  # headless: GPU boxes and CI have no display
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ligerbench.bench.spec import SweepPoint  # noqa: E402
+from ligerbench.bench.spec import SweepPoint
+from ligerbench.plotting import pyplot
 
 
 def _series(df: pd.DataFrame, points: list[SweepPoint], metric: str, quantity: str | None) -> dict[str, list[float]]:
@@ -41,6 +38,7 @@ def _has_data(series: dict[str, list[float]]) -> bool:
 def _line_plot(series, points, sweep: str, ylabel: str, title: str, path: Path) -> Path | None:
     if not _has_data(series):
         return None
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 5))
     xs = [pt.x for pt in points]
     for provider, ys in series.items():
@@ -70,6 +68,7 @@ def _ratio_bars(df, points, mode: str, title: str, path: Path) -> Path | None:
     panels = [p for p in panels if _has_data(p[3])]
     if not panels:
         return None
+    plt = pyplot()
     fig, axes = plt.subplots(1, len(panels), figsize=(6 * len(panels), 5), squeeze=False)
     for ax, (_metric, _quantity, label, series) in zip(axes[0], panels, strict=True):
         width = 0.8 / max(1, len(series))

@@ -20,15 +20,12 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("Agg")  # headless: CI and GPU boxes have no display
-import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ligerbench import runs  # noqa: E402
-from ligerbench.records import load_records  # noqa: E402
-from ligerbench.verify import summary  # noqa: E402
+from ligerbench import runs
+from ligerbench.plotting import pyplot
+from ligerbench.records import load_records
+from ligerbench.verify import summary
 
 BENCH_METRICS = ("time_ms", "p20_ms", "p80_ms", "ratio_time_ms", "rate", "pct_ceiling", "extra_mib", "peak_mib")
 CHECK_CLIP = 2.0  # report_checks.png: error/limit axis from 0 to 2 (the limit at its middle)
@@ -95,6 +92,7 @@ def _check_plot(df: pd.DataFrame, path: Path) -> Path | None:
         return None
     worst = (compared["value"] / compared["limit"]).groupby([compared["suite"], compared["provider"]]).max()
     labels = [f"{s} / {p}" for s, p in worst.index]
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(9, 0.35 * len(worst) + 1.5))
     colors = ["tab:red" if v > 1 else "tab:green" for v in worst.values]
     # bars are compared by length: a linear axis from zero. A failure far past the limit would
@@ -121,6 +119,7 @@ def _bench_plot(bench: pd.DataFrame, metric: str, label: str, path: Path) -> Pat
     if rows.empty:
         return None
     table = rows.pivot_table(index="case", columns="provider", values="value", aggfunc="first")
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(10, 5))
     table.plot.bar(ax=ax, width=0.8)
     ax.set_ylabel(label)
