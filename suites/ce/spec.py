@@ -26,6 +26,7 @@ from ligerbench.cases import (
     VOCAB_PAD,
     Case,
     batch_split,
+    device_generator,
     draw_ignored,
     draw_logits,
     draw_upstream,
@@ -72,7 +73,8 @@ def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
     target = torch.randint(0, v, (n,), generator=g)
     ignored = draw_ignored(case, n, g, target)
     target = torch.where(ignored, torch.full_like(target, ignore_index), target)
-    logits = draw_logits(case.logits, n, v, torch.where(ignored, 0, target), g)
+    big = device_generator(g, device)  # the [N, V] draws: on a GPU, drawn there
+    logits = draw_logits(case.logits, n, v, torch.where(ignored, 0, target), big)
     rows = token_shape(case)
     up = draw_upstream(case, (n,), g)
     weight = torch.rand(v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
@@ -82,7 +84,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
         return None if t is None else t.to(device)
 
     return CEProblem(
-        logits=_placed(case, logits, g, device),
+        logits=_placed(case, logits, big, device),
         target=target.reshape(rows).to(device),
         ignore_index=ignore_index,
         reduction=case.reduction,
@@ -112,7 +114,7 @@ def _placed(case: Case, logits: torch.Tensor, g: torch.Generator, device: torch.
     if case.layout == "padded_vocab":
         vp = (v // VOCAB_PAD + 1) * VOCAB_PAD  # always some padding, up to a multiple of VOCAB_PAD
         # padding columns hold real-looking logits, larger than the rest: reading one moves the loss
-        wide = torch.cat([logits, 3.0 + torch.randn(n, vp - v, generator=g)], dim=1)
+        wide = torch.cat([logits, 3.0 + torch.randn(n, vp - v, generator=g, device=g.device)], dim=1)
         return wide.to(dt).reshape(*batch_split(n), vp).to(device)[..., :v]
     if case.layout == "transposed":
         return logits.t().contiguous().to(dt).to(device).t()
