@@ -44,27 +44,45 @@ FLOOR = {
 }
 
 
+# Tensors of more elements are compared a block at a time, never as whole float64 copies (a
+# 2**31-element gradient is 17 GB per float64 copy: issue 24, finding 4).
+BLOCK_ELEMENTS = 2**26
+
+
 def rel_error(out: torch.Tensor | None, ref: torch.Tensor) -> float:
     """Relative L2 error of `out` against `ref` (compared in float64, on ref's device)."""
     if out is None:
         return math.inf
-    out = out.detach().to(device=ref.device, dtype=torch.float64).reshape(ref.shape)
-    ref = ref.detach().to(torch.float64)
+    out = out.detach().to(device=ref.device).reshape(ref.shape)
+    ref = ref.detach()
+    if ref.numel() <= BLOCK_ELEMENTS:
+        parts = [(out, ref)]
+    else:
+        o, r = out.reshape(-1), ref.reshape(-1)
+        parts = [(o[i : i + BLOCK_ELEMENTS], r[i : i + BLOCK_ELEMENTS]) for i in range(0, r.numel(), BLOCK_ELEMENTS)]
+    norms = [_norms(o.to(torch.float64), r.to(torch.float64)) for o, r in parts]
+    if any(n is None for n in norms):
+        return math.inf
+    diff, norm = math.hypot(*(d for d, _ in norms)), math.hypot(*(m for _, m in norms))  # one block: as is
+    if norm == 0.0:
+        return 0.0 if diff == 0.0 else math.inf
+    return diff / norm
+
+
+def _norms(out: torch.Tensor, ref: torch.Tensor) -> tuple[float, float] | None:
+    """(||out - ref||, ||ref||) over the finite elements; None where the non-finite values differ
+    (a NaN or inf where the truth has none, or the other way round)."""
     ref_finite = torch.isfinite(ref)
     out_finite = torch.isfinite(out)
     if not torch.equal(ref_finite, out_finite):
-        return math.inf
+        return None
     if not ref_finite.all():
         # inf must match in sign; NaN only needs to be NaN
         same = (out == ref) | (torch.isnan(out) & torch.isnan(ref)) | ref_finite
         if not same.all():
-            return math.inf
+            return None
         out, ref = out[ref_finite], ref[ref_finite]
-    diff = torch.linalg.vector_norm(out - ref).item()
-    norm = torch.linalg.vector_norm(ref).item()
-    if norm == 0.0:
-        return 0.0 if diff == 0.0 else math.inf
-    return diff / norm
+    return torch.linalg.vector_norm(out - ref).item(), torch.linalg.vector_norm(ref).item()
 
 
 def yardstick(run, problem, upcast: dict[str, torch.Tensor | None]):

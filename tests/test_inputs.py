@@ -290,13 +290,6 @@ def test_contracts_see_a_write_into_the_targets_or_token_weights():
     assert ce_spec.run_ce(_eager_ce, problem).mutated_inputs == ()
 
 
-def test_every_ce_case_fits_its_float64_reference_on_one_gpu():
-    # issue 24, finding 4: a case past 2**31 elements OOMed its float64 reference on an H100
-    # (suites/ce/grid.py, E); the 64-bit row offsets are checked by tests/test_faults_kernel.py
-    for preset, device in (("full", "cuda"), ("quick", "cpu")):
-        assert max(c.n * c.v for c in ce_grid.ce_cases(preset, device)) * 8 < 4 * 2**30
-
-
 @pytest.mark.parametrize(
     "what, pred",
     [

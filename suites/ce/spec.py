@@ -218,8 +218,63 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
     )
 
 
+# From this many logits on, the truth and the yardstick are formed a block of rows at a time
+# (rowwise): a case past 2**31 elements (issue 24, finding 4) is 17 GB per float64 copy, and the
+# whole-tensor path holds several (the copy, log-softmax, the gradient, run_ce's copies).
+CHUNKED_FROM = 2**28
+CHUNK_ELEMENTS = 2**26
+
+
+def rowwise(problem: CEProblem, dtype: torch.dtype, *, chunk_elements: int = CHUNK_ELEMENTS) -> Outcome:
+    """ce_torch's loss, z-loss and logits gradient in `dtype`, a block of rows at a time: each
+    block's rows by reduction="none", reduced as ce_torch reduces them, then each block's
+    gradient by backward through its rows weighted by what the reduction and the upstream give
+    each row. Only the [N, V] gradient is held whole."""
+    shape = problem.logits.shape
+    x_all = problem.logits.detach().reshape(-1, shape[-1])
+    t_all = problem.target.reshape(-1)
+    n, v = x_all.shape
+    tw_all = None if problem.token_weight is None else problem.token_weight.reshape(-1).to(dtype)
+    w = None if problem.weight is None else problem.weight.to(dtype)
+    opts = dict(weight=w, ignore_index=problem.ignore_index, label_smoothing=problem.label_smoothing,
+                softcap=problem.softcap, z_loss_scale=problem.z_loss_scale, reduction="none")  # fmt: skip
+    step = max(1, chunk_elements // max(v, 1))
+    blocks = [slice(r0, r0 + step) for r0 in range(0, n, step)]
+
+    def rows_of(b: slice, x: torch.Tensor):
+        return ce_torch(x, t_all[b], token_weight=None if tw_all is None else tw_all[b], **opts)
+
+    with torch.no_grad():
+        parts = [rows_of(b, x_all[b].to(dtype)) for b in blocks]
+    rows = torch.cat([r for r, _ in parts]) if parts else x_all.new_zeros(0, dtype=dtype)
+    z_rows = torch.cat([z for _, z in parts]) if parts else rows
+    up = problem.upstream.to(dtype)
+    if problem.reduction == "none":
+        loss, z, coef = rows.view(problem.target.shape), z_rows.view(problem.target.shape), up.reshape(-1)
+    elif problem.reduction == "sum":
+        loss, z, coef = rows.sum(), z_rows.sum(), up.expand(n)
+    else:
+        counted = t_all != problem.ignore_index
+        if w is None:
+            denom = counted.sum().to(dtype)
+        else:
+            denom = (w[torch.where(counted, t_all, 0).clamp(0, v - 1)] * counted).sum()
+        loss, z, coef = rows.sum() / denom, z_rows.sum() / denom, (up / denom).expand(n)
+        if problem.z_loss_scale == 0.0 and tw_all is None:  # as ce_torch's plain mean: a z-loss of 0
+            z = torch.zeros((), dtype=dtype, device=x_all.device)
+    grad = torch.empty((n, v), dtype=dtype, device=x_all.device)
+    for b in blocks:
+        xb = x_all[b].to(dtype).requires_grad_(True)
+        r, _ = rows_of(b, xb)
+        (r * coef[b]).sum().backward()
+        grad[b] = xb.grad
+    return Outcome(values={"loss": loss, "z_loss": z, "grad_logits": grad.view(shape)})
+
+
 def reference(problem: CEProblem) -> Outcome:
     """The float64 truth, on the problem's device."""
+    if problem.logits.numel() >= CHUNKED_FROM:
+        return rowwise(problem, torch.float64)
     x64 = problem.logits.detach().double()
     p64 = CEProblem(**{**problem.__dict__, "logits": x64})
     p64.weight = problem.weight.double() if problem.weight is not None else None
@@ -231,4 +286,6 @@ def reference(problem: CEProblem) -> Outcome:
 def eager_in_dtype(problem: CEProblem) -> Outcome:
     """The yardstick of the tolerance rule (ligerbench/tolerance.py): PyTorch in float32, each
     output rounded once to a 16-bit case dtype."""
+    if problem.logits.numel() >= CHUNKED_FROM:
+        return yardstick(lambda p: rowwise(p, p.logits.dtype), problem, {"logits": problem.logits})
     return yardstick(lambda p: run_ce(ce_torch, p), problem, {"logits": problem.logits})
