@@ -79,8 +79,17 @@ def test_verify_1_and_the_fail_line_reruns_that_case(tmp_path):
     assert result.exit_code == 1
     rerun = next(line for line in result.stdout.splitlines() if line.startswith("re-run one: "))
     args = rerun.removeprefix("re-run one: ligerbench ").split()
-    again = invoke(*args, "--device", "cpu", "--out", tmp_path / "b", "--json")
+    assert "--preset quick --device cpu" in rerun  # the case ids of one preset are not another's
+    again = invoke(*args, "--out", tmp_path / "b", "--json")
     assert again.exit_code == 1 and json.loads(again.stdout)["planned"] == 1  # that one case, failing again
+
+
+def test_the_rerun_line_names_the_seed_and_the_ranks():
+    from ligerbench.verify.job import rerun_command
+
+    line = rerun_command("grpo", "ours", "grpo/x", preset="quick", seed=3, device="cpu", nproc=2)
+    assert line.endswith("--case grpo/x --preset quick --device cpu --seed 3 --nproc 2")
+    assert "--seed" not in rerun_command("ce", "ours", "c", preset="full", seed=0, device="cuda", nproc=0)
 
 
 def test_verify_maxfail_stops_and_the_manifest_says_so(tmp_path):

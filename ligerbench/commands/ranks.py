@@ -37,7 +37,7 @@ from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import CORRECT
 from ligerbench.distributed.jobs import BenchRankJob, ConvergeRankJob, RankJob, VerifyRankJob, load
-from ligerbench.distributed.launch import FAULT_ENV, PROGRESS, ranks_done
+from ligerbench.distributed.launch import FAULT_ENV, PROGRESS, WARNINGS_LOG, ranks_done, warnings_to_file
 from ligerbench.records import RecordWriter
 from ligerbench.suites import converge_rl
 from ligerbench.suites.converge_parallel import run_parallel_case
@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> None:
     dist.init_process_group(backend, timeout=timeout, **kw)
     try:
         _fault(rank)
-        JOBS[type(job)](job, rank, world, dev, backend)
+        with warnings_to_file(Path(job.run_path) / WARNINGS_LOG.format(rank=rank)):
+            JOBS[type(job)](job, rank, world, dev, backend)
     finally:
         dist.destroy_process_group()
 

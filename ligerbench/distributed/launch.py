@@ -21,6 +21,7 @@ NVSHMEM_DISABLE_NVLS=1 (NVLink multicast stays off).
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -31,7 +32,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +84,35 @@ def ranks_done(run_path: Path, rank: int, **facts) -> None:
 
 
 PROGRESS = "ligerbench: ["  # rank 0's line per finished case: "ligerbench: [i/N] case-id"
+
+
+WARNINGS_LOG = "warnings-rank{rank}.log"  # each rank's Python warnings, in the run folder
+
+
+@contextlib.contextmanager
+def warnings_to_file(path: Path) -> Iterator[None]:
+    """While a rank works, its Python warnings (e.g. FSDP2's "returned a view tensor", once per
+    rank and step) are written to `path` instead of its output, which the parent echoes."""
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        with open(path, "a") as f:
+            f.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
+def warnings_note(run_path: Path) -> str | None:
+    """One line naming the ranks' warning logs, or None when no rank warned."""
+    logs = sorted(run_path.glob(WARNINGS_LOG.format(rank="*")))
+    if not logs:
+        return None
+    count = sum(f.read_text(errors="replace").count("Warning: ") for f in logs)
+    return f"ligerbench: the ranks raised {count} Python warnings: {run_path / WARNINGS_LOG.format(rank='*')}"
 
 
 def echo_with(advance: Callable[[str], None]) -> Callable[[str], None]:
@@ -146,6 +177,9 @@ def launch(
             _kill_session(proc)
             raise
         reader.join(timeout=10)
+    note = warnings_note(log.parent)
+    if note and echo:
+        echo(note)
     return Launched(proc.returncode, timed_out, round(time.perf_counter() - started, 1), log)
 
 

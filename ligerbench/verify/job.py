@@ -117,7 +117,12 @@ class VerifyJob(Job):
     def show(self, life: Life, df: pd.DataFrame) -> None:
         signature = self.registry.kernels[self.plan.kernel].signature
         hints = [*diagnose.repeated_errors(df, signature), *self._hints(life, df)]
-        print_tables(df, life.run.path, self.plan.kernel, self._axes(), hints)
+        print_tables(df, life.run.path, self.plan.kernel, self._axes(), hints, rerun=self.rerun)
+
+    def rerun(self, provider: str, case: str) -> str:
+        return rerun_command(
+            self.plan.kernel, provider, case, preset=self.preset, seed=self.seed, device=self.device.type, nproc=self.nproc
+        )
 
     def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
         named.print_missing(self.unchecked)
@@ -147,7 +152,16 @@ def collect(plan: Plan, kernel: str, preset: str, selection: dict, as_json: bool
     )
 
 
-def print_tables(df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = (), hints: list[str] = ()) -> None:
+def rerun_command(kernel: str, provider: str, case: str, *, preset: str, seed: int, device: str, nproc: int) -> str:
+    """The command that runs one failing case again: the same preset, seed, device and ranks."""
+    line = f"ligerbench verify --kernel {kernel} --provider {provider} --case {case} --preset {preset}"
+    line += f" --device {device}" + (f" --seed {seed}" if seed else "") + (f" --nproc {nproc}" if nproc else "")
+    return line
+
+
+def print_tables(
+    df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = (), hints: list[str] = (), rerun=None
+) -> None:
     out = Console()
     cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit"})
     numbers = [c for c in cols.columns if c not in ("suite", "provider")]
@@ -176,9 +190,8 @@ def print_tables(df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = ()
         for line in [*diagnose.shared_values(df, list(axes)), *hints]:
             out.print(line, soft_wrap=True, markup=False)
         first = bad.iloc[0]
-        out.print(
-            f"re-run one: ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}",
-            soft_wrap=True,
-            markup=False,
+        again = rerun(first["provider"], first["case"]) if rerun else (
+            f"ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}"
         )
+        out.print(f"re-run one: {again}", soft_wrap=True, markup=False)
     out.print(f"results: {path}")
