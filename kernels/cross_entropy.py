@@ -102,6 +102,7 @@ def _row_finish(
     g_row,
     grad_ptr,
     token_w_ptr,
+    stride_tw,
     class_w_ptr,
     denom_ptr,
     loss_ptr,
@@ -152,7 +153,7 @@ def _row_finish(
     if ZLOSS:
         zl = z_scale * lse * lse
     if HAS_TOKEN_W:
-        tw = tl.load(token_w_ptr + row).to(tl.float32)
+        tw = tl.load(token_w_ptr + row * stride_tw).to(tl.float32)
     else:
         tw = 1.0
     tl.store(loss_ptr + row, tw * (loss + zl))
@@ -218,9 +219,11 @@ def _ce_fwd_kernel(
     stride_x,
     grad_ptr,
     stride_g,
-    # per-row inputs: target ids; token weights (only read if HAS_TOKEN_W)
+    # per-row inputs: target ids; token weights (only read if HAS_TOKEN_W), `stride_tw` apart: 0
+    # for the upstream of loss.sum().backward() (a 1 expanded over the rows), or a column's stride
     tgt_ptr,
     token_w_ptr,
+    stride_tw,
     # class weights [V] (only read if HAS_CLASS_W); the mean's denominator, a device scalar
     class_w_ptr,
     denom_ptr,
@@ -260,7 +263,7 @@ def _ce_fwd_kernel(
     else:
         m, s_o, d, sum_w = _row_stats(x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP)
         _row_finish(
-            row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, class_w_ptr,
+            row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
             denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
             HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
             ROUND_BY_HAND, POLICY_DROP,
@@ -396,7 +399,8 @@ def cross_entropy_rows(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Low-level launch over a 2-D `logits` [N, V] (last dim contiguous).
 
-    Returns float32 per-row (loss, z_loss, lse); loss includes the z-loss and the token weight.
+    Returns float32 per-row (loss, z_loss, lse); loss includes the z-loss and the token weight
+    (`token_weight` [N], any stride: 0 for an upstream of loss.sum().backward(), handed as is).
     If `grad_out` is given ([N, V], last dim contiguous, may be `logits` itself) the gradient of
     sum(loss) -- or of sum(loss) / denom when `denom` is given -- is written into it.
     A target outside [0, V) that is not ignore_index gives its row NaN (loss and gradient).
@@ -417,6 +421,7 @@ def cross_entropy_rows(
         grad_out.stride(0) if write_grad else 0,
         target,
         token_weight if token_weight is not None else loss,
+        token_weight.stride(0) if token_weight is not None else 0,
         weight if weight is not None else loss,
         denom if denom is not None else loss,
         loss,
@@ -534,7 +539,7 @@ class CrossEntropyFunction(torch.autograd.Function):
         x = logits.reshape(-1, n_cols)
         if x.stride(-1) != 1:  # a copy; the caller's tensor is never written through it
             x = x.contiguous()
-        t = target.reshape(-1)
+        t = target.reshape(-1).contiguous()  # the kernels read the ids as a dense vector
         tw = token_weight.reshape(-1).float() if token_weight is not None else None
         w = weight.float().contiguous() if weight is not None else None
         check = resolve_check(check_targets, x.device)

@@ -188,7 +188,10 @@ def draw_upstream(case: Case, shape: tuple[int, ...], g: torch.Generator) -> tor
             f"expected one of {UPSTREAMS.get(case.reduction)}"
         )
     if case.upstream == "ones":
-        return torch.ones(shape) if case.reduction == "none" else torch.tensor(1.0)
+        # reduction="none": what `loss.sum().backward()` hands backward, a 1 expanded over the rows
+        # (stride 0, one element of storage), not a materialised tensor of ones: a kernel that reads
+        # row i of its upstream at offset i reads past it (ours did: docs/bugs.md, bug 20)
+        return torch.ones(()).expand(shape) if case.reduction == "none" else torch.tensor(1.0)
     if case.upstream == "accum":
         return torch.tensor(ACCUM_SCALE)
     if case.upstream == "grad_scaler":

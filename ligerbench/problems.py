@@ -87,4 +87,14 @@ def upstream_for(loss, upstream, reduction: str, target_shape: tuple[int, ...]):
             f"the provider returned a loss of shape {tuple(loss.shape)}; with reduction={reduction!r} the contract "
             f"is {want} (docs/providers.md)"
         )
-    return upstream.to(loss.dtype).expand_as(loss)
+    return as_handed(upstream, dtype=loss.dtype).expand_as(loss)
+
+
+def as_handed(up: torch.Tensor, *, device=None, dtype=None) -> torch.Tensor:
+    """`up.to(device, dtype)` that keeps an expanded upstream expanded: stride 0 in every
+    dimension, one element of storage, as autograd hands backward the gradient of
+    `loss.sum().backward()` (`.to` onto another device would materialise it)."""
+    device, dtype = device or up.device, dtype or up.dtype
+    if up.dim() and up.numel() > 1 and all(s == 0 for s in up.stride()):
+        return up.as_strided((), ()).to(device=device, dtype=dtype).expand(up.shape)
+    return up.to(device=device, dtype=dtype)

@@ -51,6 +51,17 @@ def with_upstream(loss: torch.Tensor, wrong) -> torch.Tensor:
     return _Upstream.apply(loss, wrong)
 
 
+def upstream_read_dense(grad: torch.Tensor) -> torch.Tensor:
+    """The per-row upstream read as a dense vector (row i at offset i): right for a materialised
+    upstream; for the stride-0 one of loss.sum().backward() every row past the first reads past
+    its one element of storage (here zeros, what our ce kernel read on an H100: docs/bugs.md, bug 8)."""
+    if grad.dim() == 0 or grad.numel() < 2 or any(s != 0 for s in grad.stride()):
+        return grad
+    dense = torch.zeros(grad.shape, dtype=grad.dtype, device=grad.device)
+    dense.view(-1)[0] = grad.reshape(-1)[0]
+    return dense
+
+
 def zero_rows_unscaled(grad: torch.Tensor) -> torch.Tensor:
     """Rows whose upstream is exactly 0 keep the gradient of an upstream of 1 (a 'skip rows
     whose factor is 0 or 1' fast path that skips the store)."""

@@ -10,8 +10,8 @@ def test_a_ranks_warnings_go_to_its_file_not_its_output(tmp_path, capsys):
     with warnings.catch_warnings():
         warnings.simplefilter("always")
         with warnings_to_file(path):
-            warnings.warn("returned a view tensor", UserWarning)
-            warnings.warn("second", DeprecationWarning)
+            warnings.warn("returned a view tensor", UserWarning, stacklevel=1)
+            warnings.warn("second", DeprecationWarning, stacklevel=1)
         shown = warnings.showwarning
     assert "returned a view tensor" in path.read_text() and "DeprecationWarning: second" in path.read_text()
     assert "view tensor" not in capsys.readouterr().err  # not in the output the parent echoes
@@ -24,6 +24,6 @@ def test_the_note_counts_every_ranks_warnings(tmp_path):
         with warnings.catch_warnings():
             warnings.simplefilter("always")
             with warnings_to_file(tmp_path / WARNINGS_LOG.format(rank=rank)):
-                warnings.warn(f"w{rank}", UserWarning)
+                warnings.warn(f"w{rank}", UserWarning, stacklevel=1)
     note = warnings_note(tmp_path)
     assert note is not None and "2 Python warnings" in note and "warnings-rank*.log" in note

@@ -121,7 +121,13 @@ class VerifyJob(Job):
 
     def rerun(self, provider: str, case: str) -> str:
         return rerun_command(
-            self.plan.kernel, provider, case, preset=self.preset, seed=self.seed, device=self.device.type, nproc=self.nproc
+            self.plan.kernel,
+            provider,
+            case,
+            preset=self.preset,
+            seed=self.seed,
+            device=self.device.type,
+            nproc=self.nproc,
         )
 
     def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
@@ -190,8 +196,10 @@ def print_tables(
         for line in [*diagnose.shared_values(df, list(axes)), *hints]:
             out.print(line, soft_wrap=True, markup=False)
         first = bad.iloc[0]
-        again = rerun(first["provider"], first["case"]) if rerun else (
-            f"ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}"
+        again = (
+            rerun(first["provider"], first["case"])
+            if rerun
+            else (f"ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}")
         )
         out.print(f"re-run one: {again}", soft_wrap=True, markup=False)
     out.print(f"results: {path}")

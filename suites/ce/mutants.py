@@ -228,6 +228,7 @@ def _writes_vocab_padding(logits, target, **opts):
 _zero_rows = _upstream_mutant(lambda red, t: input_mutants.zero_rows_unscaled if red == "none" else None)
 _mean_upstream_ignored = _upstream_mutant(lambda red, t: input_mutants.upstream_ignored if red == "mean" else None)
 _fp16_upstream = _upstream_mutant(lambda red, t: input_mutants.upstream_through_fp16)
+_upstream_dense = _upstream_mutant(lambda red, t: input_mutants.upstream_read_dense if red == "none" else None)
 _unit_sum_as_mean = _upstream_mutant(lambda red, t: input_mutants.unit_sum_as_mean(t.numel()) if red == "sum" else None)
 
 PROVIDERS += (
@@ -272,6 +273,14 @@ PROVIDERS += (
         "the upstream gradient kept in float16: GradScaler's 65536 overflows to inf",
         lambda: _fp16_upstream,
         targets=({"upstream": "grad_scaler", "dtype": ("fp32", "bf16")},),
+    ),
+    _mutant(
+        "mutant_upstream_read_dense",
+        "reduction='none': the upstream read row by row as a dense vector (loss.sum().backward() hands a 1 "
+        "expanded over the rows, one element of storage)",
+        lambda: _upstream_dense,
+        # invisible with a materialised upstream: the harness hands the expanded one autograd hands
+        targets=({"reduction": "none", "upstream": "ones"},),
     ),
     _mutant(
         "mutant_unit_sum_as_mean",

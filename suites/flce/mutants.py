@@ -84,6 +84,13 @@ def _zero_rows_compacted(hidden, weight, target, **opts):
     return loss, z
 
 
+def _upstream_read_dense(hidden, weight, target, **opts):
+    loss, z = _ours(hidden, weight, target, **opts)
+    if opts["reduction"] == "none":
+        loss = input_mutants.with_upstream(loss, input_mutants.upstream_read_dense)
+    return loss, z
+
+
 class _RowsAssumedContiguous(torch.autograd.Function):
     """Identity on hidden; backward writes the (right) gradient's values in row-major order into
     a tensor with hidden's strides, as a kernel that forms dh assuming contiguous rows does
@@ -138,6 +145,13 @@ PROVIDERS = (
         # every quick case fits one chunk of the default budget; the upstream must not be 1;
         # the plain option in both dtypes (18 cases: the option does not matter to this bug)
         targets=({"reduction": ("mean", "sum"), "upstream": ("accum", "grad_scaler", "random"), "option": "plain"},),
+    ),
+    _mutant(
+        "mutant_flce_upstream_read_dense",
+        "reduction='none': the upstream read row by row as a dense vector (ours until session 10: "
+        "loss.sum().backward()'s expanded 1 read past its one element)",
+        _upstream_read_dense,
+        targets=({"reduction": "none", "upstream": "ones"},),
     ),
     _mutant(
         "mutant_hidden_grad_rows_assumed_contiguous",

@@ -29,7 +29,17 @@ from ligerbench.cases import (
     draw_upstream,
     generator_for,
 )
-from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, upstream_for, written
+from ligerbench.problems import (
+    Outcome,
+    Spy,
+    as_handed,
+    copies_of,
+    fresh_view,
+    layout_of,
+    same_bits,
+    upstream_for,
+    written,
+)
 from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.flce.axes import LAYOUT
 from ligerbench.tolerance import yardstick
@@ -137,7 +147,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
         target=target.reshape(rows).to(device),
         ignore_index=ignore_index,
         reduction=case.reduction,
-        upstream=(up.reshape(rows) if case.reduction == "none" else up).to(device),
+        upstream=as_handed(up.reshape(rows) if case.reduction == "none" else up, device=device),
         class_weight=on(class_weight),
         token_weight=None if token_weight is None else token_weight.reshape(rows).to(device),
         label_smoothing=opts.get("label_smoothing", 0.0),

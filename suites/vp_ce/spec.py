@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from ligerbench.cases import Case
 from ligerbench.distributed.simulated import run_ranks
-from ligerbench.problems import Outcome, same_bits
+from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.ce import spec as ce
 
 SIGNATURE = (
@@ -124,7 +124,7 @@ def _forward(fn, problem: VPProblem, rank: int, group):
 
 
 def _backward(problem: VPProblem, x, before, loss, z) -> dict:
-    loss.backward(problem.base.upstream.to(loss.dtype).expand_as(loss))
+    loss.backward(as_handed(problem.base.upstream, dtype=loss.dtype).expand_as(loss))
     return {
         "loss": loss.detach().float(),
         "z_loss": None if z is None else z.detach().float(),

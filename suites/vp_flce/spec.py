@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from ligerbench.cases import Case
 from ligerbench.distributed.simulated import run_ranks
-from ligerbench.problems import Outcome, same_bits
+from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flce import spec as flce
 from ligerbench.suites.vp_ce.spec import (
     RanksOutOfStep,
@@ -106,7 +106,7 @@ def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
         token_weight=p.token_weight,
     )
     loss, z = out if isinstance(out, tuple) else (out, None)
-    loss.backward(p.upstream.to(loss.dtype).expand_as(loss))
+    loss.backward(as_handed(p.upstream, dtype=loss.dtype).expand_as(loss))
     result = {"loss": loss.detach().float(), "z_loss": None if z is None else z.detach().float()}
     for k, t in mine.items():
         result[f"grad_{k}"] = None if t is None or t.grad is None else t.grad.detach().clone()
