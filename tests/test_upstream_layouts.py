@@ -82,3 +82,32 @@ def test_flce_none_through_an_expanded_upstream(device):
     hr, wr = h.detach().double().requires_grad_(), w.detach().double().requires_grad_()
     F.cross_entropy(hr @ wr.T, t, reduction="none").sum().backward()
     assert tolerance.rel_error(h.grad, hr.grad) < 1e-6 and tolerance.rel_error(w.grad, wr.grad) < 1e-6
+
+
+@pytest.mark.parametrize("op", ["lp", "flp"])
+def test_log_probs_through_expanded_upstreams_and_a_strided_target(device, op):
+    """logp.sum() + entropy.sum(): both upstreams expanded; the target a column of a larger tensor."""
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+    from ligerbench.kernels.log_probs import log_probs
+
+    g = torch.Generator().manual_seed(4)
+    h = torch.randn(N, H, generator=g).to(device).requires_grad_()
+    w = torch.randn(V, H, generator=g).to(device).requires_grad_()
+    t = torch.randint(0, V, (N, 2), generator=g).to(device)[:, 1]
+    if op == "lp":
+        x = (h @ w.T).detach().requires_grad_()
+        logp, ent = log_probs(x, t, temperature=0.7)
+        leaves, ref_leaves = [x], [x.detach().double().requires_grad_()]
+        z = ref_leaves[0] / 0.7
+    else:
+        logp, ent = fused_linear_log_probs(h, w, t, temperature=0.7, chunk_rows=7)
+        leaves = [h, w]
+        ref_leaves = [h.detach().double().requires_grad_(), w.detach().double().requires_grad_()]
+        z = (ref_leaves[0] @ ref_leaves[1].T) / 0.7
+    (logp.sum() + ent.sum()).backward()
+    lsm = torch.log_softmax(z, -1)
+    ref_logp = lsm.gather(1, t[:, None]).squeeze(1)
+    (ref_logp.sum() - (lsm.exp() * lsm).sum()).backward()
+    assert tolerance.rel_error(logp, ref_logp) < 1e-5
+    for got, ref in zip(leaves, ref_leaves, strict=True):
+        assert tolerance.rel_error(got.grad, ref.grad) < 1e-5
