@@ -51,6 +51,15 @@ recomputes the logits in backward pays 8*N*H*V):
   "dtype" 42.5 ms and 1254 MiB extra, "fp32" 50.4 ms and 3258 MiB.
   The bias gradient always accumulates in fp32 with Kahan compensation (it is only V floats).
 
+- `split`: "tokens" is the design above. "vocab" computes each row's log-probability of its
+  target with the fused linear log-probs op (kernels/fused_linear_log_probs.py: the logits cut
+  into vocabulary slices, recomputed in backward, the weight gradient of a slice formed once
+  with K = N; 8*N*H*V FLOPs) and the loss from it in PyTorch: -logp * class weight * token
+  weight, reduced. It has no label smoothing and no z-loss. "auto" (default) takes "vocab" when
+  those are off and the budget leaves fewer than VOCAB_SPLIT_BELOW tokens a chunk over more than
+  one chunk: there the weight-gradient accumulation costs more than the recomputed logits (the
+  Gemma-2 head, V=256000, 192 tokens a chunk: kernels/NOTES.md, session 10).
+
 Output: the loss in float32 (shape of `target` for reduction="none"), like kernels/cross_entropy.
 The gradients have the dtype of the tensors they belong to.
 """
@@ -81,6 +90,21 @@ DEFAULT_CHUNK_BYTES = 192 * 2**20
 _TILE = 64  # 128 left the Gemma-2 head (V=256000) at 128 tokens a chunk where 196 fit: 64 chunks, not 43
 GradWeightAccum = Literal["auto", "fp32", "dtype"]
 AUTO_DTYPE_MAX_CHUNKS = 32
+Split = Literal["auto", "tokens", "vocab"]
+VOCAB_SPLIT_BELOW = 256  # "auto": chunks of fewer tokens than this go the vocabulary way
+
+
+def resolve_split(split: str, n_tokens: int, chunk: int | None, label_smoothing: float, z_loss_scale: float) -> str:
+    """ "tokens" or "vocab" for `split` (module docstring); `chunk` is None when `chunk_tokens`
+    forced the chunking (then "auto" keeps the chunks it was asked for)."""
+    if split not in ("auto", "tokens", "vocab"):
+        raise ValueError(f"split must be 'auto', 'tokens' or 'vocab', got {split!r}")
+    fits = label_smoothing == 0.0 and z_loss_scale == 0.0
+    if split == "vocab" and not fits:
+        raise ValueError("split='vocab' has no label smoothing and no z-loss: use split='tokens'")
+    if split != "auto":
+        return split
+    return "vocab" if fits and chunk is not None and chunk < VOCAB_SPLIT_BELOW and n_tokens > chunk else "tokens"
 
 
 def check_accum(accum: str) -> None:
@@ -388,6 +412,7 @@ def fused_linear_cross_entropy(
     chunk_tokens: int | None = None,
     grad_weight_accum: GradWeightAccum = "auto",
     check_targets: CheckTargets = True,
+    split: Split = "auto",
 ):
     """Cross entropy of `hidden @ weight.T + bias` against class ids `target`, chunk by chunk.
 
@@ -408,8 +433,21 @@ def fused_linear_cross_entropy(
     check_targets: as in kernels.cross_entropy.cross_entropy: True (default) checks the targets
     on the device on a GPU (no host sync; a device-side assertion) and on the host elsewhere
     (ValueError); "host" / "device" pick one; False skips it (bad rows give NaN).
+    split: "auto", "tokens" or "vocab": how the work is cut (module docstring).
     One backward per forward (the gradients are formed in forward, except for reduction="none").
     """
+    n_tokens = target.numel()
+    chunk = (
+        None
+        if chunk_tokens is not None
+        else chunk_size(n_tokens, weight.shape[0], SHARED_LOGIT_BYTES, chunk_bytes, None)
+    )
+    if resolve_split(split, n_tokens, chunk, label_smoothing, z_loss_scale) == "vocab":
+        loss = _by_vocabulary(
+            hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction, softcap,
+            chunk_bytes, check_targets,
+        )  # fmt: skip
+        return (loss, torch.zeros_like(loss)) if return_z_loss else loss
     loss, zloss = FusedLinearCrossEntropyFunction.apply(
         hidden,
         weight,
@@ -428,3 +466,43 @@ def fused_linear_cross_entropy(
         check_targets,
     )
     return (loss, zloss) if return_z_loss else loss
+
+
+def _by_vocabulary(
+    hidden,
+    weight,
+    bias,
+    target,
+    class_weight,
+    token_weight,
+    ignore_index,
+    reduction,
+    softcap,
+    chunk_bytes,
+    check_targets,
+):
+    """split="vocab": the loss from the fused linear log-probs of the targets (module docstring);
+    autograd carries -class weight * token weight (/ the mean's denominator) into its backward."""
+    from .fused_linear_log_probs import fused_linear_log_probs  # it imports this module
+
+    _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, 0.0, softcap)
+    n_classes = weight.shape[0]
+    check = resolve_check(check_targets, hidden.device)
+    if check == "host":
+        check_targets_in_range(target.reshape(-1), n_classes, ignore_index)
+    elif check == "device":
+        check_targets_on_device(target.reshape(-1).contiguous(), n_classes, ignore_index)
+    logp, _ = fused_linear_log_probs(
+        hidden, weight, target, bias=bias, softcap=softcap, ignore_index=ignore_index, chunk_bytes=chunk_bytes
+    )
+    loss = -logp  # an ignored row's log-prob is 0: its loss is 0 and it passes no gradient
+    if class_weight is not None:
+        counted = target != ignore_index
+        loss = loss * class_weight.float()[torch.where(counted, target, 0).clamp(0, n_classes - 1)]
+    if token_weight is not None:
+        loss = loss * token_weight.float()
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / mean_denominator(target.reshape(-1), class_weight, ignore_index, n_classes)

@@ -54,6 +54,13 @@ def _load_ours_chunks(accum: str, chunks: int):
     return call
 
 
+def _vocab_split_supports(case: Case) -> str | None:
+    opts = OPTIONS[case.option]
+    if opts.get("label_smoothing") or opts.get("z_loss_scale"):
+        return "split='vocab' has no label smoothing and no z-loss (the kernel refuses them)"
+    return None
+
+
 def _many_chunks_supports(case: Case) -> str | None:
     if case.dtype == "fp32":
         return "accumulation modes differ only in 16-bit dtypes (in fp32 'dtype' is 'fp32')"
@@ -185,6 +192,14 @@ PROVIDERS = (
         description=f"ours with {SMALL_CHUNK_TOKENS}-token chunks (partial and fully ignored chunks)",
         load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS),
         settings={"chunk_tokens": SMALL_CHUNK_TOKENS},
+    ),
+    Provider(
+        name="ours_vocab_split",
+        kernel="flce",
+        description="ours cut by vocabulary slices (split='vocab', what 'auto' takes at Gemma-2-sized heads)",
+        load=lambda: _load_ours(split="vocab"),
+        supports=_vocab_split_supports,
+        settings={"split": "vocab"},
     ),
     *(
         Provider(
