@@ -56,6 +56,7 @@ class Life:
 
     def done(self, n: int = 1) -> None:
         self.completed += n
+        reassert_signals()
 
     @property
     def interrupted(self) -> bool:
@@ -188,6 +189,21 @@ def torch_logs_to(path) -> Iterator[None]:
         handler.close()
 
 
+_REASSERT: list = []  # the handler of the stop_signals in force, if any
+
+
+def reassert_signals() -> None:
+    """Put stop_signals' handler back at the C level, once per unit of work (Life.done). Native
+    code can replace it behind Python's back: the first Triton compile on a GPU registers LLVM's
+    signal handlers (seen on an H100: a SIGTERM during `verify --kernel flce --preset full` then
+    ended the process at once, with no summary and a manifest at 0 rows, while
+    signal.getsignal still named ours). LLVM registers once a process, so from the unit after
+    the first compile on, the run ends cleanly."""
+    if _REASSERT and _main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, _REASSERT[-1])
+
+
 def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -212,9 +228,11 @@ def stop_signals() -> Iterator[None]:
         raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
 
     previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    _REASSERT.append(stop)
     try:
         yield
     finally:
+        _REASSERT.remove(stop)
         for s, handler in previous.items():
             # once a real signal arrived the process is on its way out: a repeat (`timeout`
             # signals the process, then its group) must not kill it with the default action
