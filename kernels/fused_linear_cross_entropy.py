@@ -70,6 +70,7 @@ from typing import Literal
 
 import torch
 
+from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .cross_entropy import (
     CheckTargets,
     Reduction,
@@ -82,12 +83,8 @@ from .cross_entropy import (
     validate_loss_options,
 )
 from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_over_logits, logits_fp32
+from .fused_linear_log_probs import fused_linear_log_probs
 
-# 192 MiB of logits per chunk: at N=8192 the Llama-3-8B head (V=128256, bf16) gets chunks of
-# 768 tokens and the Gemma-2 head (V=256000) 384; with the gradients themselves (1066 and
-# 1161 MiB) that stays under the 1.25 / 1.35 GiB design targets (docs/performance.md) in "dtype" accumulation.
-DEFAULT_CHUNK_BYTES = 192 * 2**20
-_TILE = 64  # 128 left the Gemma-2 head (V=256000) at 128 tokens a chunk where 196 fit: 64 chunks, not 43
 GradWeightAccum = Literal["auto", "fp32", "dtype"]
 AUTO_DTYPE_MAX_CHUNKS = 32
 Split = Literal["auto", "tokens", "vocab"]
@@ -118,20 +115,6 @@ def resolve_accum(accum: str, n_tokens: int, chunk: int) -> str:
     if accum != "auto":
         return accum
     return "dtype" if -(-n_tokens // max(chunk, 1)) <= AUTO_DTYPE_MAX_CHUNKS else "fp32"
-
-
-def chunk_size(n_tokens: int, n_classes: int, logit_bytes: int, chunk_bytes: int, chunk_tokens: int | None) -> int:
-    """Tokens per chunk: `chunk_tokens` if given, else the most whose logits fit `chunk_bytes`."""
-    if chunk_tokens is not None:
-        if chunk_tokens < 1:
-            raise ValueError(f"chunk_tokens must be >= 1, got {chunk_tokens}")
-        return min(chunk_tokens, max(n_tokens, 1))
-    if chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes must be >= 1, got {chunk_bytes}")
-    rows = max(chunk_bytes // max(n_classes * logit_bytes, 1), 1)
-    if rows > _TILE:
-        rows -= rows % _TILE
-    return min(rows, max(n_tokens, 1))
 
 
 def plan(
@@ -483,8 +466,6 @@ def _by_vocabulary(
 ):
     """split="vocab": the loss from the fused linear log-probs of the targets (module docstring);
     autograd carries -class weight * token weight (/ the mean's denominator) into its backward."""
-    from .fused_linear_log_probs import fused_linear_log_probs  # it imports this module
-
     _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, 0.0, softcap)
     n_classes = weight.shape[0]
     check = resolve_check(check_targets, hidden.device)

@@ -51,8 +51,8 @@ from typing import Literal
 
 import torch
 
+from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
-from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, chunk_size
 from .log_probs import (
     N_STATS,
     log_probs_grad_rows,

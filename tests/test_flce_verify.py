@@ -43,13 +43,16 @@ def test_verify_flce_passes_on_a_slice(tmp_path):
         mine = records[records["provider"] == provider]
         assert (mine["verdict"] == "pass").all()
         assert len(mine) == len(records[records["provider"] == "eager"])  # nothing skipped
-    # the GPU-only peers say why they did not run, and the 72-chunk settings need 72 tokens
+    # the GPU-only peers say why they did not run, the 72-chunk settings need 72 tokens, and the
+    # vocabulary split refuses the slice's label smoothing and z-loss
     skipped = records[records["verdict"] == "skip"]
     many = {"ours_dtype_32_chunks", "ours_fp32_72_chunks", "ours_auto_72_chunks"}
-    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce", *many}
+    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce", "ours_vocab_split", *many}
     gpu_only = skipped["provider"].isin(["torch_compile", "liger", "cce"])
+    vocab = skipped["provider"] == "ours_vocab_split"
     assert skipped.loc[gpu_only, "message"].str.contains("runs on cuda only").all()
-    assert skipped.loc[~gpu_only, "message"].str.contains("fewer than 72 tokens").all()
+    assert skipped.loc[vocab, "message"].str.contains("no label smoothing and no z-loss").all()
+    assert skipped.loc[~gpu_only & ~vocab, "message"].str.contains("fewer than 72 tokens").all()
 
 
 def test_verify_catches_a_chunk_loop_that_drops_the_last_partial_chunk(tmp_path):

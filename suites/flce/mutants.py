@@ -67,7 +67,7 @@ def _wraps_at_64_chunks(hidden, weight, target, *, bias, token_weight, **opts):
 def _one_chunk_upstream_ignored(hidden, weight, target, **opts):
     """When every token fits in one chunk, a fast path returns the gradients formed in forward
     without scaling them by the upstream scalar (mean and sum)."""
-    from ligerbench.kernels.fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES, chunk_size
+    from ligerbench.kernels.chunking import DEFAULT_CHUNK_BYTES, chunk_size
 
     loss, z = _ours(hidden, weight, target, **opts)
     n = target.numel()
