@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench.axes import Axis
-from ligerbench.problems import Outcome, Spy, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.problems import Outcome, Spy, as_handed, copies_of, fresh_view, layout_of, same_bits, written
 
 IGNORE = -100
 
@@ -60,10 +60,14 @@ def make_target(rows: tuple[int, ...], k: int | None, v: int, pattern: str, gen)
 
 
 def make_upstream(kind: str, logp_shape, entropy_shape, gen):
-    """(dlogp or None, dentropy or None): one output, the other, both, or both with some rows
-    exactly zero (rows a trainer masks out: they must give exactly nothing, never NaN)."""
+    """(dlogp or None, dentropy or None): one output, the other, both, both with some rows
+    exactly zero (rows a trainer masks out: they must give exactly nothing, never NaN), or the
+    ones autograd hands for `logp.sum() + entropy.sum()`: a 1 expanded over the rows (stride 0,
+    one element of storage; kept so on the way to the provider: problems.as_handed)."""
     dl = torch.randn(logp_shape, generator=gen)
     de = torch.randn(entropy_shape, generator=gen) * 0.5
+    if kind == "sums":
+        return torch.ones(()).expand(logp_shape), torch.ones(()).expand(entropy_shape)
     if kind == "logp":
         return dl, None
     if kind == "entropy":
@@ -93,10 +97,10 @@ def run_outputs(fn, tensors: dict, grad_names: tuple[str, ...], side: dict, opti
     outs, ups = [], []
     if dl is not None:
         outs.append(logp)
-        ups.append(dl.to(device=logp.device, dtype=logp.dtype))
+        ups.append(as_handed(dl, device=logp.device, dtype=logp.dtype))
     if de is not None:
         outs.append(entropy)
-        ups.append(de.to(device=entropy.device, dtype=entropy.dtype))
+        ups.append(as_handed(de, device=entropy.device, dtype=entropy.dtype))
     if any(o.requires_grad for o in outs):
         torch.autograd.backward(outs, ups)
     values = {"logp": logp.detach().clone(), "entropy": entropy.detach().clone()}
@@ -134,12 +138,14 @@ TARGETS = Axis("targets", "tokens scored per row", (1, 3), tag="k", default=1, m
     1: "the sampled token (GRPO, PPO, DPO)",
     3: "a teacher's top-K tokens (on-policy distillation)",
 })  # fmt: skip
-UPSTREAM = Axis("upstream", "which outputs backward receives gradients for", ("both", "logp", "entropy", "zero_rows"),
+UPSTREAM = Axis("upstream", "which outputs backward receives gradients for", ("both", "logp", "entropy", "zero_rows",
+                "sums"),
                 tag="up-", default="both", means={
     "both": "a policy loss with an entropy bonus",
     "logp": "a policy loss alone (entropy only logged)",
     "entropy": "an entropy regulariser alone (TRL #6625: its gradient dropped)",
     "zero_rows": "both, with rows a trainer masks out as exact zeros (VeOmni #720: NaN at p = 0)",
+    "sums": "logp.sum() + entropy.sum(): each upstream a 1 expanded over the rows, stride 0 (docs/bugs.md bug 8)",
 })  # fmt: skip
 IGNORE_PATTERN = Axis("ignore_pattern", "which targets are ignore_index (-100)", ("none", "random", "leading_run",
                       "all"), default="random", means={

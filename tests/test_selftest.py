@@ -29,6 +29,7 @@ MUST_KILL = {
     "mutant_lp_max_from_zero": "correctness",
     "mutant_lp_entropy_nan_at_zero": "correctness",
     "mutant_lp_ignores_logit_scale": "correctness",
+    "mutant_lp_upstream_read_dense": "gradients",  # logp.sum() + entropy.sum(): expanded upstreams
     "mutant_flp_temperature_on_logp": "correctness",
     "mutant_flp_scale_after_softcap": "correctness",
     "mutant_flp_entropy_grad_dropped": "gradients",
@@ -36,6 +37,7 @@ MUST_KILL = {
     "mutant_flp_ignores_logit_scale": "correctness",
     "mutant_flp_rounded_logits": "correctness",
     "mutant_flp_per_chunk_softmax": "correctness",
+    "mutant_flp_upstream_read_dense": "gradients",
     "mutant_first_row_upstream": "gradients",
     "mutant_softcap_no_tanh_grad": "gradients",
     "mutant_mean_counts_ignored": "correctness",

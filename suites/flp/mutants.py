@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ligerbench.registry import Provider
 from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.input_mutants import upstream_read_dense, with_upstream
 from ligerbench.suites.log_prob_mutants import BUGS, buggy
 
 HEAD_BUGS = (
@@ -44,6 +45,17 @@ def per_chunk_softmax(hidden, weight, target, *, bias=None, **options):
     return logp_lo, ent_lo
 
 
+def _upstream_read_dense():
+    """Our op with each output's upstream read row by row as a dense vector."""
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+
+    def fn(hidden, weight, target, **options):
+        logp, entropy = fused_linear_log_probs(hidden, weight, target, **options)
+        return with_upstream(logp, upstream_read_dense), with_upstream(entropy, upstream_read_dense)
+
+    return fn
+
+
 def _mutant(name, about, load, slices=()) -> Provider:
     return Provider(name=f"mutant_flp_{name}", kernel="flp", description=about, load=load, mutant=True, targets=slices)
 
@@ -53,4 +65,7 @@ PROVIDERS = (
     _mutant("rounded_logits", "logits rounded to the inputs' dtype before the float32 math", lambda: rounded_logits,
             ({"dtype": "bf16"},)),
     _mutant("per_chunk_softmax", "the softmax normalised over half the vocabulary", lambda: per_chunk_softmax),
+    # invisible with a materialised upstream: the harness hands the expanded one autograd hands
+    _mutant("upstream_read_dense", "each upstream read as a dense vector: logp.sum() + entropy.sum() hands a 1 "
+            "expanded over the rows (docs/bugs.md bug 8)", _upstream_read_dense, ({"upstream": "sums"},)),
 )  # fmt: skip

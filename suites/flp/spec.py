@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from ligerbench.cases import DTYPES, Case, batch_split, generator_for
-from ligerbench.problems import Outcome
+from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs
 
@@ -72,7 +72,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLPProblem:
                    ignore_index=IGNORE)  # fmt: skip
     return FLPProblem(
         _cast(hidden, dtype, device), w.to(dtype).to(device), None if b is None else b.to(dtype).to(device),
-        target.to(device), tuple(u if u is None else u.to(device) for u in upstream), options,
+        target.to(device), tuple(u if u is None else as_handed(u, device=device) for u in upstream), options,
     )  # fmt: skip
 
 
@@ -106,7 +106,7 @@ def _in(problem: FLPProblem, dtype: torch.dtype) -> Outcome:
     def up(t):
         return None if t is None else _cast(t, dtype, t.device)
 
-    ups = tuple(u if u is None else u.to(dtype) for u in problem.upstream)
+    ups = tuple(u if u is None else as_handed(u, dtype=dtype) for u in problem.upstream)
     p = FLPProblem(up(problem.hidden), up(problem.weight), up(problem.bias), problem.target, ups, problem.options)
     return run_flp(flp_semantics, p)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from ligerbench.cases import DTYPES, Case, batch_split, generator_for
-from ligerbench.problems import Outcome
+from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs, shape_logits
 
@@ -67,7 +67,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> LPProblem:
         if laid.device != logits.device
         else laid
     )
-    return LPProblem(laid, target.to(device), tuple(u if u is None else u.to(device) for u in upstream),
+    return LPProblem(laid, target.to(device), tuple(u if u is None else as_handed(u, device=device) for u in upstream),
                      options_of(case))  # fmt: skip
 
 
@@ -95,7 +95,7 @@ def eager_in_dtype(problem: LPProblem) -> Outcome:
 
 
 def _in(problem: LPProblem, dtype: torch.dtype) -> Outcome:
-    up = tuple(u if u is None else u.to(dtype) for u in problem.upstream)
+    up = tuple(u if u is None else as_handed(u, dtype=dtype) for u in problem.upstream)
     p = LPProblem(_upcast(problem.logits, dtype), problem.target, up, problem.options)
     return run_lp(_semantics, p)
 

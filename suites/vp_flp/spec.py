@@ -32,7 +32,7 @@ import torch.distributed as dist
 
 from ligerbench.cases import Case
 from ligerbench.distributed.simulated import run_ranks
-from ligerbench.problems import Outcome, same_bits
+from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flp import spec as flp
 from ligerbench.suites.vp_ce.spec import (
     RanksOutOfStep,
@@ -108,7 +108,7 @@ def _rank(fn, problem: VPFLPProblem, rank: int, group) -> dict:
     for out, up in ((logp, dl), (entropy, de)):
         if up is not None:
             outs.append(out)
-            ups.append(up.to(device=out.device, dtype=out.dtype).reshape(out.shape))
+            ups.append(as_handed(up, device=out.device, dtype=out.dtype).reshape(out.shape))
     if any(o.requires_grad for o in outs):
         torch.autograd.backward(outs, ups)
     result = {"logp": logp.detach().clone(), "entropy": entropy.detach().clone(),
