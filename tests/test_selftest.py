@@ -88,6 +88,7 @@ MUST_KILL = {
     "mutant_unit_sum_as_mean": "gradients",  # upstream ones with sum
     "mutant_upstream_read_dense": "gradients",  # none, the expanded ones of loss.sum().backward()
     "mutant_flce_upstream_read_dense": "gradients",
+    "mutant_vpf_upstream_read_dense": "gradients",
     "mutant_ignores_storage_offset": "correctness",  # flce layout kept_slice
     "mutant_flce_targets_flattened_transposed": "correctness",  # flce layout 3d
     "mutant_wraps_at_64_chunks": "gradients",  # flce >= 64 chunks

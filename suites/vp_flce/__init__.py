@@ -16,6 +16,7 @@ size and dtype the grid crosses:
   D  confident hidden states (docs/bugs.md, bug 6 across ranks) and large logits under softcap
   E  shapes: V=256 (even over 2 ranks; V=257 is uneven over 2 and 3), V=2 over 3 ranks leaves an
      empty shard, one token, and hidden states [B, T, H]
+  F  none with the ones of `loss.sum().backward()`: a 1 expanded over the rows (docs/bugs.md, bug 8)
 Chunking is a provider axis (suites/vp_flce/providers.py): `ours` runs the quick cases in one chunk,
 `ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
 partial). Targets on another rank than a given shard are in every case.
@@ -42,7 +43,8 @@ SIZES = {
 }
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
 NONE_RANDOM, MEAN_ONES, SUM_RANDOM = ("none", "random"), ("mean", "ones"), ("sum", "random")
-MORE = (("none", "ones"), ("mean", "accum"), ("sum", "grad_scaler"))  # full preset only
+NONE_ONES = ("none", "ones")
+MORE = (NONE_ONES, ("mean", "accum"), ("sum", "grad_scaler"))  # full preset only
 
 
 def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
@@ -78,6 +80,7 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
                 cases.append(red(variant).replace(n=sn, v=sv, h=sh))
             cases.append(red(NONE_RANDOM).replace(layout="3d", option="all", bias=True))
             cases.append(red(SUM_RANDOM).replace(layout="3d"))
+            cases.append(red(NONE_ONES))  # F: loss.sum().backward()'s expanded ones (full: A's MORE)
     return list(dict.fromkeys(cases))
 
 

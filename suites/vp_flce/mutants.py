@@ -13,6 +13,7 @@ import functools
 import torch
 
 from ligerbench.registry import Provider
+from ligerbench.suites.input_mutants import upstream_read_dense
 from ligerbench.suites.vp_ce.mutants import local_vocab_merged
 from ligerbench.suites.vp_flce.providers import three_chunks
 
@@ -73,6 +74,16 @@ def _upstream_ignored():
 
     def backward(cls, ctx, grad_loss, grad_zloss):
         return _base().backward.__func__(cls, ctx, torch.ones_like(grad_loss), grad_zloss)
+
+    return _with_parts(backward=classmethod(backward))
+
+
+def _upstream_read_dense():
+    """Backward reads reduction none's upstream as a dense vector: wrong for the stride-0 one of
+    loss.sum().backward() (docs/bugs.md, bug 8), right for a materialised one."""
+
+    def backward(cls, ctx, grad_loss, grad_zloss):
+        return _base().backward.__func__(cls, ctx, upstream_read_dense(grad_loss), grad_zloss)
 
     return _with_parts(backward=classmethod(backward))
 
@@ -197,6 +208,13 @@ PROVIDERS = (
         "backward ignores the upstream gradient (per-row for reduction none, a scale otherwise)",
         _upstream_ignored,
         targets=({**FP32, "upstream": "random", "option": "plain", "ignore_pattern": "random_10"},),
+    ),
+    _mutant(
+        "mutant_vpf_upstream_read_dense",
+        "reduction='none': the upstream read row by row as a dense vector (loss.sum().backward() hands a 1 "
+        "expanded over the rows)",
+        _upstream_read_dense,
+        targets=({**FP32, "reduction": "none", "upstream": "ones"},),
     ),
     _mutant(
         "mutant_vpf_dh_in_hidden",
