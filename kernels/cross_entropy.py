@@ -122,9 +122,12 @@ def _row_finish(
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
     POLICY: tl.constexpr,
+    SYNC: tl.constexpr,
 ):
     """From one row's pass-1 statistics: store its loss, z-loss and lse, then (WRITE_GRAD)
-    pass 2, which writes the row's gradient for an upstream gradient of 1."""
+    pass 2, which writes the row's gradient for an upstream gradient of 1. SYNC (the gradient
+    shares the logits' storage, _sync_level): 1, every warp has read the target's logit before
+    any gradient is stored; 2, also every block before any warp stores its gradient."""
     offs = tl.arange(0, BLOCK_V)
     n_blocks = tl.cdiv(V, BLOCK_V)
     # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
@@ -182,6 +185,12 @@ def _row_finish(
         # reads and the gradient stores ask L2 not to keep their lines. The fused linear kernel
         # relies on this order and on each block being read before its gradient is stored: it
         # lays a 16-bit gradient over the upper half of the float32 row (grad_over_logits).
+        # A program's warps run apart (nothing in this loop waits for the others), so a warp
+        # ahead could store over logits a warp behind has yet to load (seen on an H100:
+        # docs/bugs.md, bug 9). SYNC 2 puts a barrier after each block's gradient is computed,
+        # so every warp's loads of it and of earlier blocks are done before any store.
+        if SYNC == 1:
+            tl.debug_barrier()
         x_next = load_block(x_row, (n_blocks - 1) * BLOCK_V + offs, V, POLICY)
         for rb in range(0, n_blocks):
             cols = (n_blocks - 1 - rb) * BLOCK_V + offs
@@ -199,6 +208,8 @@ def _row_finish(
             g = tl.where(cols == t, g_y, g) * scale
             if SOFTCAP:
                 g = g * dx
+            if SYNC == 2:
+                tl.debug_barrier()
             tl.store(
                 g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row, eviction_policy=POLICY
             )
@@ -248,6 +259,7 @@ def _ce_fwd_kernel(
     ROUND_BY_HAND: tl.constexpr,
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
+    SYNC: tl.constexpr,  # barriers for a gradient that shares the logits' storage (_sync_level)
 ):
     """One program per row: pass 1 (statistics), then loss and pass 2 (gradient)."""
     row = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
@@ -266,7 +278,7 @@ def _ce_fwd_kernel(
             row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
             denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
             HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
-            ROUND_BY_HAND, POLICY_DROP,
+            ROUND_BY_HAND, POLICY_DROP, SYNC,
         )  # fmt: skip
 
 
@@ -443,9 +455,22 @@ def cross_entropy_rows(
         ROUND_BY_HAND=_INTERPRETED,
         POLICY_KEEP="evict_last" if _L2_HINTS else "",
         POLICY_DROP="evict_first" if _L2_HINTS else "",
+        SYNC=_sync_level(grad_out, logits) if write_grad else 0,
         num_warps=num_warps,
     )
     return loss, zloss, lse
+
+
+def _sync_level(grad: torch.Tensor, logits: torch.Tensor) -> int:
+    """0: the gradient has storage of its own. 1: it is the logits themselves (in place: a
+    thread overwrites only the elements it has just read, but the target's logit is read by
+    every warp before pass 2). 2: it lies over the logits with another element size or layout
+    (the fused linear kernel's 16-bit gradient over float32 logits, fp32_products.grad_over_logits):
+    a store lands on logits other warps read."""
+    if grad.untyped_storage().data_ptr() != logits.untyped_storage().data_ptr():
+        return 0
+    same = grad.element_size() == logits.element_size() and grad.stride() == logits.stride()
+    return 1 if same and grad.storage_offset() == logits.storage_offset() else 2
 
 
 def scale_rows_(grad: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
