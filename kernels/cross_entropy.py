@@ -384,6 +384,15 @@ def check_targets_on_device(target: torch.Tensor, n_classes: int, ignore_index: 
     torch._assert_async(ok, f"a target is outside [0, {n_classes}) and not ignore_index={ignore_index} (cross_entropy)")
 
 
+def run_target_check(check_targets, target: torch.Tensor, n_classes: int, ignore_index: int) -> None:
+    """The range check `check_targets` asks for (resolve_check) on a 1-D contiguous `target`."""
+    where = resolve_check(check_targets, target.device)
+    if where == "host":
+        check_targets_in_range(target, n_classes, ignore_index)
+    elif where == "device":
+        check_targets_on_device(target, n_classes, ignore_index)
+
+
 def mean_denominator(
     target: torch.Tensor, weight: torch.Tensor | None, ignore_index: int, n_classes: int
 ) -> torch.Tensor:
@@ -567,11 +576,7 @@ class CrossEntropyFunction(torch.autograd.Function):
         t = target.reshape(-1).contiguous()  # the kernels read the ids as a dense vector
         tw = token_weight.reshape(-1).float() if token_weight is not None else None
         w = weight.float().contiguous() if weight is not None else None
-        check = resolve_check(check_targets, x.device)
-        if check == "host":
-            check_targets_in_range(t, n_cols, ignore_index)
-        elif check == "device":
-            check_targets_on_device(t, n_cols, ignore_index)
+        run_target_check(check_targets, t, n_cols, ignore_index)
         denom = mean_denominator(t, w, ignore_index, n_cols) if reduction == "mean" else None
 
         options = dict(weight=w, ignore_index=ignore_index, label_smoothing=label_smoothing, softcap=softcap,

@@ -74,11 +74,9 @@ from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .cross_entropy import (
     CheckTargets,
     Reduction,
-    check_targets_in_range,
-    check_targets_on_device,
     cross_entropy_rows,
     mean_denominator,
-    resolve_check,
+    run_target_check,
     scale_rows_,
     validate_loss_options,
 )
@@ -280,11 +278,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         t = target.reshape(-1).contiguous()
         tw = token_weight.reshape(-1).float().contiguous() if token_weight is not None else None
         cw = class_weight.float().contiguous() if class_weight is not None else None
-        check = resolve_check(check_targets, h.device)
-        if check == "host":
-            check_targets_in_range(t, n_classes, ignore_index)
-        elif check == "device":
-            check_targets_on_device(t, n_classes, ignore_index)
+        run_target_check(check_targets, t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
         chunk, grad_weight_accum = plan(
             h.shape[0], n_classes, h.shape[1], SHARED_LOGIT_BYTES, chunk_bytes, chunk_tokens, grad_weight_accum
@@ -468,11 +462,7 @@ def _by_vocabulary(
     autograd carries -class weight * token weight (/ the mean's denominator) into its backward."""
     _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, 0.0, softcap)
     n_classes = weight.shape[0]
-    check = resolve_check(check_targets, hidden.device)
-    if check == "host":
-        check_targets_in_range(target.reshape(-1), n_classes, ignore_index)
-    elif check == "device":
-        check_targets_on_device(target.reshape(-1).contiguous(), n_classes, ignore_index)
+    run_target_check(check_targets, target.reshape(-1).contiguous(), n_classes, ignore_index)
     logp, _ = fused_linear_log_probs(
         hidden, weight, target, bias=bias, softcap=softcap, ignore_index=ignore_index, chunk_bytes=chunk_bytes
     )
