@@ -70,6 +70,7 @@ from typing import Literal
 
 import torch
 
+from . import shifted_logits
 from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .cross_entropy import (
     CheckTargets,
@@ -86,7 +87,8 @@ from .fused_linear_log_probs import fused_linear_log_probs
 GradWeightAccum = Literal["auto", "fp32", "dtype"]
 AUTO_DTYPE_MAX_CHUNKS = 32
 Split = Literal["auto", "tokens", "vocab"]
-VOCAB_SPLIT_BELOW = 256  # "auto": chunks of fewer tokens than this go the vocabulary way
+Store = Literal["auto", "float32", "shifted16"]
+VOCAB_SPLIT_BELOW = 384  # "auto": chunks of fewer tokens than this go the vocabulary way
 
 
 def resolve_split(split: str, n_tokens: int, chunk: int | None, label_smoothing: float, z_loss_scale: float) -> str:
@@ -100,6 +102,48 @@ def resolve_split(split: str, n_tokens: int, chunk: int | None, label_smoothing:
     if split != "auto":
         return split
     return "vocab" if fits and chunk is not None and chunk < VOCAB_SPLIT_BELOW and n_tokens > chunk else "tokens"
+
+
+def resolve_store(
+    store: str, dtype: torch.dtype, label_smoothing: float, softcap, z_loss_scale: float, n_classes: int, device
+) -> str:
+    """ "float32" or "shifted16" for `store` (module docstring). "auto" takes "shifted16" where
+    it may (bfloat16, no smoothing, softcap or z-loss) and where its 2 bytes buy a larger chunk
+    (not when the vocabulary is at most two float32 slices wide: then a token of it costs the
+    same 4 bytes a logit, and the slicing only adds launches: Mistral-7B's head, kernels/NOTES.md)."""
+    if store not in ("auto", "float32", "shifted16"):
+        raise ValueError(f"store must be 'auto', 'float32' or 'shifted16', got {store!r}")
+    fits = dtype == torch.bfloat16 and label_smoothing == 0.0 and not softcap and z_loss_scale == 0.0
+    if store == "shifted16" and not fits:
+        raise ValueError(
+            "store='shifted16' takes bfloat16 inputs without label smoothing, softcap or z-loss: use store='float32'"
+        )
+    if store != "auto":
+        return store
+    smaller = shifted_logits.chunk_row_bytes(n_classes, device) < SHARED_LOGIT_BYTES * n_classes
+    return "shifted16" if fits and smaller else "float32"
+
+
+def store_row_bytes(store: str, n_classes: int, device: torch.device) -> tuple[int, int]:
+    """(bytes a logit, other bytes a token) of a chunk kept as `store`, for plan()."""
+    if store == "float32":
+        return SHARED_LOGIT_BYTES, 0
+    return 2, shifted_logits.chunk_row_bytes(n_classes, device) - 2 * n_classes
+
+
+def resolve_split_and_store(
+    split, store, n_tokens, n_classes, dtype, device, label_smoothing, softcap, z_loss_scale, chunk_bytes, chunk_tokens
+) -> tuple[str, str, int | None]:
+    """(split, store, tokens a chunk of that store: None when chunk_tokens forces it) as "auto"
+    resolves them for a call: the store first, then the split from the store's chunk."""
+    kept = resolve_store(store, dtype, label_smoothing, softcap, z_loss_scale, n_classes, device)
+    logit_bytes, extra = store_row_bytes(kept, n_classes, device)
+    chunk = (
+        None
+        if chunk_tokens is not None
+        else chunk_size(n_tokens, n_classes * logit_bytes + extra, 1, chunk_bytes, None)
+    )
+    return resolve_split(split, n_tokens, chunk, label_smoothing, z_loss_scale), kept, chunk
 
 
 def check_accum(accum: str) -> None:
@@ -123,6 +167,7 @@ def plan(
     chunk_bytes: int,
     chunk_tokens: int | None,
     accum: str,
+    extra_row_bytes: int = 0,
 ) -> tuple[int, str]:
     """(tokens per chunk, weight-gradient accumulation) for a memory budget of `chunk_bytes`.
 
@@ -135,17 +180,19 @@ def plan(
     never buys a larger accumulator: the extra memory stays within max(budget, one row of
     logits) whatever the budget. With `chunk_tokens` given the budget does not size anything
     and "auto" follows the chunk count alone (resolve_accum); an explicit "fp32" gets the whole
-    budget for its logits chunk, its accumulator on top."""
+    budget for its logits chunk, its accumulator on top. `extra_row_bytes`: what else a token
+    of the chunk costs (store="shifted16": its row of the float32 slice)."""
+    row_bytes = n_classes * logit_bytes + extra_row_bytes
     if chunk_tokens is not None or accum != "auto":
-        chunk = chunk_size(n_tokens, n_classes, logit_bytes, chunk_bytes, chunk_tokens)
+        chunk = chunk_size(n_tokens, row_bytes, 1, chunk_bytes, chunk_tokens)
         return chunk, resolve_accum(accum, n_tokens, chunk)
-    chunk = chunk_size(n_tokens, n_classes, logit_bytes, chunk_bytes, None)
+    chunk = chunk_size(n_tokens, row_bytes, 1, chunk_bytes, None)
     if resolve_accum("auto", n_tokens, chunk) == "dtype":
         return chunk, "dtype"
     acc_bytes = 4 * n_classes * n_hidden
     if 2 * acc_bytes > chunk_bytes:
         return chunk, "dtype"
-    return chunk_size(n_tokens, n_classes, logit_bytes, chunk_bytes - acc_bytes, None), "fp32"
+    return chunk_size(n_tokens, row_bytes, 1, chunk_bytes - acc_bytes, None), "fp32"
 
 
 def _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap):
@@ -178,10 +225,11 @@ def _validate(hidden, weight, bias, target, class_weight, token_weight, reductio
     )  # fmt: skip
 
 
-def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows):
+def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows, store):
     """Run every chunk: logits, loss and gradient rows (in place), then the three gradient
     products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed. No host
-    sync: the chunk bounds are host integers from the shapes."""
+    sync: the chunk bounds are host integers from the shapes. `store`: how a chunk's logits are
+    kept ("float32" or "shifted16", module docstring)."""
     n, v = h.shape[0], w.shape[0]
     need_grad = need_h or need_w or need_b
     grad_h = torch.empty_like(h) if need_h else None
@@ -193,24 +241,13 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
     # Kahan compensation for the bias sum: with many chunks a plain fp32 running sum drifts
     # past eager's single reduction (seen on an H100 with 820 chunks: 1.1x the tolerance)
     grad_b_carry = torch.zeros_like(grad_b) if need_b else None
-    buf = torch.empty(min(chunk, n) * v, dtype=torch.float32, device=h.device)
     b32 = None if b is None else b.float()
+    form = (_Float32Chunks if store == "float32" else _Shifted16Chunks)(min(chunk, n), v, h.dtype, h.device)
     for start in range(0, n, chunk):
         stop = min(start + chunk, n)
         h_c = h[start:stop]
-        # float32 logits (never rounded to 16 bits) and their gradient in the inputs' dtype, in
-        # the same storage (fp32_products.grad_over_logits: the kernel reads before it writes)
-        logits = buf[: (stop - start) * v].view(stop - start, v)
-        grad = grad_over_logits(logits, h.dtype)
-        logits_fp32(h_c, w, b32, logits)
-        loss_c, zloss_c, _ = cross_entropy_rows(
-            logits,
-            t[start:stop],
-            grad_out=grad if need_grad else None,
-            denom=denom,
-            token_weight=None if tw is None else tw[start:stop],
-            **ce,
-        )
+        loss_c, zloss_c, grad = form(h_c, w, b32, t[start:stop], None if tw is None else tw[start:stop],
+                                     ce=ce, denom=denom, need_grad=need_grad)  # fmt: skip
         loss_rows[start:stop] = loss_c
         zloss_rows[start:stop] = zloss_c
         if need_h:
@@ -225,12 +262,59 @@ def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, acc
             total = grad_b + term
             grad_b_carry = (total - grad_b) - term
             grad_b = total
-    del buf  # before the fp32 accumulator's conversion: the two never coexist with it
+    del form  # its buffers go before the fp32 accumulator's conversion: the two never coexist
     if grad_w is not None and grad_w.dtype != w.dtype:
         grad_w = grad_w.to(w.dtype)
     if grad_b is not None:
         grad_b = grad_b.to(b.dtype)
     return grad_h, grad_w, grad_b
+
+
+class _Float32Chunks:
+    """store="float32": one [chunk, V] float32 logits buffer, the gradient laid over it."""
+
+    def __init__(self, rows: int, v: int, dtype: torch.dtype, device):
+        self.v, self.dtype = v, dtype
+        self.buf = torch.empty(rows * v, dtype=torch.float32, device=device)
+
+    def __call__(self, h_c, w, b32, t_c, tw_c, *, ce, denom, need_grad):
+        # float32 logits (never rounded to 16 bits) and their gradient in the inputs' dtype, in
+        # the same storage (fp32_products.grad_over_logits: the kernel reads before it writes)
+        logits = self.buf[: h_c.shape[0] * self.v].view(h_c.shape[0], self.v)
+        grad = grad_over_logits(logits, self.dtype)
+        logits_fp32(h_c, w, b32, logits)
+        loss_c, zloss_c, _ = cross_entropy_rows(
+            logits, t_c, grad_out=grad if need_grad else None, denom=denom, token_weight=tw_c, **ce
+        )
+        return loss_c, zloss_c, grad
+
+
+class _Shifted16Chunks:
+    """store="shifted16": the chunk in 2 bytes a logit (kernels/shifted_logits.py), filled one
+    float32 vocabulary slice at a time; the 16-bit gradient is written over it."""
+
+    def __init__(self, rows: int, v: int, dtype: torch.dtype, device):
+        self.v, self.dtype = v, dtype
+        self.width = shifted_logits.slice_width(v, device)
+        self.y16 = torch.empty(rows * v, dtype=torch.float16, device=device)
+        self.x32 = torch.empty(rows * self.width, dtype=torch.float32, device=device)
+        self.stats = shifted_logits.Stats(rows, v, device)
+
+    def __call__(self, h_c, w, b32, t_c, tw_c, *, ce, denom, need_grad):
+        k = h_c.shape[0]
+        y = self.y16[: k * self.v].view(k, self.v)
+        self.stats.start(k)
+        for c0 in range(0, self.v, self.width):
+            c1 = min(c0 + self.width, self.v)
+            x = self.x32[: k * (c1 - c0)].view(k, c1 - c0)
+            logits_fp32(h_c, w[c0:c1], None if b32 is None else b32[c0:c1], x)
+            shifted_logits.pack_slice(x, y, t_c, self.stats, c0)
+        grad = y.view(self.dtype) if need_grad else None
+        loss_c, _ = shifted_logits.rows_loss_grad(
+            y, grad, t_c, self.stats, ignore_index=ce["ignore_index"], class_weight=ce["weight"],
+            token_weight=tw_c, denom=denom,
+        )  # fmt: skip
+        return loss_c, torch.zeros_like(loss_c), grad
 
 
 def _scale_(g: torch.Tensor, up: torch.Tensor) -> None:
@@ -267,6 +351,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         chunk_tokens,
         grad_weight_accum,
         check_targets,
+        store,
     ):
         _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
         check_accum(grad_weight_accum)
@@ -280,8 +365,10 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         cw = class_weight.float().contiguous() if class_weight is not None else None
         run_target_check(check_targets, t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
+        store = resolve_store(store, h.dtype, label_smoothing, softcap, z_loss_scale, n_classes, h.device)
+        logit_bytes, extra = store_row_bytes(store, n_classes, h.device)
         chunk, grad_weight_accum = plan(
-            h.shape[0], n_classes, h.shape[1], SHARED_LOGIT_BYTES, chunk_bytes, chunk_tokens, grad_weight_accum
+            h.shape[0], n_classes, h.shape[1], logit_bytes, chunk_bytes, chunk_tokens, grad_weight_accum, extra
         )
         ce = dict(
             weight=cw,
@@ -310,10 +397,11 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             accum=grad_weight_accum,
             loss_rows=loss_rows,
             zloss_rows=zloss_rows,
+            store=store,
         )
         if reduction == "none":
             loss, zloss = loss_rows.view(shape), zloss_rows.view(shape)
-            ctx.recompute = (h, w, b, t, tw, ce, chunk, grad_weight_accum)
+            ctx.recompute = (h, w, b, t, tw, ce, chunk, grad_weight_accum, store)
             ctx.grads = None
         else:
             if reduction == "sum":
@@ -337,7 +425,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         ctx.done = True
         need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
         if ctx.recompute is not None:
-            h, w, b, t, tw, ce, chunk, accum = ctx.recompute
+            h, w, b, t, tw, ce, chunk, accum, store = ctx.recompute
             ctx.recompute = None
             # The upstream gradient joins the token weights: the kernel then writes the gradient
             # of sum_i up_i * tw_i * loss_i, each row scaled exactly once.
@@ -359,6 +447,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
                 accum=accum,
                 loss_rows=scratch,
                 zloss_rows=torch.empty_like(scratch),
+                store=store,
             )
         else:
             grad_h, grad_w, grad_b = ctx.grads
@@ -368,7 +457,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
                     _scale_(g, grad_loss)
         if grad_h is not None:
             grad_h = grad_h.view(ctx.hidden_shape)
-        return (grad_h, grad_w, grad_b) + (None,) * 12
+        return (grad_h, grad_w, grad_b) + (None,) * 13
 
 
 def fused_linear_cross_entropy(
@@ -390,6 +479,7 @@ def fused_linear_cross_entropy(
     grad_weight_accum: GradWeightAccum = "auto",
     check_targets: CheckTargets = True,
     split: Split = "auto",
+    store: Store = "auto",
 ):
     """Cross entropy of `hidden @ weight.T + bias` against class ids `target`, chunk by chunk.
 
@@ -411,15 +501,15 @@ def fused_linear_cross_entropy(
     on the device on a GPU (no host sync; a device-side assertion) and on the host elsewhere
     (ValueError); "host" / "device" pick one; False skips it (bad rows give NaN).
     split: "auto", "tokens" or "vocab": how the work is cut (module docstring).
+    store: "auto", "float32" or "shifted16": how a chunk's logits are kept (module docstring).
     One backward per forward (the gradients are formed in forward, except for reduction="none").
     """
     n_tokens = target.numel()
-    chunk = (
-        None
-        if chunk_tokens is not None
-        else chunk_size(n_tokens, weight.shape[0], SHARED_LOGIT_BYTES, chunk_bytes, None)
-    )
-    if resolve_split(split, n_tokens, chunk, label_smoothing, z_loss_scale) == "vocab":
+    how = resolve_split_and_store(
+        split, store, n_tokens, weight.shape[0], hidden.dtype, hidden.device, label_smoothing, softcap,
+        z_loss_scale, chunk_bytes, chunk_tokens,
+    )  # fmt: skip
+    if how[0] == "vocab":
         loss = _by_vocabulary(
             hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction, softcap,
             chunk_bytes, check_targets,
@@ -441,6 +531,7 @@ def fused_linear_cross_entropy(
         chunk_tokens,
         grad_weight_accum,
         check_targets,
+        store,
     )
     return (loss, zloss) if return_z_loss else loss
 

@@ -6,28 +6,37 @@ import torch
 from ligerbench import tolerance
 from ligerbench.kernels.fused_linear_cross_entropy import (
     DEFAULT_CHUNK_BYTES,
-    SHARED_LOGIT_BYTES,
     VOCAB_SPLIT_BELOW,
-    chunk_size,
     fused_linear_cross_entropy,
     resolve_split,
+    resolve_split_and_store,
 )
 
+CUDA = torch.device("cuda")  # only its type is read: where the chunk sizes are planned for
 
-def _auto(n, v, **opts):
-    chunk = chunk_size(n, v, SHARED_LOGIT_BYTES, DEFAULT_CHUNK_BYTES, None)
-    return resolve_split("auto", n, chunk, opts.get("label_smoothing", 0.0), opts.get("z_loss_scale", 0.0)), chunk
+
+def _auto(n, v, dtype=torch.bfloat16, **opts):
+    return resolve_split_and_store(
+        "auto", "auto", n, v, dtype, CUDA, opts.get("label_smoothing", 0.0), opts.get("softcap"),
+        opts.get("z_loss_scale", 0.0), DEFAULT_CHUNK_BYTES, None,
+    )  # fmt: skip
 
 
 def test_auto_cuts_by_vocabulary_only_where_token_chunks_are_small():
-    assert _auto(8192, 256000) == ("vocab", 192)  # Gemma-2: 43 chunks of 192 tokens
-    assert _auto(8192, 128256) == ("tokens", 384)  # Llama-3
-    assert _auto(8192, 152064)[0] == "tokens" and _auto(8192, 32768)[0] == "tokens"
+    # bf16 without options, on a GPU: 2-byte chunks (H100 measurements: kernels/NOTES.md, session 12)
+    assert _auto(8192, 256000) == ("vocab", "shifted16", 320)  # Gemma-2: 73.6 ms by tokens, 67.9 by vocabulary
+    assert _auto(8192, 128256) == ("tokens", "shifted16", 576)  # Llama-3
+    assert _auto(8192, 152064) == ("tokens", "shifted16", 512)  # Qwen2.5: 52.6 ms by tokens, 57.0 by vocabulary
+    assert _auto(8192, 32768) == ("tokens", "float32", 1536)  # Mistral: 2 bytes buy no larger chunk there
+    # float32 chunks (fp16 inputs, or options the 2-byte store lacks)
+    assert _auto(8192, 256000, torch.float16) == ("vocab", "float32", 192)
+    assert _auto(8192, 128256, torch.float16) == ("tokens", "float32", 384)
+    assert _auto(8192, 256000, softcap=30.0) == ("vocab", "float32", 192)
     assert _auto(128, 256000)[0] == "tokens"  # one chunk holds every token: three products at K = N
     assert _auto(8192, 256000, label_smoothing=0.1)[0] == "tokens"  # the vocabulary way has none
     assert _auto(8192, 256000, z_loss_scale=1e-4)[0] == "tokens"
     assert resolve_split("auto", 8192, None, 0.0, 0.0) == "tokens"  # chunk_tokens forced: keep them
-    assert 192 < VOCAB_SPLIT_BELOW <= 384
+    assert 320 < VOCAB_SPLIT_BELOW <= 512
 
 
 def test_vocab_split_refuses_what_it_cannot_compute():

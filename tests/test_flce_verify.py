@@ -35,24 +35,25 @@ def test_verify_flce_passes_on_a_slice(tmp_path):
     assert result.exit_code == 0, result.output
     assert set(records["verdict"]) <= {"pass", "skip"}
     ran = records[records["verdict"] != "skip"]
-    assert set(ran["provider"]) == {"ours", "ours_small_chunks", "eager"}
+    assert set(ran["provider"]) == {"ours", "ours_small_chunks", "ours_float32_store", "eager"}
     assert {"loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged"} <= set(ran["quantity"])
     grid = default_registry().kernels["flce"].grid("quick", "cpu")
     assert records["case"].nunique() == len([c for c in grid if c.dtype == "bf16" and c.option == "all"]) >= 9
-    for provider in ("ours", "ours_small_chunks"):
+    for provider in ("ours", "ours_small_chunks", "ours_float32_store"):
         mine = records[records["provider"] == provider]
         assert (mine["verdict"] == "pass").all()
         assert len(mine) == len(records[records["provider"] == "eager"])  # nothing skipped
     # the GPU-only peers say why they did not run, the 72-chunk settings need 72 tokens, and the
-    # vocabulary split refuses the slice's label smoothing and z-loss
+    # vocabulary split and the 2-byte store refuse the slice's label smoothing and z-loss
     skipped = records[records["verdict"] == "skip"]
     many = {"ours_dtype_32_chunks", "ours_fp32_72_chunks", "ours_auto_72_chunks"}
-    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce", "ours_vocab_split", *many}
+    refused = {"ours_vocab_split", "ours_shifted16_store"}
+    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce", *refused, *many}
     gpu_only = skipped["provider"].isin(["torch_compile", "liger", "cce"])
-    vocab = skipped["provider"] == "ours_vocab_split"
+    options = skipped["provider"].isin(refused)
     assert skipped.loc[gpu_only, "message"].str.contains("runs on cuda only").all()
-    assert skipped.loc[vocab, "message"].str.contains("no label smoothing and no z-loss").all()
-    assert skipped.loc[~gpu_only & ~vocab, "message"].str.contains("fewer than 72 tokens").all()
+    assert skipped.loc[options, "message"].str.contains("no label smoothing").all()
+    assert skipped.loc[~gpu_only & ~options, "message"].str.contains("fewer than 72 tokens").all()
 
 
 def test_verify_catches_a_chunk_loop_that_drops_the_last_partial_chunk(tmp_path):

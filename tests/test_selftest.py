@@ -95,6 +95,8 @@ MUST_KILL = {
     "mutant_one_chunk_upstream_ignored": "gradients",  # flce one chunk
     "mutant_zero_upstream_rows_compacted": "gradients",  # flce upstream masked
     "mutant_hidden_grad_rows_assumed_contiguous": "gradients",  # flce layout column_major (issue 24, 2)
+    "mutant_shifted_block_max_lost": "gradients",  # flce store='shifted16' (session 12)
+    "mutant_shifted_blocks_not_rescaled": "correctness",
     # the GRPO family (suites/grpo/mutants.py, issue 23)
     "mutant_grpo_num_items_ignored": "invariance",
     "mutant_grpo_dr_grpo_as_mean": "correctness",

@@ -10,6 +10,7 @@ import torch
 
 from ligerbench.registry import Provider
 from ligerbench.suites import input_mutants
+from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.flce.providers import MANY_CHUNKS
 
 _CHUNK = 5  # as providers.py SMALL_CHUNK_TOKENS: no grid token count is a multiple
@@ -114,6 +115,30 @@ def _rows_assumed_contiguous(hidden, weight, target, **opts):
     return _ours(_RowsAssumedContiguous.apply(hidden), weight, target, **opts)
 
 
+def _blocks_as_if_at_row_max(exact_loss: bool):
+    """store='shifted16' losing each block's own max: every block's shifted values y = x - m_b
+    are read back as if shifted by the row's max (y + m, not y + m_b), so each block's
+    probabilities come out exp(m - m_b) too large. With `exact_loss` only the gradient does this
+    (the rows kernel dropped m_b); without, the loss too (block sums added without rescaling)."""
+
+    def call(hidden, weight, target, *, bias=None, class_weight=None, **options):
+        from ligerbench.kernels import shifted_logits
+
+        x = hidden.float() @ weight.float().t()
+        if bias is not None:
+            x = x + bias.float()
+        block, v = shifted_logits.block_size(x.device), x.shape[-1]
+        padded = torch.nn.functional.pad(x.detach(), (0, (-v) % block), value=float("-inf"))
+        m_b = padded.unflatten(-1, (-1, block)).amax(-1, keepdim=True).expand(*padded.shape[:-1], -1, block)
+        wrong = x - m_b.flatten(-2)[..., :v] + x.detach().amax(-1, keepdim=True)
+        loss, z_loss = ce_torch(wrong, target, weight=class_weight, **options)
+        if exact_loss:
+            loss = loss + (ce_torch(x.detach(), target, weight=class_weight, **options)[0] - loss).detach()
+        return loss, z_loss
+
+    return call
+
+
 def _mutant(name: str, description: str, fn, **kw) -> Provider:
     return Provider(name=name, kernel="flce", description=description, load=lambda: fn, mutant=True, **kw)
 
@@ -164,6 +189,19 @@ PROVIDERS = (
         "reduction='none': rows with an exact-zero upstream compacted away, later rows get others' values",
         _zero_rows_compacted,
         targets=({"upstream": "masked"},),
+    ),
+    _mutant(
+        "mutant_shifted_block_max_lost",
+        "store='shifted16' gradient formed as if every block were shifted by the row's max (m_b dropped)",
+        _blocks_as_if_at_row_max(exact_loss=True),
+        # bf16 without options (what the store takes); rows of several blocks (V >= 64 on CPU)
+        targets=({"dtype": "bf16", "option": "plain", "v": (256, 257)},),
+    ),
+    _mutant(
+        "mutant_shifted_blocks_not_rescaled",
+        "store='shifted16' row statistics from block sums added without rescaling to the row's max",
+        _blocks_as_if_at_row_max(exact_loss=False),
+        targets=({"dtype": "bf16", "option": "plain", "v": (256, 257)},),
     ),
     Provider(
         name="mutant_drops_last_chunk",

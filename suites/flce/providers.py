@@ -61,6 +61,15 @@ def _vocab_split_supports(case: Case) -> str | None:
     return None
 
 
+def _shifted16_supports(case: Case) -> str | None:
+    opts = OPTIONS[case.option]
+    if case.dtype != "bf16":
+        return "store='shifted16' is for bfloat16 inputs (the kernel refuses others)"
+    if opts.get("label_smoothing") or opts.get("z_loss_scale") or opts.get("softcap"):
+        return "store='shifted16' has no label smoothing, softcap or z-loss (the kernel refuses them)"
+    return None
+
+
 def _many_chunks_supports(case: Case) -> str | None:
     if case.dtype == "fp32":
         return "accumulation modes differ only in 16-bit dtypes (in fp32 'dtype' is 'fp32')"
@@ -200,6 +209,21 @@ PROVIDERS = (
         load=lambda: _load_ours(split="vocab"),
         supports=_vocab_split_supports,
         settings={"split": "vocab"},
+    ),
+    Provider(
+        name="ours_float32_store",
+        kernel="flce",
+        description="ours with every chunk's logits kept in float32 (store='float32')",
+        load=lambda: _load_ours(store="float32"),
+        settings={"store": "float32"},
+    ),
+    Provider(
+        name="ours_shifted16_store",
+        kernel="flce",
+        description="ours with every chunk's logits kept in 2 bytes (store='shifted16', bf16 without options)",
+        load=lambda: _load_ours(store="shifted16"),
+        supports=_shifted16_supports,
+        settings={"store": "shifted16"},
     ),
     *(
         Provider(
