@@ -51,14 +51,26 @@ recomputes the logits in backward pays 8*N*H*V):
   "dtype" 42.5 ms and 1254 MiB extra, "fp32" 50.4 ms and 3258 MiB.
   The bias gradient always accumulates in fp32 with Kahan compensation (it is only V floats).
 
+- `store`: how a chunk's logits are kept. "float32" is the design above (4 bytes a logit).
+  "shifted16" (kernels/shifted_logits.py) keeps 2: each float32 vocabulary slice of the chunk's
+  logits is reduced to float32 statistics per block of columns (max, sum of exponentials, the
+  target's logit) and stored as float16 values shifted by their block's max; the loss comes
+  from the statistics (as exact as the float32 chunk's), the gradient from the shifted values
+  (their float16 rounding is at most |y| * 2**-11 relative on a probability, under the bfloat16
+  gradient's own 2**-9), written over them in bf16. Twice the tokens a chunk for the same
+  budget, so half the passes of the weight-gradient accumulation (H100, kernels/NOTES.md session
+  12: Llama-3-8B 46.1 ms against 52.1, Qwen2.5-7B 52.1 against 57.0-60.3). Only for bfloat16
+  inputs without label smoothing, softcap or z-loss; "auto" (default) takes it there, where it
+  buys a larger chunk than float32 (not at vocabularies of at most two slices, Mistral's).
 - `split`: "tokens" is the design above. "vocab" computes each row's log-probability of its
   target with the fused linear log-probs op (kernels/fused_linear_log_probs.py: the logits cut
   into vocabulary slices, recomputed in backward, the weight gradient of a slice formed once
   with K = N; 8*N*H*V FLOPs) and the loss from it in PyTorch: -logp * class weight * token
   weight, reduced. It has no label smoothing and no z-loss. "auto" (default) takes "vocab" when
-  those are off and the budget leaves fewer than VOCAB_SPLIT_BELOW tokens a chunk over more than
-  one chunk: there the weight-gradient accumulation costs more than the recomputed logits (the
-  Gemma-2 head, V=256000, 192 tokens a chunk: kernels/NOTES.md, session 10).
+  those are off and the budget leaves fewer than VOCAB_SPLIT_BELOW tokens a chunk (of the store
+  "auto" chose) over more than one chunk: there the weight-gradient accumulation costs more than
+  the recomputed logits (the Gemma-2 head, V=256000: 192 tokens a float32 chunk, 320 a 2-byte
+  one, both slower than the vocabulary split: kernels/NOTES.md, sessions 10 and 12).
 
 Output: the loss in float32 (shape of `target` for reduction="none"), like kernels/cross_entropy.
 The gradients have the dtype of the tensors they belong to.

@@ -1,7 +1,8 @@
 """flce's 2-byte chunk store (store="shifted16", kernels/shifted_logits.py): what it refuses, what
 "auto" gives it, and that it answers as the float32 chunks do, on CPU shapes that cut each row
 into several blocks and slices with a partial last one of each (32-column blocks, 64-column
-slices under the interpreter: V=257 is 5 slices, the last one column wide)."""
+slices under the interpreter: V=257 is 5 slices, the last one column wide; on a GPU, 4096 and
+16384: V=36865 is 3 slices, the last 4097 wide, its last block one column)."""
 
 import math
 
@@ -41,7 +42,11 @@ def test_auto_takes_it_for_plain_bf16_where_it_buys_a_larger_chunk():
     assert shifted_logits.chunk_row_bytes(257, CPU) == 2 * 257 + 4 * 64
 
 
-def _problem(n, h, v, seed, confident):
+def _vocab(device) -> int:
+    return 257 if device == "cpu" else 2 * 16384 + 4097
+
+
+def _problem(n, h, v, seed, confident, device):
     g = torch.Generator().manual_seed(seed)
     hidden = torch.randn(n, h, generator=g)
     weight = torch.randn(v, h, generator=g) / math.sqrt(h)
@@ -51,7 +56,7 @@ def _problem(n, h, v, seed, confident):
     target[::5] = -100
     cw = torch.rand(v, generator=g) + 0.5
     tw = torch.rand(n, generator=g) + 0.5
-    return hidden.bfloat16(), weight.bfloat16(), target, cw, tw
+    return [t.to(device) for t in (hidden.bfloat16(), weight.bfloat16(), target, cw, tw)]
 
 
 def _run(hidden, weight, target, up, **kw):
@@ -63,9 +68,9 @@ def _run(hidden, weight, target, up, **kw):
 
 @pytest.mark.parametrize("confident", [False, True])
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
-def test_it_answers_as_the_float32_chunks_do(reduction, confident):
-    hidden, weight, target, cw, tw = _problem(37, 16, 257, seed=7 + confident, confident=confident)
-    up = torch.rand(37) + 0.5 if reduction == "none" else torch.tensor(0.7)
+def test_it_answers_as_the_float32_chunks_do(device, reduction, confident):
+    hidden, weight, target, cw, tw = _problem(37, 16, _vocab(device), 7 + confident, confident, device)
+    up = (torch.rand(37) + 0.5 if reduction == "none" else torch.tensor(0.7)).to(device)
     kw = dict(class_weight=cw, token_weight=tw, reduction=reduction, chunk_tokens=8)  # 5 chunks, the last partial
     mine = _run(hidden, weight, target, up, store="shifted16", **kw)
     theirs = _run(hidden, weight, target, up, store="float32", **kw)
@@ -88,10 +93,12 @@ def test_it_answers_as_the_float32_chunks_do(reduction, confident):
         assert err <= limit, f"{name}: {err:.3g} against the float32 chunks' {float32_err:.3g} (limit {limit:.3g})"
 
 
-def test_ignored_rows_give_nothing_and_a_target_out_of_range_gives_nan():
-    hidden, weight, target, _, _ = _problem(12, 8, 257, seed=3, confident=False)
-    target[4] = 257  # past the vocabulary, not ignore_index
-    loss, gh, _ = _run(hidden, weight, target, torch.ones(12), reduction="none", check_targets=False, store="shifted16")
+def test_ignored_rows_give_nothing_and_a_target_out_of_range_gives_nan(device):
+    v = _vocab(device)
+    hidden, weight, target, _, _ = _problem(12, 8, v, 3, False, device)
+    target[4] = v  # past the vocabulary, not ignore_index
+    up = torch.ones(12, device=device)
+    loss, gh, _ = _run(hidden, weight, target, up, reduction="none", check_targets=False, store="shifted16")
     assert torch.isnan(loss[4]) and torch.isnan(gh[4]).all()
     ignored = target == -100
     assert (loss[ignored] == 0).all() and (gh[ignored] == 0).all()
