@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> None:
         _fault(rank)
         with warnings_to_file(Path(job.run_path) / WARNINGS_LOG.format(rank=rank)):
             JOBS[type(job)](job, rank, world, dev, backend)
+        # Every rank tears down together (bounded by the group's timeout). Without it a rank that
+        # compared nothing reached destroy_process_group while rank 0 still wrote its results,
+        # and gloo aborted it ("terminate called without an active exception", SIGABRT: the CI
+        # runs of sessions 11 and 12, after every case had passed).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
