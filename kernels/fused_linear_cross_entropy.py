@@ -57,9 +57,10 @@ recomputes the logits in backward pays 8*N*H*V):
   target's logit) and stored as float16 values shifted by their block's max; the loss comes
   from the statistics (as exact as the float32 chunk's), the gradient from the shifted values
   (their float16 rounding is at most |y| * 2**-11 relative on a probability, under the bfloat16
-  gradient's own 2**-9), written over them in bf16. Twice the tokens a chunk for the same
-  budget, so half the passes of the weight-gradient accumulation (H100, kernels/NOTES.md session
-  12: Llama-3-8B 46.1 ms against 52.1, Qwen2.5-7B 52.1 against 57.0-60.3). Only for bfloat16
+  gradient's own 2**-9), written over them in bf16. More tokens a chunk for the same budget
+  (576 against 384 at Llama-3-8B, 512 against 320 at Qwen2.5-7B: the float32 slice takes its
+  share), so fewer passes of the weight-gradient accumulation (H100, kernels/NOTES.md session 12:
+  46.1 ms against 52.1, and 52.1 against 57.0-60.3). Only for bfloat16
   inputs without label smoothing, softcap or z-loss; "auto" (default) takes it there, where it
   buys a larger chunk than float32 (not at vocabularies of at most two slices, Mistral's).
 - `split`: "tokens" is the design above. "vocab" computes each row's log-probability of its
