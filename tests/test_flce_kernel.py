@@ -20,6 +20,7 @@ from ligerbench.kernels.fused_linear_cross_entropy import (
     fused_linear_cross_entropy,
     plan,
     resolve_split,
+    resolve_split_and_store,
 )
 from ligerbench.suites.flce.axes import case as flce_case
 from ligerbench.suites.flce.spec import eager_in_dtype, make_problem, reference, run_flce
@@ -228,6 +229,13 @@ SMALL_BUDGET_CASE = flce_case(n=256, v=257, h=17, dtype="bf16", reduction="sum",
 SMALL_BUDGET = 4 * 257 * 2  # 4 tokens of bf16 logits: 64 chunks
 
 
+# The vocabulary way at a budget of one token of the CPU's 2-byte chunk (2 * 257 + 4 * 64 bytes):
+# 64 chunks by tokens, as SMALL_BUDGET_CASE below, with a quarter of its tokens (the interpreter
+# runs the vocabulary split's 2-column slices row by row: 276 s at 256 tokens in CI's test run).
+VOCAB_WAY_CASE = SMALL_BUDGET_CASE.replace(n=64)
+VOCAB_WAY_BUDGET = 2 * 257 + 4 * 64
+
+
 @pytest.mark.interpreter  # CPU tensors: needs the interpreter
 def test_64_budget_chunks_in_bf16_go_the_vocabulary_way_within_rule():
     """The small-budget path: 64 chunks from the budget alone. "auto" sends chunks under
@@ -235,7 +243,10 @@ def test_64_budget_chunks_in_bf16_go_the_vocabulary_way_within_rule():
     which is within the rule where the token split is not (the strict xfail below)."""
     assert plan(256, 257, 17, 2, SMALL_BUDGET, None, "auto") == (4, "dtype")
     assert resolve_split("auto", 256, 4, 0.0, 0.0) == "vocab"
-    check(SMALL_BUDGET_CASE, "cpu", chunk_bytes=SMALL_BUDGET)
+    how = resolve_split_and_store("auto", "auto", 64, 257, torch.bfloat16, torch.device("cpu"), 0.0, None, 0.0,
+                                  VOCAB_WAY_BUDGET, None)  # fmt: skip
+    assert how == ("vocab", "shifted16", 1)  # 64 chunks of one token by tokens
+    check(VOCAB_WAY_CASE, "cpu", chunk_bytes=VOCAB_WAY_BUDGET)
 
 
 @pytest.mark.interpreter  # CPU tensors: needs the interpreter
