@@ -62,22 +62,24 @@ def _row_stats(
     true value is exactly 0 (V=1: measured -1.7e-7 against an exact 0 on an H100)."""
     offs = tl.arange(0, BLOCK_V)
     m = float("-inf")
-    s_o = 0.0
     d = 0.0
     sum_w = 0.0
     # Each iteration issues the next block's load before working on this one, so two blocks of
     # reads are in flight. Pass-1 reads ask L2 to keep the row: pass 2 reads it again.
     x_next = load_block(x_row, offs, V, POLICY)
-    if SMOOTH:
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
-            cols = b * BLOCK_V + offs
-            in_row = cols < V
-            x_raw = x_next
-            x_next = load_block(x_row, cols + BLOCK_V, V, POLICY)
-            x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
-            m_new = tl.maximum(m, tl.max(x, 0))
-            e = tl.where(cols == t, 0.0, tl.exp(x - m_new))
-            s_o = s_o * tl.exp(m - m_new) + tl.sum(e, 0)
+    # One cross-warp reduction a block (the max); the sums stay per lane, rescaled by the block's
+    # scalar factor, and are reduced once at the row's end (H100: 5-14% faster than a max and a
+    # sum a block at N=4096-16384, V=32000-256000; kernels/NOTES.md, session 12).
+    s_v = tl.zeros([BLOCK_V], tl.float32)
+    for b in range(0, tl.cdiv(V, BLOCK_V)):
+        cols = b * BLOCK_V + offs
+        in_row = cols < V
+        x_raw = x_next
+        x_next = load_block(x_row, cols + BLOCK_V, V, POLICY)
+        x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
+        m_new = tl.maximum(m, tl.max(x, 0))
+        s_v = s_v * tl.exp(m - m_new) + tl.where(cols == t, 0.0, tl.exp(x - m_new))
+        if SMOOTH:
             if HAS_CLASS_W:
                 w = tl.load(class_w_ptr + cols, mask=in_row, other=0.0).to(tl.float32)
             else:
@@ -86,22 +88,8 @@ def _row_stats(
             d = tl.where(sum_w > 0.0, d + sum_w * (m_new - m), 0.0)
             d += tl.sum(w * tl.where(in_row, m_new - x, 0.0), 0)
             sum_w += tl.sum(w, 0)
-            m = m_new
-    else:
-        # One cross-warp reduction a block (the max); the sums stay per lane, rescaled by the
-        # block's scalar factor, and are reduced once at the row's end (H100: 5-14% faster than a
-        # max and a sum a block at N=4096-16384, V=32000-256000; kernels/NOTES.md, session 12).
-        s_v = tl.zeros([BLOCK_V], tl.float32)
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
-            cols = b * BLOCK_V + offs
-            in_row = cols < V
-            x_raw = x_next
-            x_next = load_block(x_row, cols + BLOCK_V, V, POLICY)
-            x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
-            m_new = tl.maximum(m, tl.max(x, 0))
-            s_v = s_v * tl.exp(m - m_new) + tl.where(cols == t, 0.0, tl.exp(x - m_new))
-            m = m_new
-        s_o = tl.sum(s_v, 0)
+        m = m_new
+    s_o = tl.sum(s_v, 0)
     return m, s_o, d, sum_w
 
 

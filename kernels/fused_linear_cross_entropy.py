@@ -544,7 +544,7 @@ def fused_linear_cross_entropy(
         chunk_tokens,
         grad_weight_accum,
         check_targets,
-        store,
+        how[1],  # the store "auto" resolved to: forward does not decide it again
     )
     return (loss, zloss) if return_z_loss else loss
 
