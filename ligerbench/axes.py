@@ -1,16 +1,19 @@
 """A kernel's case axes, declared the way a pytest grid is: each axis a name, its values (per
 preset where they differ) and what each value stands for (the caller it represents). Case ids,
-records columns, `verify --where`, `gate --subset` and `list` are all derived from the
-declaration, so a kernel with new axes edits nothing outside its own package.
+records columns, `verify --where`, verify's axis options (`--reduction none`), `gate --subset` and
+`list` are all derived from the declaration, so a kernel with new axes edits nothing outside its
+own package.
 
     Axis("reduction", "how the per-token losses are reduced", ("none", "mean", "sum"), default="mean",
          means={"none": "a per-token loss the caller masks or weights", ...})
     parse_where(axes, "quick", ["reduction=none", "dtype=bf16"])  ->  {"reduction": {"none"}, "dtype": {"bf16"}}
+    parse_axis_options(axes, ["--reduction", "none"])  ->  ["reduction=none"]
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import difflib
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,26 +94,75 @@ class UnknownAxisValue(ValueError):
     message lists the valid ones. The CLI maps it to a usage error (exit 2)."""
 
 
-def parse_where(axes: tuple[Axis, ...], preset: str | None, items: Iterable[str], *, kernel: str = "") -> dict:
+def parse_where(
+    axes: tuple[Axis, ...], preset: str | None, items: Iterable[str], *, kernel: str = "", as_options: bool = False
+) -> dict:
     """AXIS=VALUE items (repeatable; values of one axis are alternatives, axes all apply) ->
     {axis: {value, ...}}, each value the axis's own (an int axis gets an int). The values a
-    preset allows are those the axis declares for it."""
+    preset allows are those the axis declares for it. `as_options`: the items came from axis
+    options (parse_axis_options), and a message names them as typed, `--reduction 'bogus'`."""
     by_name = {a.name: a for a in axes}
     of = f" of kernel {kernel}" if kernel else ""
     out: dict[str, set] = {}
     for item in items:
         name, sep, text = item.partition("=")
+        typed = f"{option_name(name)} {text!r}" if as_options else f"--where {item!r}"
         if not sep or not name or not text:
-            raise UnknownAxisValue(f"--where {item!r}: expected AXIS=VALUE, e.g. reduction=none")
+            raise UnknownAxisValue(f"{typed}: expected AXIS=VALUE, e.g. reduction=none")
         if name not in by_name:
-            raise UnknownAxisValue(f"--where {item!r}: no axis {name!r}{of}; its axes: {', '.join(by_name)}")
+            raise UnknownAxisValue(f"{typed}: no axis {name!r}{of}; its axes: {', '.join(by_name)}")
         known = by_name[name].values_for(preset)
         match = [v for v in known if _same(v, text)]
         if not match:
             shown = ", ".join(map(str, known))
-            raise UnknownAxisValue(f"--where {item!r}: {text!r} is not a {name}{of}; choose from {shown}")
+            raise UnknownAxisValue(f"{typed}: {text!r} is not a {name}{of}; choose from {shown}")
         out.setdefault(name, set()).add(match[0])
     return out
+
+
+def option_name(axis: str) -> str:
+    """The command-line option of an axis: `ignore_pattern` -> `--ignore-pattern`."""
+    return "--" + axis.replace("_", "-")
+
+
+def parse_axis_options(
+    axes: tuple[Axis, ...], tokens: Sequence[str], *, kernel: str = "", reserved: Iterable[str] = ()
+) -> list[str]:
+    """Axis options, each axis an option of its own name (`_` written `-`): the tokens a command
+    did not know itself, `--reduction none` or `--reduction=none`, repeatable -> AXIS=VALUE items
+    for parse_where (which checks the values). An option that is no axis of the kernel, one with
+    no value and a stray argument are refused (UnknownAxisValue), naming the axis options.
+    `reserved`: the command's own option names; an axis whose option is one of them is reached
+    through --where only (the command's option wins).
+
+        parse_axis_options(axes, ["--reduction", "none", "--dtype=bf16"])  ->  ["reduction=none", "dtype=bf16"]
+    """
+    reserved = set(reserved)
+    by_option = {option_name(a.name): a for a in axes if option_name(a.name) not in reserved}
+    where_only = [a.name for a in axes if option_name(a.name) in reserved]
+    items: list[str] = []
+    rest = list(tokens)
+    while rest:
+        token = rest.pop(0)
+        if not token.startswith("--") or token == "--":
+            last = option_name(items[-1].partition("=")[0]) if items else ""
+            hint = f" (one value per option: {last} A {last} B)" if last else ""
+            raise UnknownAxisValue(f"unexpected argument {token!r}{hint}")
+        opt, sep, text = token.partition("=")
+        if opt not in by_option:
+            of = f" for kernel {kernel}" if kernel else ""
+            also = f" (through --where only: {', '.join(where_only)})" if where_only else ""
+            near = difflib.get_close_matches(opt, [*by_option, *(r for r in reserved if r.startswith("--"))], n=1)
+            guess = f"; did you mean {near[0]}?" if near else ""
+            raise UnknownAxisValue(f"no such option {opt}{of}; its axis options: {', '.join(by_option)}{also}{guess}")
+        axis = by_option[opt]
+        if not sep:
+            text = rest.pop(0) if rest and not rest[0].startswith("--") else ""
+        if not text:
+            shown = ", ".join(map(str, axis.values_for()))
+            raise UnknownAxisValue(f"option {opt} needs a value ({opt} VALUE), one of {shown}")
+        items.append(f"{axis.name}={text}")
+    return items
 
 
 def _same(value: Any, text: str) -> bool:

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
+import textwrap
 import warnings
 from collections.abc import Callable
 from typing import Annotated
 
 import pandas as pd
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.text import Text
+from typer.core import TyperCommand
 
 from ligerbench import __version__
 from ligerbench.commands.bench import bench
@@ -25,7 +31,7 @@ from ligerbench.commands.gate import gate
 from ligerbench.commands.list import list_registry
 from ligerbench.commands.report import report
 from ligerbench.commands.selftest import selftest
-from ligerbench.commands.verify import verify
+from ligerbench.commands.verify import axis_option_rows, own_options, verify
 from ligerbench.exits import CommandError, ExitCode, Refused, Terminated, UsageError
 
 app = typer.Typer(
@@ -78,6 +84,108 @@ def reflow(doc: str | None) -> str:
     return "\n\n".join(p if p.startswith((" ", "\b")) else " ".join(p.split()) for p in paragraphs)
 
 
+# ----------------------------------------------------------------------------- -h at any width
+# Typer's rich help puts each option in a five-column table (long, short, negative forms, type,
+# help) that leaves the help 17 columns at 80; a command's -h here keeps typer's usage line, text
+# and panels, with each panel two columns: the option as typed (names and metavar) and its help,
+# the help at least 40 columns wide, else on its own indented lines below the option.
+
+NAMES_MAX = 30  # the names column's widest (click's too); a longer name stands on its own line
+HELP_MIN = 40  # narrower than this, the help goes below the option
+
+
+def option_lines(rows: list[tuple[str, str]], width: int) -> list[str]:
+    """(names, help) rows as lines of at most `width` characters: two columns where the help
+    keeps HELP_MIN, otherwise each help on its own lines, indented, below its names."""
+    names_w = min(max((len(n) for n, _ in rows), default=0), NAMES_MAX)
+    help_w = width - names_w - 2
+    beside = help_w >= HELP_MIN
+    if not beside:
+        names_w, help_w = 2, width - 4
+    lines: list[str] = []
+    for names, text in rows:
+        helps = textwrap.wrap(text, help_w, break_on_hyphens=False) or [""]
+        if beside and len(names) <= names_w:
+            lines.append(f"{names:<{names_w}}  {helps.pop(0)}".rstrip())
+        else:
+            lines += textwrap.wrap(names, width, subsequent_indent="    ", break_on_hyphens=False)
+        lines += [" " * (names_w + 2) + h for h in helps if h]
+    return lines
+
+
+def example_lines(paragraph: str, width: int) -> list[str]:
+    """An indented paragraph (the examples) as written, a line wider than `width` wrapped with
+    its continuation indented 4 more."""
+    out = []
+    for line in paragraph.removeprefix("\b\n").splitlines():
+        indent = " " * (len(line) - len(line.lstrip()))
+        out += textwrap.wrap(line.strip(), width, initial_indent=indent, subsequent_indent=indent + "    ",
+                             break_on_hyphens=False) or [""]  # fmt: skip
+    return out
+
+
+# typer's type names as metavars, shorter: <list[str]> -> <str>... (repeatable), <int range> -> <int>
+# (the range is in the help)
+_METAVARS = re.compile(r"<list\[(.+?)\]>|<(int|float) range>")
+
+
+def _metavar(m: re.Match) -> str:
+    return f"<{m[1]}>..." if m[1] else f"<{m[2]}>"
+
+
+class Command(TyperCommand):
+    """A command whose -h reads well at any width (the note above)."""
+
+    def extra_panels(self, ctx) -> list[tuple[str, list[tuple[str, str]]]]:
+        """Panels after the options: (title, [(names, help), ...])."""
+        return []
+
+    def format_help(self, ctx, formatter) -> None:
+        from typer import rich_utils  # typer's console: its theme, highlighter and width
+
+        get_console = getattr(rich_utils, "_get_rich_console", None)
+        if get_console is None:  # another typer: its own layout rather than none
+            return super().format_help(ctx, formatter)
+        console = get_console()
+        width = console.width
+        console.print(Padding(rich_utils.highlighter(self.get_usage(ctx)), 1), style=rich_utils.STYLE_USAGE_COMMAND)
+        parts = []
+        for i, paragraph in enumerate((self.help or "").split("\n\n")):
+            if paragraph.startswith((" ", "\b")):
+                text = Text("\n".join(example_lines(paragraph, width - 2)), style=rich_utils.STYLE_HELPTEXT)
+                parts.append(rich_utils.highlighter(text))
+            else:
+                style = rich_utils.STYLE_HELPTEXT if i else rich_utils.STYLE_HELPTEXT_FIRST_LINE
+                parts.append(rich_utils.highlighter(Text.from_markup(paragraph, style=style)))  # as typer does
+            parts.append(Text(""))
+        if parts:
+            console.print(Padding(Group(*parts[:-1]), (0, 1, 1, 1)))
+        panels: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = None if getattr(param, "hidden", False) else param.get_help_record(ctx)
+            if record:
+                record = (_METAVARS.sub(_metavar, record[0]), record[1])
+                default = "Arguments" if param.param_type_name == "argument" else "Options"
+                panels.setdefault(getattr(param, "rich_help_panel", None) or default, []).append(record)
+        panels = {k: panels[k] for k in sorted(panels, key=lambda k: (k != "Arguments", k != "Options"))}
+        for title, rows in [*panels.items(), *self.extra_panels(ctx)]:
+            body = rich_utils.highlighter(Text("\n".join(option_lines(rows, width - 4))))
+            console.print(
+                Panel(body, title=title, title_align="left", border_style=rich_utils.STYLE_OPTIONS_PANEL_BORDER)
+            )
+
+
+class VerifyCommand(Command):
+    """verify: its -h also lists every registered kernel's axis options."""
+
+    def extra_panels(self, ctx) -> list[tuple[str, list[tuple[str, str]]]]:
+        try:
+            rows = axis_option_rows(own_options(ctx))
+        except Exception:  # a broken plugin never costs the help
+            return []
+        return [("Axis options, by kernel (values: ligerbench list)", rows)]
+
+
 def contract(name: str, fn: Callable) -> Callable:
     """A command under the exit-code contract: the ExitCode it returns (None: OK) as the process's
     exit status; a usage error as Click's own (the option named, exit 2); unusable input, I/O and
@@ -112,16 +220,22 @@ def contract(name: str, fn: Callable) -> Callable:
     return command
 
 
-for _name, _fn in (
-    ("verify", verify),
-    ("list", list_registry),
-    ("bench", bench),
-    ("converge", converge),
-    ("selftest", selftest),
-    ("gate", gate),
-    ("report", report),
+# verify takes the options it does not declare: the chosen kernel's axis options (--reduction none),
+# read by verify itself once --kernel is known (ligerbench/commands/verify.py)
+AXIS_OPTIONS = {"allow_extra_args": True, "ignore_unknown_options": True}
+for _name, _fn, _cls, _settings in (
+    ("verify", verify, VerifyCommand, AXIS_OPTIONS),
+    ("list", list_registry, Command, None),
+    ("bench", bench, Command, None),
+    ("converge", converge, Command, None),
+    ("selftest", selftest, Command, None),
+    ("gate", gate, Command, None),
+    ("report", report, Command, None),
 ):
-    app.command(_name, help=reflow(_fn.__doc__))(contract(_name, _fn))
+    metavar = "[OPTIONS] [--AXIS VALUE]..." if _name == "verify" else "[OPTIONS]"
+    app.command(_name, cls=_cls, context_settings=_settings, options_metavar=metavar, help=reflow(_fn.__doc__))(
+        contract(_name, _fn)
+    )
 
 
 def main() -> None:
