@@ -42,6 +42,7 @@ from ligerbench.problems import (
 )
 from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.flce.axes import LAYOUT
+from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged", "input_layout")
@@ -240,23 +241,6 @@ def reference(problem: FLCEProblem) -> Outcome:
     return run_flce(flce_torch, p64)
 
 
-class _GradRoundedTo(torch.autograd.Function):
-    """Identity forward; backward rounds the gradient once to `dtype`. For the logits of a 16-bit
-    case: the gradient a fused kernel hands to its tensor-core products is 16-bit (theirs are
-    16-bit operands), so a careful kernel rounds it once there; a yardstick that kept it in
-    float32 would fail every GEMM-based kernel on logits shifted far from 0 (where the hidden
-    gradient is a sum that cancels)."""
-
-    @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.dtype = dtype
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad.to(ctx.dtype).to(grad.dtype), None
-
-
 def _careful(dtype: torch.dtype):
     """flce_torch on float32 operands whose logits' gradient is rounded once to `dtype`."""
 
@@ -264,7 +248,7 @@ def _careful(dtype: torch.dtype):
         logits = hidden @ weight.T
         if bias is not None:
             logits = logits + bias
-        return ce_torch(_GradRoundedTo.apply(logits, dtype), target, weight=class_weight, **options)
+        return ce_torch(grad_rounded_to(logits, dtype), target, weight=class_weight, **options)
 
     return fn
 
@@ -272,7 +256,7 @@ def _careful(dtype: torch.dtype):
 def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     """The yardstick of the tolerance rule (ligerbench/tolerance.py): full logits in PyTorch in
     float32 from the same inputs (never rounded), their gradient rounded once to a 16-bit case
-    dtype before the products (_GradRoundedTo), each output rounded once to that dtype."""
+    dtype before the products (suites/rounding.py says why), each output rounded once to that dtype."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     careful = _careful(problem.hidden.dtype)
     return yardstick(lambda p: run_flce(careful, p), problem, upcast)

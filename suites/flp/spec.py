@@ -4,8 +4,9 @@ x = hidden @ weight.T (+ bias), then kernels/log_probs.py's semantics (suites/lo
 A provider is `fn(hidden, weight, target, *, bias, temperature, softcap, logit_scale,
 ignore_index) -> (logp, entropy)`; gradients of hidden, weight and bias through the case's
 upstream on logp, entropy or both. The float64 truth forms the logits in float64; the yardstick
-forms them in float32 from the same (16-bit) inputs, never rounded (issue 22), and rounds each
-16-bit gradient once.
+forms them in float32 from the same (16-bit) inputs, never rounded (issue 22), rounds the logits'
+gradient once to a 16-bit dtype before the products (suites/rounding.py) and each 16-bit
+gradient once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ligerbench.cases import DTYPES, Case, batch_split, generator_for
 from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs
+from ligerbench.suites.rounding import grad_rounded_to
 
 SHIFT = -200.0  # "shifted" logits: every logit 200 below zero, through the bias (verl #7439)
 GRADS = ("hidden", "weight", "bias")
@@ -102,13 +104,27 @@ def flp_semantics(hidden, weight, target, *, bias=None, **options):
     return semantics.reference(x, target, **options)
 
 
-def _in(problem: FLPProblem, dtype: torch.dtype) -> Outcome:
+def _careful(dtype: torch.dtype):
+    """flp_semantics on float32 operands whose logits' gradient is rounded once to `dtype`
+    (suites/rounding.py: what a kernel with 16-bit product operands does; in fp16 at a large
+    vocabulary that gradient is subnormal, issue 32 finding 3)."""
+
+    def fn(hidden, weight, target, *, bias=None, **options):
+        x = hidden @ weight.t()
+        if bias is not None:
+            x = x + bias
+        return semantics.reference(grad_rounded_to(x, dtype), target, **options)
+
+    return fn
+
+
+def _in(problem: FLPProblem, dtype: torch.dtype, fn=flp_semantics) -> Outcome:
     def up(t):
         return None if t is None else _cast(t, dtype, t.device)
 
     ups = tuple(u if u is None else as_handed(u, dtype=dtype) for u in problem.upstream)
     p = FLPProblem(up(problem.hidden), up(problem.weight), up(problem.bias), problem.target, ups, problem.options)
-    return run_flp(flp_semantics, p)
+    return run_flp(fn, p)
 
 
 def reference(problem: FLPProblem) -> Outcome:
@@ -117,8 +133,9 @@ def reference(problem: FLPProblem) -> Outcome:
 
 
 def eager_in_dtype(problem: FLPProblem) -> Outcome:
-    """The yardstick: float32 logits from the unrounded inputs, each gradient rounded once."""
-    out = _in(problem, torch.float32)
+    """The yardstick: float32 logits from the unrounded inputs, their gradient rounded once to a
+    16-bit case dtype before the products (_careful), each gradient rounded once."""
+    out = _in(problem, torch.float32, _careful(problem.weight.dtype))
     for name in GRADS:
         key = f"grad_{name}"
         if key in out.values:

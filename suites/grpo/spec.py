@@ -27,6 +27,7 @@ import torch.distributed as dist
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome
 from ligerbench.suites.grpo.axes import BETA, EPS_VALUES
+from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
 
 WORLD = 2  # the split axis' micro-batches or ranks
@@ -84,11 +85,14 @@ def make_problem(case: Case, seed: int, device: torch.device) -> GRPOProblem:
 
 def truth_loss(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type,
                importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items=None,
-               max_completion_length=None):  # fmt: skip
+               max_completion_length=None, logits_grad_dtype=None):  # fmt: skip
     """The published formulas in PyTorch, in the inputs' dtype (float64: the truth; float32: the
-    yardstick). Full logits; nothing shared with kernels/grpo_loss.py."""
+    yardstick, whose logits' gradient is rounded once to `logits_grad_dtype`: suites/rounding.py).
+    Full logits; nothing shared with kernels/grpo_loss.py."""
     dt = hidden.dtype
-    z = torch.log_softmax((hidden @ weight.T) / temperature, dim=-1)
+    x = hidden @ weight.T
+    z = torch.log_softmax((x if logits_grad_dtype is None else grad_rounded_to(x, logits_grad_dtype)) / temperature,
+                          dim=-1)  # fmt: skip
     logp = z.gather(-1, completion_ids[..., None]).squeeze(-1)
     m = mask.to(dt)
     adv = advantages.to(dt)[:, None]
@@ -199,9 +203,14 @@ def reference(problem: GRPOProblem) -> Outcome:
 
 
 def eager_in_dtype(problem: GRPOProblem) -> Outcome:
-    """The yardstick (ligerbench/tolerance.py): the formulas in float32 from the same inputs,
-    each output rounded once to a 16-bit case dtype."""
-    out = yardstick(lambda p: run_grpo(_truth_provider, GRPOProblem(**{**p.__dict__, "split": "none"})), problem,
+    """The yardstick (ligerbench/tolerance.py): the formulas in float32 from the same inputs, the
+    logits' gradient rounded once to a 16-bit case dtype before the products (suites/rounding.py),
+    each output rounded once to that dtype."""
+
+    def careful(*args, **kwargs):
+        return truth_loss(*args, **kwargs, logits_grad_dtype=problem.hidden.dtype)
+
+    out = yardstick(lambda p: run_grpo(careful, GRPOProblem(**{**p.__dict__, "split": "none"})), problem,
                     {"hidden": problem.hidden, "weight": problem.weight})  # fmt: skip
     out.values["split_grad_hidden"] = out.values["grad_hidden"]
     out.values["split_grad_weight"] = out.values["grad_weight"]
