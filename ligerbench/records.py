@@ -43,6 +43,11 @@ class Record:
     # the provider's settings as JSON text, e.g. {"chunk_mib": 64} ("" when it has none):
     # readers (bench/pareto.py) take a setting from here, never from the provider's name
     settings: str = ""
+    # the yardsticks' own errors on a rel_l2 check (ligerbench/tolerance.py) and the verdict the
+    # limit was set by ("default" or "strict"): either verdict can be read back from a row
+    careful: float = math.nan
+    textbook: float = math.nan
+    rule: str = ""
     # the case's parameters, one column per axis of its kernel (KernelSpec.axes), so the CSV
     # filters without parsing case ids; not hashed (a dict)
     params: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -58,8 +63,10 @@ class Record:
 
 # the fixed columns of every records.csv; each kernel's axes add theirs after them
 FIELDS = [f.name for f in dataclasses.fields(Record) if f.name != "params"]
-# columns newer than some committed runs: a reader fills them with "" where they are absent
-OPTIONAL = ("settings",)
+# columns newer than some committed runs: a reader fills them where they are absent ("" for
+# text, NaN for numbers)
+OPTIONAL = ("settings", "careful", "textbook", "rule")
+NUMBERS = ("value", "limit", "careful", "textbook")
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:
@@ -165,7 +172,7 @@ def read_records(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
-TEXT_COLUMNS = ("suite", "kernel", "provider", "case", "quantity", "metric", "verdict", "message", "settings")
+TEXT_COLUMNS = ("suite", "kernel", "provider", "case", "quantity", "metric", "verdict", "message", "settings", "rule")
 
 
 def load_records(path: Path) -> pd.DataFrame:
@@ -175,13 +182,13 @@ def load_records(path: Path) -> pd.DataFrame:
     records = read_records(path)
     for c in OPTIONAL:
         if c not in records.columns:
-            records[c] = ""
+            records[c] = math.nan if c in NUMBERS else ""
     missing = [c for c in FIELDS if c not in records.columns]
     if missing:
         raise KeyError(f"{path} lacks the Record columns {missing}")
     for c in TEXT_COLUMNS:
         records[c] = records[c].astype(object).fillna("").astype(str)
-    for c in ("value", "limit"):
+    for c in NUMBERS:
         records[c] = pd.to_numeric(records[c], errors="coerce")
     return records
 
@@ -211,6 +218,16 @@ def from_frame(df: pd.DataFrame) -> list[Record]:
 
 def _empty(value) -> bool:
     return value is None or (isinstance(value, float) and math.isnan(value)) or value == ""
+
+
+def times(value: float, careful: float) -> float:
+    """error / the careful yardstick's error ("x careful": how far from a careful implementation
+    a provider is, whichever verdict judged it); NaN where the row has no yardstick figure."""
+    if math.isnan(careful) or math.isnan(value):
+        return math.nan
+    if careful == 0:
+        return 0.0 if value == 0 else math.inf
+    return value / careful
 
 
 def ratio(value: float, limit: float) -> float:

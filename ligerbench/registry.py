@@ -37,7 +37,7 @@ class KernelSpec:
     description: str
     make_problem: Callable[[Case, int, Any], Any]  # (case, seed, torch.device) -> problem
     reference: Callable[[Any], Any]  # problem -> Outcome, float64
-    eager: Callable[[Any], Any]  # problem -> Outcome, in the case dtype: the tolerance yardstick
+    eager: Callable[[Any], Any]  # problem -> Outcome, in the case dtype: the careful tolerance yardstick
     run: Callable[[Callable, Any], Any]  # (provider callable, problem) -> Outcome
     quantities: tuple[str, ...]  # what an Outcome may hold
     grid: Callable[[str, str], list[Case]]  # (preset, device type) -> the kernel's cases
@@ -58,6 +58,13 @@ class KernelSpec:
     # how many real ranks a case runs on under `verify --nproc N` (None: one process only); by
     # default its `world` axis. Without --nproc such a case runs its ranks in one process.
     ranks: Callable[[Case], int | None] = field(default=_world, hash=False)
+    # problem -> Outcome: the semantics as users write them in plain PyTorch (float32 math, 16-bit
+    # outputs rounded once), the default verdict's second yardstick (ligerbench/tolerance.py);
+    # None: the careful yardstick alone, under either verdict
+    textbook: Callable[[Any], Any] | None = None
+    # case, quantity -> the known numerical patterns a failing check of that case may show (a
+    # softcap slope that cancels, the entropy of a peaked row, ...), named on its FAIL line
+    hints: Callable[[Case, str], tuple[str, ...]] | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,20 @@ class Provider:
     # at a 64 MiB budget): written into every record it produces (Record.settings), so readers
     # (the Pareto plot) take a setting from there, never from the provider's name.
     settings: dict[str, Any] = field(default_factory=dict, hash=False)
+    # Held to the careful yardstick alone whatever the run's verdict (ligerbench/tolerance.py):
+    # our own kernels and their planted bugs are; a third party's meet the default unless the
+    # run asks for --strict.
+    strict: bool = False
+    # One implementation under several settings shares a family (ours, ours_small_chunks, ...):
+    # verify's consensus check counts failing families, never one kernel's settings twice.
+    # "" means the provider's own name.
+    family: str = ""
+    # Same inputs, same bits: `verify --repeat N` runs it N times a case and fails differing bits.
+    deterministic: bool = False
+
+    @property
+    def lineage(self) -> str:
+        return self.family or self.name
 
     def unavailable(self, device_type: str) -> str | None:
         if device_type not in self.devices:
@@ -94,6 +115,13 @@ class Provider:
         except Exception as exc:  # noqa: BLE001 -- a provider that cannot load is unavailable, never a crash
             return f"{self.name} cannot be loaded ({type(exc).__name__}: {exc})"
         return None
+
+
+# What our own kernels declare (every setting of them): held to the strict verdict, one family
+# for the consensus check, and the same bits on the same inputs (no atomics; collectives make no
+# such promise, so the vocab-parallel ones take OURS_RANKS).
+OURS_RANKS = {"strict": True, "family": "ours"}
+OURS = {**OURS_RANKS, "deterministic": True}
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,7 @@ def run_provider(
     supports: Callable[[Case], str | None] | None = None,
     name: str | None = None,
     registry: Registry | None = None,
+    strict: bool = False,
     **filters,
 ) -> Result:
     """Run `fn` over the kernel's cases (all of the preset's grid, those matching `filters`, or
@@ -180,6 +181,7 @@ def run_provider(
         suites=suites,
         providers=[provider.name],
         case_filter=lambda c: c.id in keep,
+        strict=strict,
     )
     rows = _Rows()
     run_plan(plan, registry, run_id=f"testing-{kernel}", seed=seed, device=dev, writer=rows)  # type: ignore[arg-type]

@@ -4,8 +4,10 @@ and upstream gradients are drawn, and how a provider's outputs and gradients are
 
 The yardstick (issue 22): the logits computed in float32 from the unrounded inputs, never
 rounded to 16 bits (what torch.compile and a careful kernel do), the semantics in float32, and
-each 16-bit gradient rounded once at the end. A kernel that rounds the logits to bf16 before the
-softmax is then 4-23% off (Liger #1432) against a yardstick within a rounding of the truth.
+each 16-bit gradient rounded once at the end (for `flp`, the logits' gradient once before the
+products too: suites/rounding.py). A kernel that rounds the logits to bf16 before the softmax is
+then 4-23% off (Liger #1432) against a yardstick within a rounding of the truth. That is the
+careful yardstick; `reference(..., textbook=True)` is the textbook one (ligerbench/tolerance.py).
 """
 
 from __future__ import annotations
@@ -18,17 +20,22 @@ from ligerbench.problems import Outcome, Spy, as_handed, copies_of, fresh_view, 
 IGNORE = -100
 
 
-def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, ignore_index=IGNORE):
-    """(logp, entropy) of kernels/log_probs.py's semantics in PyTorch, in x's dtype."""
+def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, ignore_index=IGNORE, textbook=False):
+    """(logp, entropy) of kernels/log_probs.py's semantics in PyTorch, in x's dtype. textbook:
+    written as TRL, verl and transformers users write it (`torch.log_softmax`, the softcap's
+    slope through autograd's tanh): the default verdict's yardstick (ligerbench/tolerance.py)."""
     z = logit_scale * x
     if softcap:
         z = torch.where(z == float("-inf"), z, softcap * torch.tanh(z / softcap))
     z = z / temperature
-    # log_softmax with log s = log1p(sum over all but one copy of the max): confident rows keep
-    # their digits (torch.log_softmax rounds log(1 + 1e-19) to 0 even in float64)
-    m, at = z.max(-1, keepdim=True)
-    zm = z - m
-    logp_all = zm - torch.log1p(torch.exp(zm).scatter(-1, at, 0.0).sum(-1, keepdim=True))
+    if textbook:
+        logp_all = torch.log_softmax(z, dim=-1)
+    else:
+        # log_softmax with log s = log1p(sum over all but one copy of the max): confident rows
+        # keep their digits (torch.log_softmax rounds log(1 + 1e-19) to 0 even in float64)
+        m, at = z.max(-1, keepdim=True)
+        zm = z - m
+        logp_all = zm - torch.log1p(torch.exp(zm).scatter(-1, at, 0.0).sum(-1, keepdim=True))
     p = logp_all.exp()
     # 0 log 0 = 0, with a zero gradient (a where() after the product would pass 0 * -inf = NaN back)
     entropy = -(p * torch.where(p > 0, logp_all, 0.0)).sum(-1)

@@ -13,7 +13,7 @@ from ligerbench.problems import Outcome
 from ligerbench.records import FIELDS
 from ligerbench.registry import Provider
 from ligerbench.suites.ce.axes import case as ce_case
-from ligerbench.verify.engine import _compare, explain
+from ligerbench.verify.engine import Yardsticks, _compare, explain
 
 REF = torch.arange(12, dtype=torch.float64).reshape(3, 4) / 10 - 0.5  # a finite 3 x 4 reference
 
@@ -51,8 +51,9 @@ PROVIDER = Provider(name="p", kernel="ce", description="", load=lambda: None)
 
 def _check(got: torch.Tensor) -> dict:
     ref = Outcome(values={"grad_logits": REF})
-    eager = Outcome(values={"grad_logits": REF.float()})
-    return _compare("grad_logits", CASE, PROVIDER, Outcome(values={"grad_logits": got}), ref, eager)
+    careful = Outcome(values={"grad_logits": REF.float()})
+    yard = Yardsticks(careful, None)
+    return _compare("grad_logits", CASE, PROVIDER, Outcome(values={"grad_logits": got}), ref, yard, strict=False)
 
 
 def test_a_failing_comparison_carries_the_explanation_in_its_message():

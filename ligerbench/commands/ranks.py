@@ -96,6 +96,8 @@ def _verify(job: VerifyRankJob, rank: int, world: int, dev: torch.device, backen
         suites=list(job.suites),
         providers=list(job.providers),
         case_filter=lambda c: c.id in wanted,
+        strict=job.strict,
+        repeat=job.repeat,
     )
     if len(plan.cases) != len(wanted):
         raise RuntimeError(f"rank {rank} rebuilt {len(plan.cases)} of the {len(wanted)} cases of the job")

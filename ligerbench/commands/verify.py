@@ -92,6 +92,25 @@ def verify(
         bool, typer.Option("--collect-only", "--dry-run", help="Print the cases a run would take, run nothing.")
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            help="Hold every provider to the careful yardstick alone (our own kernels always are); by default "
+            "a provider fails only where it is worse than the semantics as users write them in PyTorch "
+            "(ligerbench/tolerance.py).",
+        ),
+    ] = False,
+    repeat: Annotated[
+        int,
+        typer.Option(
+            "--repeat",
+            min=1,
+            metavar="N",
+            help="Run each case N times for every provider that declares itself deterministic; any bit "
+            "that differs between runs fails (a race shows in a few runs of many).",
+        ),
+    ] = 1,
     nproc: Annotated[
         int,
         typer.Option(
@@ -138,6 +157,10 @@ def verify(
       ligerbench verify --case ce/n16/v1000/fp32/none/up-ones/none/plain/normal --provider ours -x
 
       ligerbench verify --kernel vp_ce --nproc 2 --device cpu
+
+      ligerbench verify --kernel flp --provider textbook --strict      # fails where its formula cancels
+
+      ligerbench verify --kernel flce --preset full --dtype fp16 --repeat 8   # a race shows in a few runs
     """
     dev, mode = runs.resolve_device(device)
     registry = default_registry()
@@ -181,6 +204,8 @@ def verify(
         suites=suite,
         providers=provider,
         case_filter=keep,
+        strict=strict,
+        repeat=repeat,
     )
     missing = sorted(exact - {c.id for c in plan.cases})
     if missing:
@@ -188,7 +213,8 @@ def verify(
     if not plan.cases:
         raise typer.BadParameter("no case matches these filters on this device", param_hint="filters")
     selection = {k: sorted(v) for k, v in filters.items() if v}
-    selection |= {"k": keyword, "case": sorted(exact), "provider": provider, "suite": suite}
+    selection |= {"k": keyword, "case": sorted(exact), "provider": provider, "suite": suite, "strict": strict,
+                  "repeat": repeat if repeat > 1 else None}  # fmt: skip
     selection = {k: v for k, v in selection.items() if v}
     if collect_only:
         collect(plan, kernel, preset_name, selection, as_json)

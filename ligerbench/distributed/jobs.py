@@ -43,6 +43,8 @@ class VerifyRankJob(RankJob):
     suites: tuple[str, ...]
     providers: tuple[str, ...]
     cases: tuple[str, ...]
+    strict: bool = False  # verify --strict
+    repeat: int = 1  # verify --repeat N
 
     @property
     def label(self) -> str:

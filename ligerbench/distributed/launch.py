@@ -221,6 +221,8 @@ def run_plan_on_ranks(
         suites=tuple(s.name for s in plan.suites),
         providers=tuple(p.name for p in plan.providers),
         cases=tuple(c.id for c in plan.cases),
+        strict=plan.strict,
+        repeat=plan.repeat,
     )
     facts = run_job(job, nproc=nproc, planned=len(plan.cases), unit="cases", timeout_s=timeout_s, echo=echo)
     facts.pop("done")

@@ -64,7 +64,9 @@ def _run_kernel_mutants(registry: Registry, mutants: list[Mutant], ctx: Context)
         by_kernel.setdefault(p.kernel, []).append(p)
     for kernel, providers in by_kernel.items():
         control = control_for(registry, kernel, ctx.device.type)
-        common = dict(kernel=kernel, preset=ctx.preset, device_type=ctx.device.type)
+        # planted bugs are variants of our kernels: judged as ours are, by the strict verdict (each
+        # row keeps both yardsticks' errors, so the kill matrix also says which the default kills)
+        common = dict(kernel=kernel, preset=ctx.preset, device_type=ctx.device.type, strict=True)
         run = dict(run_id=ctx.run_id, seed=ctx.seed, device=ctx.device, writer=ctx.writer)
         if control is not None:
             # once over the union of the mutants' slices: every mutant's cases have control rows

@@ -78,3 +78,40 @@ def repeated_errors(df: pd.DataFrame, signature: str) -> list[str]:
                 f"{messages[0]}; the contract is {signature} (docs/providers.md)"
             )
     return lines
+
+
+# Two independent kernels that miss one check by the same amount point at the check, not at both
+# kernels: errors within this fraction of each other make the check suspect (issue 32, finding 3:
+# two fused log-prob kernels, one error 6.721e-03 each, against a yardstick that was wrong).
+CONSENSUS = 0.10
+
+
+def suspects(df: pd.DataFrame, families: dict[str, str]) -> pd.DataFrame:
+    """The failing rel_l2 checks (suite, case, quantity) that providers of two or more families
+    (Provider.lineage: ours and its settings are one) fail with errors within CONSENSUS of each
+    other; one row per check, naming the providers and their errors."""
+    bad = df[(df["verdict"] == "fail") & (df["metric"] == "rel_l2")]
+    columns = ["suite", "case", "quantity", "providers", "errors"]
+    rows = []
+    for (suite, case, quantity), group in bad.groupby(["suite", "case", "quantity"], sort=True):
+        finite = group[group["value"].map(lambda v: v == v and v != float("inf"))]
+        lineages = {families.get(p, p) for p in finite["provider"]}
+        if len(lineages) < 2:
+            continue
+        lo, hi = float(finite["value"].min()), float(finite["value"].max())
+        if hi > (1 + CONSENSUS) * lo:
+            continue
+        rows.append({"suite": suite, "case": case, "quantity": quantity,
+                     "providers": ", ".join(finite["provider"]),
+                     "errors": ", ".join(f"{v:.4g}" for v in finite["value"])})  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
+
+
+def suspect_lines(df: pd.DataFrame, families: dict[str, str]) -> list[str]:
+    """suspects() as lines for the terminal: the check, not each provider, is in question."""
+    return [
+        f"SUSPECT CHECK {r.suite} {r.quantity} {r.case}: independent providers ({r.providers}) fail it with "
+        f"errors within {CONSENSUS:.0%} of each other ({r.errors}): the float64 reference or the limit is more "
+        "likely wrong than all of them; reproduce it standalone before blaming a kernel"
+        for r in suspects(df, families).itertuples()
+    ]

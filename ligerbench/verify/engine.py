@@ -1,10 +1,13 @@
 """The verify engine: run the selected providers on every case of the selected suites and turn
 each comparison with the float64 truth into a record.
 
-Each case's inputs are drawn once; the reference, PyTorch eager (the tolerance yardstick) and
-every provider run once per case, and every suite that lists the case reads the quantities it
-checks from those runs. A provider that raises on a case (CUDA out-of-memory included) yields
-error rows for that case and the run goes on.
+Each case's inputs are drawn once; the reference, the two yardsticks of the tolerance rule
+(careful and textbook: ligerbench/tolerance.py) and every provider run once per case, and every
+suite that lists the case reads the quantities it checks from those runs. A provider that raises
+on a case (CUDA out-of-memory included) yields error rows for that case and the run goes on.
+With `repeat` > 1 a provider that declares itself deterministic runs the case that many times
+and any bit that differs between runs fails (a race shows in a few runs of many: docs/bugs.md,
+bug 9).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ class Plan:
     cases: tuple[Case, ...]
     # which suites list each case (by case id)
     suites_of_case: dict
+    strict: bool = False  # every provider held to the careful yardstick alone (--strict)
+    repeat: int = 1  # runs a case of a deterministic provider (--repeat N); bits must agree
 
 
 def make_plan(
@@ -41,6 +46,8 @@ def make_plan(
     suites: list[str] | None = None,
     providers: list[str] | None = None,
     case_filter: Callable[[Case], bool] = lambda c: True,
+    strict: bool = False,
+    repeat: int = 1,
 ) -> Plan:
     chosen_suites = [s for s in registry.suites_for(kernel) if not suites or s.name in suites]
     if providers:
@@ -54,7 +61,8 @@ def make_plan(
             if case_filter(case):
                 cases.setdefault(case.id, case)
                 suites_of_case.setdefault(case.id, []).append(suite.name)
-    return Plan(kernel, tuple(chosen_suites), tuple(chosen_providers), tuple(cases.values()), suites_of_case)
+    return Plan(kernel, tuple(chosen_suites), tuple(chosen_providers), tuple(cases.values()), suites_of_case,
+                strict=strict, repeat=repeat)  # fmt: skip
 
 
 def _quantities_for(spec: KernelSpec, suite: Suite, case: Case) -> tuple[str, ...]:
@@ -102,10 +110,10 @@ def run_plan(
         try:
             problem = spec.make_problem(case, seed, device)
             ref = spec.reference(problem)
-            eager = spec.eager(problem)
+            yard = Yardsticks(spec.eager(problem), spec.textbook(problem) if spec.textbook else None)
         except Exception as exc:  # the case itself could not be set up: every row is an error
             for provider in plan.providers:
-                rows(provider, "error", f"reference/eager failed: {_describe(exc)}")
+                rows(provider, "error", f"reference/yardstick failed: {_describe(exc)}")
             _free(device)
             on_case(case)
             continue
@@ -120,9 +128,11 @@ def run_plan(
                 rows(provider, "error", _describe(exc))
                 _free(device)
                 continue
+            strict = plan.strict or provider.strict or provider.mutant  # a planted bug is ours, broken
+            hints = spec.hints or _no_hints
             for suite in case_suites:
                 for q in _quantities_for(spec, suite, case):
-                    fields = _compare(q, case, provider, outcome, ref, eager)
+                    fields = _compare(q, case, provider, outcome, ref, yard, strict=strict, hints=hints)
                     writer.write(
                         Record.for_case(
                             case,
@@ -134,9 +144,58 @@ def run_plan(
                             **fields,
                         )  # fmt: skip
                     )
+            if plan.repeat > 1:
+                fields = _repeat(spec, provider, problem, outcome, plan.repeat)
+                writer.write(Record.for_case(case, run_id=run_id, suite=REPEAT_SUITE, provider=provider.name,
+                                             quantity="bitwise", settings=settings_text(provider.settings),
+                                             **fields))  # fmt: skip
             del outcome
-        del problem, ref, eager
+        del problem, ref, yard
         on_case(case)
+
+
+@dataclass(frozen=True)
+class Yardsticks:
+    """The two yardsticks' outcomes on one case (ligerbench/tolerance.py); textbook None where
+    the kernel declares none."""
+
+    careful: object
+    textbook: object | None
+
+
+REPEAT_SUITE = "repeat"  # the rows of --repeat N: suite "repeat", quantity "bitwise"
+
+
+def _no_hints(case: Case, quantity: str) -> tuple[str, ...]:
+    return ()
+
+
+def _repeat(spec: KernelSpec, provider: Provider, problem, first, runs: int) -> dict:
+    """Run a deterministic provider runs - 1 more times on the same problem and count the runs
+    whose outputs differ from the first in any bit (NaN payloads included)."""
+    if not provider.deterministic:
+        return dict(metric="runs_differing", value=float("nan"), unit="", limit=float("nan"), verdict="skip",
+                    message=f"{provider.name} does not declare itself deterministic")  # fmt: skip
+    differing, where = 0, []
+    for _ in range(runs - 1):
+        again = spec.run(provider.load(), problem)
+        names = [q for q, v in first.values.items() if not _same_bits(v, again.values.get(q))]
+        if names:
+            differing += 1
+            where.extend(n for n in names if n not in where)
+        del again
+    message = f"{differing} of {runs - 1} reruns differ from the first in {', '.join(where)}" if differing else ""
+    return dict(metric="runs_differing", value=float(differing), unit="count", limit=0.0,
+                verdict="fail" if differing else "pass", message=message)  # fmt: skip
+
+
+def _same_bits(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.detach().contiguous(), b.detach().to(a.device).contiguous()
+    return torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
 
 
 def _layout(outcome) -> dict:
@@ -161,7 +220,8 @@ def _layout(outcome) -> dict:
     )
 
 
-def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, eager) -> dict:
+def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: Yardsticks, *, strict: bool,
+             hints: Callable[[Case, str], tuple[str, ...]] = _no_hints) -> dict:  # fmt: skip
     if quantity == "input_layout":
         return _layout(outcome)
     if quantity == "input_unchanged":
@@ -189,23 +249,25 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, eager)
             message=f"{provider.name} does not report {quantity}",
         )
     got, truth = outcome.values[quantity], ref.values[quantity]
-    eager_err = tolerance.rel_error(eager.values.get(quantity), truth)
-    limit = tolerance.limit_for(eager_err, DTYPES[case.dtype])
+    careful = tolerance.rel_error(yard.careful.values.get(quantity), truth)
+    textbook = math.nan
+    if yard.textbook is not None and quantity in yard.textbook.values:
+        textbook = tolerance.rel_error(yard.textbook.values[quantity], truth)
+    rule = "strict" if strict else "default"
+    limit = tolerance.limit_for(careful, DTYPES[case.dtype], textbook, strict=strict)
+    figures = dict(metric="rel_l2", unit="relative", limit=limit, careful=careful, textbook=textbook, rule=rule)
     if got is not None and got.numel() != truth.numel():  # no element lines up with the truth
         message = f"shape {tuple(got.shape)} where the float64 reference has {tuple(truth.shape)}"
-        return dict(metric="rel_l2", value=math.inf, unit="relative", limit=limit, verdict="fail", message=message)
+        return dict(value=math.inf, verdict="fail", message=message, **figures)
     err = tolerance.rel_error(got, truth)
     message = ""
     if not err <= limit:
-        message = f"error {err:.3g} > limit {limit:.3g} (eager {eager_err:.3g}); {explain(got, truth)}"
-    return dict(
-        metric="rel_l2",
-        value=err,
-        unit="relative",
-        limit=limit,
-        verdict=tolerance.verdict(err, limit),
-        message=message,
-    )
+        yardsticks = f"careful {careful:.3g}" + ("" if math.isnan(textbook) else f", textbook {textbook:.3g}")
+        message = f"error {err:.3g} > limit {limit:.3g} ({rule}: {yardsticks}); {explain(got, truth)}"
+        known = hints(case, quantity)
+        if known:
+            message += "; known pattern: " + "; ".join(known)
+    return dict(value=err, verdict=tolerance.verdict(err, limit), message=message, **figures)
 
 
 def _at(index: tuple[int, ...]) -> str:

@@ -85,7 +85,8 @@ class VerifyJob(Job):
         return df
 
     def summarize(self, life: Life, df: pd.DataFrame) -> None:
-        text = summary.summary_markdown(df, life.run.env, title=f"ligerbench verify {self.plan.kernel} ({life.run.id})")
+        text = summary.summary_markdown(df, life.run.env, title=f"ligerbench verify {self.plan.kernel} ({life.run.id})",
+                                        families=self._families())  # fmt: skip
         (life.run.path / "summary.md").write_text(named.mark_summary(text, self.unchecked))
 
     def exit_code(self, life: Life, df: pd.DataFrame) -> ExitCode:
@@ -99,9 +100,14 @@ class VerifyJob(Job):
             "failures": failures.to_dict("records"),
             "failing_cases": int(bad["case"].nunique()),
             "shared_by_failures": diagnose.shared_values(df, self._axes()),
+            "suspect_checks": diagnose.suspects(df, self._families()).to_dict("records"),
             "interpreter_hints": self._hints(life, df),
             "unchecked_providers": self.unchecked,
         }
+
+    def _families(self) -> dict[str, str]:
+        """provider -> its family (Provider.lineage), for the consensus check."""
+        return {p.name: p.lineage for p in self.plan.providers}
 
     def _axes(self) -> list[str]:
         return [a.name for a in self.registry.kernels[self.plan.kernel].axes]
@@ -116,7 +122,8 @@ class VerifyJob(Job):
 
     def show(self, life: Life, df: pd.DataFrame) -> None:
         signature = self.registry.kernels[self.plan.kernel].signature
-        hints = [*diagnose.repeated_errors(df, signature), *self._hints(life, df)]
+        hints = [*diagnose.suspect_lines(df, self._families()), *diagnose.repeated_errors(df, signature),
+                 *self._hints(life, df)]  # fmt: skip
         print_tables(df, life.run.path, self.plan.kernel, self._axes(), hints, rerun=self.rerun)
 
     def rerun(self, provider: str, case: str) -> str:
@@ -169,7 +176,7 @@ def print_tables(
     df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = (), hints: list[str] = (), rerun=None
 ) -> None:
     out = Console()
-    cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit"})
+    cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit", "x_careful": "x careful"})
     numbers = [c for c in cols.columns if c not in ("suite", "provider")]
     tables.show(out, "verify: per suite and provider", list(cols.columns), cols.values.tolist(), right=numbers)
     bad = summary.problems(df)

@@ -6,13 +6,18 @@ import pandas as pd
 
 from ligerbench import runs
 from ligerbench.exits import ExitCode
-from ligerbench.records import VERDICTS
+from ligerbench.records import VERDICTS, times
+from ligerbench.verify import diagnose
+
+COUNT_COLUMNS = ["suite", "provider", *VERDICTS, "worst_error_over_limit", "x_careful", "rule"]
 
 
 def counts(df: pd.DataFrame) -> pd.DataFrame:
-    """Rows per (suite, provider) and verdict, with the worst error/limit among compared rows."""
+    """Rows per (suite, provider) and verdict, with the worst error/limit among compared rows,
+    the worst error as a multiple of the careful yardstick's ("x careful": how far from a careful
+    implementation, whichever verdict judged it) and the verdict's rule (default or strict)."""
     if df.empty:
-        return pd.DataFrame(columns=["suite", "provider", *VERDICTS, "worst_error_over_limit"])
+        return pd.DataFrame(columns=COUNT_COLUMNS)
     table = df.pivot_table(index=["suite", "provider"], columns="verdict", values="case", aggfunc="count", fill_value=0)
     for v in VERDICTS:
         if v not in table.columns:
@@ -24,6 +29,13 @@ def counts(df: pd.DataFrame) -> pd.DataFrame:
         table["worst_error_over_limit"] = ratio
     else:
         table["worst_error_over_limit"] = float("nan")
+    table["x_careful"] = float("nan")
+    table["rule"] = ""
+    if not compared.empty and "careful" in compared.columns:
+        by = [compared["suite"], compared["provider"]]
+        table["x_careful"] = compared.apply(lambda r: times(r["value"], r["careful"]), axis=1).groupby(by).max()
+        table["rule"] = compared["rule"].astype(str).groupby(by).agg(lambda r: "/".join(sorted(set(r) - {""})))
+        table["rule"] = table["rule"].fillna("")
     return table.reset_index()
 
 
@@ -83,8 +95,12 @@ def markdown_table(df: pd.DataFrame, columns: list[str]) -> str:
 CASE_COLUMNS = ["suite", "provider", "case", "quantity", "value", "limit", "verdict", "message"]
 
 
-def summary_markdown(df: pd.DataFrame, env: dict, *, title: str) -> str:
+SUSPECT_COLUMNS = ["suite", "case", "quantity", "providers", "errors"]
+
+
+def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, families: dict[str, str] | None = None) -> str:
     m = env.get("run") or {}
+    suspect = diagnose.suspects(df, families or {})
     parts = [
         f"# {title}\n",
         f"**Status: {status(df, env)}.** {m.get('completed')} of {m.get('planned')} {m.get('unit')} run, "
@@ -92,12 +108,19 @@ def summary_markdown(df: pd.DataFrame, env: dict, *, title: str) -> str:
         f"({env.get('device_type')}, Triton {env.get('triton_mode')}), seed {env.get('seed')}, "
         f"torch {env.get('torch')}, triton {env.get('triton')}, commit {env.get('git_commit')}.\n",
         "Error is the relative L2 error against the float64 reference; the limit is the tolerance "
-        "rule of ligerbench/tolerance.py (2 x PyTorch eager's error in the same dtype + a floor of "
-        "unavoidable roundings).\n",
+        "rule of ligerbench/tolerance.py: 2 x the yardstick's error in the same dtype + a floor of "
+        "unavoidable roundings, the yardstick being the larger of the careful and the textbook "
+        "(PyTorch as users write it) under the default rule, the careful one alone under strict "
+        "(our own kernels, or --strict). x careful: the worst error over the careful yardstick's.\n",
         "## Counts\n",
-        markdown_table(counts(df), ["suite", "provider", *VERDICTS, "worst_error_over_limit"]),
+        markdown_table(counts(df), COUNT_COLUMNS),
         "## Failures and errors\n",
         markdown_table(problems(df), CASE_COLUMNS),
+        *(
+            ["## Suspect checks (independent providers fail them alike)\n", markdown_table(suspect, SUSPECT_COLUMNS)]
+            if len(suspect)
+            else []
+        ),
         "## Skipped (counts per provider and reason)\n",
         markdown_table(skip_reasons(df), ["provider", "skipped checks", "cases", "reason"]),
         "## Every compared check\n",

@@ -10,6 +10,7 @@ from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.ce.grid import ce_cases
+from ligerbench.suites.hints import numerical_hints
 
 
 def has_z_loss(case: Case) -> bool:
@@ -23,6 +24,8 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
     run=spec.run_ce,
     quantities=("loss", "z_loss", "grad_logits", "input_unchanged", "input_layout"),
     grid=ce_cases,

@@ -14,7 +14,7 @@ import functools
 import torch
 
 from ligerbench.cases import OPTIONS, Case
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS, Provider
 from ligerbench.suites.ce.spec import ce_torch
 
 
@@ -79,12 +79,14 @@ def _liger_supports(case: Case) -> str | None:
 PROVIDERS = (
     Provider(
         name="ours",
+        **OURS,
         kernel="ce",
         description="kernels/cross_entropy.py (Triton; loss and gradient in one kernel)",
         load=lambda: _load_ours(inplace=False),
     ),
     Provider(
         name="ours_inplace",
+        **OURS,
         kernel="ce",
         description="kernels/cross_entropy.py with inplace_backward=True (gradient written into the logits)",
         load=lambda: _load_ours(inplace=True),
@@ -95,6 +97,13 @@ PROVIDERS = (
         kernel="ce",
         description="PyTorch eager on the logits upcast to float32, as transformers' loss does",
         load=_load_eager,
+    ),
+    Provider(
+        name="textbook",
+        kernel="ce",
+        description="PyTorch as users write it: F.cross_entropy on the upcast logits, the softcap through "
+        "autograd's tanh (fails --strict where its slope cancels)",
+        load=lambda: functools.partial(ce_upcast, textbook=True),
     ),
     Provider(
         name="torch_compile",

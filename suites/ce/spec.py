@@ -14,6 +14,7 @@ evaluates it in the case's dtype, which sets the tolerance (ligerbench/tolerance
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
@@ -163,9 +164,12 @@ def ce_torch(
     softcap=None,
     z_loss_scale=0.0,
     token_weight=None,
+    textbook=False,
 ):
     """The semantics above in plain PyTorch ops, in the dtype of `logits`.
-    Returns (loss, z_loss). Used in float64 as the truth and in the case dtype as 'eager'."""
+    Returns (loss, z_loss). Used in float64 as the truth and in the case dtype as 'eager'.
+    textbook: the softcap as users write it, its slope through autograd's tanh (1 - tanh^2,
+    which cancels where |tanh| -> 1): the default verdict's yardstick (ligerbench/tolerance.py)."""
     shape = target.shape
     if logits.dim() != 2:  # [B, T, V]: flattened row-major, as torch.nn.functional would see [B*T, V]
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
@@ -173,7 +177,7 @@ def ce_torch(
     x = logits
     dt = x.dtype
     if softcap:
-        x = capped(x, softcap)
+        x = softcap * torch.tanh(x / softcap) if textbook else capped(x, softcap)
     w = weight.to(dt) if weight is not None else None
     counted = target != ignore_index
     if reduction == "mean" and z_loss_scale == 0.0 and token_weight is None:
@@ -235,7 +239,8 @@ CHUNKED_FROM = 2**28
 CHUNK_ELEMENTS = 2**26
 
 
-def rowwise(problem: CEProblem, dtype: torch.dtype, *, chunk_elements: int = CHUNK_ELEMENTS) -> Outcome:
+def rowwise(problem: CEProblem, dtype: torch.dtype, *, chunk_elements: int = CHUNK_ELEMENTS,
+            textbook: bool = False) -> Outcome:  # fmt: skip
     """ce_torch's loss, z-loss and logits gradient in `dtype`, a block of rows at a time: each
     block's rows by reduction="none", reduced as ce_torch reduces them, then each block's
     gradient by backward through its rows weighted by what the reduction and the upstream give
@@ -247,7 +252,8 @@ def rowwise(problem: CEProblem, dtype: torch.dtype, *, chunk_elements: int = CHU
     tw_all = None if problem.token_weight is None else problem.token_weight.reshape(-1).to(dtype)
     w = None if problem.weight is None else problem.weight.to(dtype)
     opts = dict(weight=w, ignore_index=problem.ignore_index, label_smoothing=problem.label_smoothing,
-                softcap=problem.softcap, z_loss_scale=problem.z_loss_scale, reduction="none")  # fmt: skip
+                softcap=problem.softcap, z_loss_scale=problem.z_loss_scale, reduction="none",
+                textbook=textbook)  # fmt: skip
     step = max(1, chunk_elements // max(v, 1))
     blocks = [slice(r0, r0 + step) for r0 in range(0, n, step)]
 
@@ -299,3 +305,12 @@ def eager_in_dtype(problem: CEProblem) -> Outcome:
     if problem.logits.numel() >= CHUNKED_FROM:
         return yardstick(lambda p: rowwise(p, p.logits.dtype), problem, {"logits": problem.logits})
     return yardstick(lambda p: run_ce(ce_torch, p), problem, {"logits": problem.logits})
+
+
+def textbook(problem: CEProblem) -> Outcome:
+    """The default verdict's yardstick (ligerbench/tolerance.py): ce_torch as users write it
+    (textbook=True: the softcap's slope through autograd), otherwise as eager_in_dtype."""
+    if problem.logits.numel() >= CHUNKED_FROM:
+        return yardstick(lambda p: rowwise(p, p.logits.dtype, textbook=True), problem, {"logits": problem.logits})
+    return yardstick(lambda p: run_ce(functools.partial(ce_torch, textbook=True), p), problem,
+                     {"logits": problem.logits})  # fmt: skip

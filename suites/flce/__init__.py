@@ -11,6 +11,7 @@ from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
+from ligerbench.suites.hints import numerical_hints
 
 KERNEL = KernelSpec(
     name="flce",
@@ -18,6 +19,8 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
     run=spec.run_flce,
     quantities=spec.QUANTITIES,
     grid=flce_cases,

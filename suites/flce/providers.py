@@ -14,7 +14,7 @@ import functools
 import torch
 
 from ligerbench.cases import OPTIONS, Case
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS, Provider
 from ligerbench.suites.flce.spec import flce_torch
 
 # Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/flce/
@@ -191,12 +191,14 @@ def _cce_supports(case: Case) -> str | None:
 PROVIDERS = (
     Provider(
         name="ours",
+        **OURS,
         kernel="flce",
         description="kernels/fused_linear_cross_entropy.py, default chunk budget",
         load=_load_ours,
     ),
     Provider(
         name="ours_small_chunks",
+        **OURS,
         kernel="flce",
         description=f"ours with {SMALL_CHUNK_TOKENS}-token chunks (partial and fully ignored chunks)",
         load=lambda: _load_ours(chunk_tokens=SMALL_CHUNK_TOKENS),
@@ -204,6 +206,7 @@ PROVIDERS = (
     ),
     Provider(
         name="ours_vocab_split",
+        **OURS,
         kernel="flce",
         description="ours cut by vocabulary slices (split='vocab', what 'auto' takes at Gemma-2-sized heads)",
         load=lambda: _load_ours(split="vocab"),
@@ -212,6 +215,7 @@ PROVIDERS = (
     ),
     Provider(
         name="ours_float32_store",
+        **OURS,
         kernel="flce",
         description="ours with every chunk's logits kept in float32 (store='float32')",
         load=lambda: _load_ours(store="float32"),
@@ -219,6 +223,7 @@ PROVIDERS = (
     ),
     Provider(
         name="ours_shifted16_store",
+        **OURS,
         kernel="flce",
         description="ours with every chunk's logits kept in 2 bytes (store='shifted16', bf16 without options)",
         load=lambda: _load_ours(store="shifted16"),
@@ -228,6 +233,7 @@ PROVIDERS = (
     *(
         Provider(
             name=f"ours_{accum}_{chunks}_chunks",
+            **OURS,
             kernel="flce",
             description=f"ours cut into {chunks} chunks, grad_weight_accum={accum!r} (16-bit, >= 72 tokens)",
             load=functools.partial(_load_ours_chunks, accum, chunks),
@@ -241,6 +247,13 @@ PROVIDERS = (
         kernel="flce",
         description="PyTorch eager, full float32 logits from upcast operands",
         load=_load_eager,
+    ),
+    Provider(
+        name="textbook",
+        kernel="flce",
+        description="PyTorch as users write it: float32 logits from upcast operands, F.cross_entropy, the "
+        "softcap through autograd's tanh (fails --strict where its slope cancels)",
+        load=lambda: functools.partial(flce_upcast, textbook=True),
     ),
     Provider(
         name="torch_compile",

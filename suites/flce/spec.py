@@ -241,10 +241,12 @@ def reference(problem: FLCEProblem) -> Outcome:
     return run_flce(flce_torch, p64)
 
 
-def _careful(dtype: torch.dtype):
-    """flce_torch on float32 operands whose logits' gradient is rounded once to `dtype`."""
+def _careful(dtype: torch.dtype, textbook: bool = False):
+    """flce_torch on float32 operands whose logits' gradient is rounded once to `dtype`
+    (textbook: ce_torch's textbook softcap)."""
 
     def fn(hidden, weight, target, *, bias=None, class_weight=None, **options):
+        options = {**options, "textbook": textbook}
         logits = hidden @ weight.T
         if bias is not None:
             logits = logits + bias
@@ -260,3 +262,11 @@ def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     careful = _careful(problem.hidden.dtype)
     return yardstick(lambda p: run_flce(careful, p), problem, upcast)
+
+
+def textbook(problem: FLCEProblem) -> Outcome:
+    """The default verdict's yardstick (ligerbench/tolerance.py): as eager_in_dtype, the softcap
+    as users write it (its slope through autograd's tanh)."""
+    upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
+    users = _careful(problem.hidden.dtype, textbook=True)
+    return yardstick(lambda p: run_flce(users, p), problem, upcast)

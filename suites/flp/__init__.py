@@ -9,6 +9,7 @@ from __future__ import annotations
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.flp.grid import flp_cases
+from ligerbench.suites.hints import numerical_hints
 
 KERNEL = KernelSpec(
     name="flp",
@@ -16,6 +17,8 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
     run=spec.run_flp,
     quantities=("logp", "entropy", "outputs_float32", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged",
                 "input_layout"),

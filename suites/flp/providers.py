@@ -8,7 +8,7 @@ import functools
 import torch
 from torch.utils.checkpoint import checkpoint
 
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS, Provider
 from ligerbench.suites import log_prob_semantics as semantics
 
 
@@ -24,6 +24,12 @@ def eager_fp32(hidden, weight, target, *, bias=None, **options):
     if bias is not None:
         x = x + bias.float()
     return semantics.reference(x, target, **options)
+
+
+def textbook_fp32(hidden, weight, target, *, bias=None, **options):
+    """What TRL, verl and transformers users write: float32 logits from upcast operands, then
+    `torch.log_softmax` and entropy as -(p * logp).sum(-1), the softcap through autograd's tanh."""
+    return eager_fp32(hidden, weight, target, bias=bias, textbook=True, **options)
 
 
 def chunked_checkpoint(hidden, weight, target, *, bias=None, chunk_rows=8, body=eager_fp32, **options):
@@ -81,15 +87,19 @@ def liger_supports(case) -> str | None:
 
 
 PROVIDERS = (
-    Provider(name="ours", kernel="flp", description="kernels/fused_linear_log_probs.py (vocabulary slices; "
+    Provider(name="ours", **OURS, kernel="flp", description="kernels/fused_linear_log_probs.py (vocabulary slices; "
              "backward recomputes the logits)", load=_ours),
-    Provider(name="ours_small_chunks", kernel="flp", description="ours with 16 KiB pieces: many vocabulary slices",
+    Provider(name="ours_small_chunks", **OURS, kernel="flp",
+             description="ours with 16 KiB pieces: many vocabulary slices",
              load=lambda: _ours(chunk_bytes=16 * 1024), settings={"chunk_bytes": 16 * 1024}),
-    Provider(name="ours_rows", kernel="flp", description="ours, backward by row chunks (7 rows each)",
+    Provider(name="ours_rows", **OURS, kernel="flp", description="ours, backward by row chunks (7 rows each)",
              load=lambda: _ours(backward_split="rows", chunk_rows=7),
              settings={"backward_split": "rows", "chunk_rows": 7}),
     Provider(name="eager", kernel="flp", description="PyTorch on float32 logits from upcast operands",
              load=lambda: eager_fp32),
+    Provider(name="textbook", kernel="flp", load=lambda: textbook_fp32,
+             description="PyTorch as users write it: torch.log_softmax, -(p * logp).sum(-1) (fails --strict "
+             "where the formula cancels: the entropy of a peaked row)"),
     Provider(name="chunked_checkpoint", kernel="flp", description="PyTorch over 8-row chunks under checkpoint",
              load=lambda: chunked_checkpoint),
     Provider(name="torch_compile", kernel="flp", description="torch.compile of the float32 PyTorch semantics",

@@ -11,6 +11,7 @@ gradient once.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -141,3 +142,9 @@ def eager_in_dtype(problem: FLPProblem) -> Outcome:
         if key in out.values:
             out.values[key] = out.values[key].to(problem.weight.dtype)
     return out
+
+
+def textbook(problem: FLPProblem) -> Outcome:
+    """The default verdict's yardstick (ligerbench/tolerance.py): the semantics as users write
+    them (`torch.log_softmax`, entropy as -(p * logp).sum(-1)), otherwise as eager_in_dtype."""
+    return eager_in_dtype(dataclasses.replace(problem, options={**problem.options, "textbook": True}))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.grpo import axes, bench, mutants, providers, spec
 from ligerbench.suites.grpo.grid import grpo_cases
+from ligerbench.suites.hints import numerical_hints
 
 
 def _split(case) -> bool:
@@ -22,6 +23,7 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
     run=spec.run_grpo,
     quantities=("loss", "grad_hidden", "grad_weight", "split_grad_hidden", "split_grad_weight", "input_unchanged"),
     grid=grpo_cases,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS, Provider
 
 
 def _ours():
@@ -24,7 +24,7 @@ def eager(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, 
 
 
 PROVIDERS = (
-    Provider(name="ours", kernel="grpo", load=_ours,
+    Provider(name="ours", **OURS, kernel="grpo", load=_ours,
              description="kernels/grpo_loss.py: flp's fused log-probs (no [B, T, V] stored), the loss in PyTorch"),
     Provider(name="eager", kernel="grpo", load=lambda: eager,
              description="PyTorch: full float32 logits from upcast operands, the same loss"),

@@ -7,6 +7,7 @@ checks it: spec, axes, grid, suites, providers and planted bugs, registered toge
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.lp import axes, bench, mutants, providers, spec
 from ligerbench.suites.lp.grid import lp_cases
 
@@ -16,6 +17,8 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
     run=spec.run_lp,
     quantities=("logp", "entropy", "outputs_float32", "grad_logits", "input_unchanged", "input_layout"),
     grid=lp_cases,

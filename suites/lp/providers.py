@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS, Provider
 from ligerbench.suites import log_prob_semantics as semantics
 
 
@@ -14,10 +16,12 @@ def _ours():
     return log_probs
 
 
-def eager_fp32(logits, target, *, temperature=1.0, softcap=None, logit_scale=1.0, ignore_index=-100):
-    """What trainers write: the logits upcast to float32, then the semantics in PyTorch."""
+def eager_fp32(logits, target, *, temperature=1.0, softcap=None, logit_scale=1.0, ignore_index=-100,
+               textbook=False):  # fmt: skip
+    """The logits upcast to float32, then the semantics in PyTorch (textbook: as TRL and verl
+    users write them, `torch.log_softmax` and -(p * logp).sum(-1))."""
     return semantics.reference(logits.float(), target, temperature=temperature, softcap=softcap,
-                               logit_scale=logit_scale, ignore_index=ignore_index)  # fmt: skip
+                               logit_scale=logit_scale, ignore_index=ignore_index, textbook=textbook)  # fmt: skip
 
 
 def _compiled():
@@ -29,10 +33,13 @@ def _compiled():
 
 
 PROVIDERS = (
-    Provider(name="ours", kernel="lp", description="kernels/log_probs.py (Triton; forward and backward kernels)",
-             load=_ours),
+    Provider(name="ours", **OURS, kernel="lp", load=_ours,
+             description="kernels/log_probs.py (Triton; forward and backward kernels)"),
     Provider(name="eager", kernel="lp", description="PyTorch on float32 logits (the yardstick's own formula)",
              load=lambda: eager_fp32),
+    Provider(name="textbook", kernel="lp", load=lambda: functools.partial(eager_fp32, textbook=True),
+             description="PyTorch as users write it: torch.log_softmax, -(p * logp).sum(-1) (fails --strict "
+             "where the formula cancels: the entropy of a peaked row)"),
     Provider(name="torch_compile", kernel="lp", description="torch.compile of the float32 PyTorch semantics",
              load=_compiled, devices=("cuda",)),
 )  # fmt: skip

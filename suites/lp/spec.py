@@ -9,6 +9,7 @@ gradients on logp, entropy or both.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -104,3 +105,9 @@ def _upcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """t in `dtype` with the same layout (its whole storage converted)."""
     n = t.untyped_storage().nbytes() // t.element_size()
     return t.as_strided((n,), (1,), 0).to(dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+
+
+def textbook(problem: LPProblem) -> Outcome:
+    """The default verdict's yardstick (ligerbench/tolerance.py): the semantics as users write
+    them (semantics.reference(textbook=True)), otherwise as eager_in_dtype."""
+    return eager_in_dtype(dataclasses.replace(problem, options={**problem.options, "textbook": True}))

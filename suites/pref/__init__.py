@@ -7,6 +7,7 @@ spec, axes, grid, suites, providers and planted bugs, registered together.
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.pref import axes, mutants, providers, spec
 from ligerbench.suites.pref.grid import pref_cases
 
@@ -16,6 +17,7 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
     run=spec.run_pref,
     quantities=("loss", "grad_hidden", "grad_weight", "split_grad_hidden", "split_grad_weight", "input_unchanged"),
     grid=pref_cases,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS, Provider
 
 
 def _ours():
@@ -25,7 +25,7 @@ def eager(hidden, weight, ids, mask, ref_logps, **options):
 
 
 PROVIDERS = (
-    Provider(name="ours", kernel="pref", load=_ours,
+    Provider(name="ours", **OURS, kernel="pref", load=_ours,
              description="kernels/preference_loss.py: flp's fused log-probs summed per sequence, the loss in PyTorch"),
     Provider(name="eager", kernel="pref", load=lambda: eager,
              description="PyTorch: full float32 logits from upcast operands, the same loss"),

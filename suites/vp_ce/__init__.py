@@ -23,6 +23,7 @@ from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
+from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
 
 SIZES = {
@@ -61,6 +62,8 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
     run=spec.run_vp,
     quantities=("loss", "z_loss", "grad_logits", "input_unchanged"),
     grid=vp_ce_cases,

@@ -13,7 +13,7 @@ import functools
 
 import torch
 
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS_RANKS, Provider
 
 
 def _load_ours(inplace: bool):
@@ -58,12 +58,14 @@ def _gathered(logits_shard, target, *, group, vocab_start, class_weight_shard, *
 PROVIDERS = (
     Provider(
         name="ours",
+        **OURS_RANKS,
         kernel="vp_ce",
         description="kernels/vocab_parallel_cross_entropy.py (one all_gather of [N+1, 6] statistics per call)",
         load=lambda: _load_ours(inplace=False),
     ),
     Provider(
         name="ours_inplace",
+        **OURS_RANKS,
         kernel="vp_ce",
         description="the same with inplace_backward=True (gradient written into the logits shard)",
         load=lambda: _load_ours(inplace=True),

@@ -99,6 +99,11 @@ def eager_in_dtype(problem: VPProblem) -> Outcome:
     return per_rank(ce.eager_in_dtype(problem.base), problem.world)
 
 
+def textbook(problem: VPProblem) -> Outcome:
+    """ce's textbook yardstick on the global problem (ligerbench/tolerance.py)."""
+    return per_rank(ce.textbook(problem.base), problem.world)
+
+
 def _forward(fn, problem: VPProblem, rank: int, group):
     """One rank's call: a fresh leaf copy of its shard, the provider's outputs."""
     p = problem.base

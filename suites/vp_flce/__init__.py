@@ -27,6 +27,7 @@ from __future__ import annotations
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
+from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
 SIZES = {
@@ -91,6 +92,8 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
     run=spec.run_vp_flce,
     quantities=spec.QUANTITIES,
     grid=vp_flce_cases,

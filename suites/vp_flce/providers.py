@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS_RANKS, Provider
 from ligerbench.suites.vp_ce.providers import _GatherShards
 
 CHUNKS = 3
@@ -63,6 +63,7 @@ def _gathered(hidden, weight_shard, target, *, group, vocab_start, bias_shard, c
 PROVIDERS = (
     Provider(
         name="ours",
+        **OURS_RANKS,
         kernel="vp_flce",
         description="kernels/vocab_parallel_fused_linear_cross_entropy.py (a stats all_gather per chunk, "
         "one dh all_reduce)",
@@ -70,12 +71,14 @@ PROVIDERS = (
     ),
     Provider(
         name="ours_3_chunks",
+        **OURS_RANKS,
         kernel="vp_flce",
         description=f"the same in {CHUNKS} chunks, the last one partial (a statistics gather each)",
         load=lambda: _load_ours(chunked=True),
     ),
     Provider(
         name="ours_fp32_accum",
+        **OURS_RANKS,
         kernel="vp_flce",
         description=f"the same in {CHUNKS} chunks with the weight gradient accumulated in fp32",
         load=lambda: _load_ours(chunked=True, grad_weight_accum="fp32"),

@@ -79,6 +79,11 @@ def eager_in_dtype(problem: VPFProblem) -> Outcome:
     return per_rank(flce.eager_in_dtype(problem.base), problem.world, _WHOLE)
 
 
+def textbook(problem: VPFProblem) -> Outcome:
+    """flce's textbook yardstick on the global problem (ligerbench/tolerance.py)."""
+    return per_rank(flce.textbook(problem.base), problem.world, _WHOLE)
+
+
 def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
     """One rank's call, forward and backward, on fresh leaf copies of its inputs."""
     p = problem.base

@@ -16,6 +16,7 @@ backward.
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.vp_flp import axes, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
@@ -26,6 +27,8 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
     run=spec.run_vp_flp,
     quantities=spec.QUANTITIES,
     grid=vp_flp_cases,

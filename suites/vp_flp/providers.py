@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from ligerbench.registry import Provider
+from ligerbench.registry import OURS_RANKS, Provider
 from ligerbench.suites.flp.providers import eager_fp32
 from ligerbench.suites.vp_ce.providers import _GatherShards
 
@@ -62,12 +62,14 @@ def gathered(hidden, weight_shard, target, *, bias, group, vocab_start, **option
 PROVIDERS = (
     Provider(
         name="ours",
+        **OURS_RANKS,
         kernel="vp_flp",
         description="kernels/vocab_parallel_fused_linear_log_probs.py (one stats all_gather, one dh all_reduce)",
         load=_load_ours,
     ),
     Provider(
         name="ours_3_slices",
+        **OURS_RANKS,
         kernel="vp_flp",
         description=f"the same with every shard cut into {SLICES} vocabulary slices, the last one partial",
         load=functools.partial(_load_ours, sliced=True),

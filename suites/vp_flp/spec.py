@@ -177,3 +177,8 @@ def _run_distributed(fn, problem: VPFLPProblem) -> Outcome:
                 one[k] = got[k][r] if k == "grad_hidden" else got[k][r, : widths[r]]
         ranks.append(one)
     return _outcome(problem, ranks)
+
+
+def textbook(problem: VPFLPProblem) -> Outcome:
+    """flp's textbook yardstick on the global problem (ligerbench/tolerance.py)."""
+    return per_rank(flp.textbook(problem.base), problem.world, _WHOLE)

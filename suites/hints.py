@@ -1,0 +1,42 @@
+"""The numerical patterns a failing check may show, named on its FAIL line (KernelSpec.hints),
+so that the reader knows what to look at before calling a kernel wrong. Each is read off the
+case's own axes; a hint says where to look, it never changes a verdict.
+
+    numerical_hints(case, "grad_logits")  ->  ("a softcap slope that cancels: ...",)
+"""
+
+from __future__ import annotations
+
+from ligerbench.cases import OPTIONS, Case
+
+SOFTCAP = (
+    "a softcap slope that cancels: autograd's 1 - tanh^2 loses its digits where |tanh| -> 1 (large or "
+    "confident logits); 1 / cosh^2 keeps them"
+)
+PEAKED_ENTROPY = (
+    "the entropy of a peaked row: -(p * logp).sum() with logp = z - logsumexp(z) cancels where one p is ~1; "
+    "log s + u / s (s, u the row's sums after its max) keeps the digits"
+)
+SIXTEEN_BITS = (
+    "16-bit inputs: logits rounded to 16 bits before the float32 math, or a gradient rounded twice, show as "
+    "errors of a few 2**-8 (bf16) or 2**-11 (fp16); fp16 gradients below 6.1e-5 are subnormal and keep fewer "
+    "digits"
+)
+
+PEAKED = ("peaked", "confident")
+# the log-prob kernels' upstream values that send a gradient through the entropy
+ENTROPY_UP = ("both", "entropy", "sums", "zero_rows")
+
+
+def numerical_hints(case: Case, quantity: str) -> tuple[str, ...]:
+    """The known patterns the case and quantity can show (none when no axis points at one)."""
+    found = []
+    capped = case.get("softcap") or OPTIONS.get(case.get("option"), {}).get("softcap")
+    if capped and quantity.startswith("grad_"):
+        found.append(SOFTCAP)
+    through_entropy = quantity == "entropy" or (quantity.startswith("grad_") and case.get("upstream") in ENTROPY_UP)
+    if case.get("logits") in PEAKED and through_entropy:
+        found.append(PEAKED_ENTROPY)
+    if case.get("dtype") in ("bf16", "fp16"):
+        found.append(SIXTEEN_BITS)
+    return tuple(found)
