@@ -66,7 +66,7 @@ def verify(
         str, typer.Option(metavar="NAME", help="Case sizes: quick (CPU), full (GPU); auto picks by device.")
     ] = "auto",
     device: Annotated[
-        str, typer.Option(metavar="DEVICE", help="Where to run: auto, cpu or cuda; auto prefers CUDA.")
+        str, typer.Option("--device", metavar="DEVICE", help="Where to run: auto, cpu or cuda; auto prefers CUDA.")
     ] = "auto",
     seed: Annotated[int, typer.Option(metavar="INT", help="Seed of every case's inputs; same seed, same numbers.")] = 0,
     out: Annotated[
@@ -158,9 +158,9 @@ def verify(
 
       ligerbench verify --kernel vp_ce --nproc 2 --device cpu
 
-      ligerbench verify --kernel flp --provider textbook --strict      # fails where its formula cancels
+      ligerbench verify --kernel flp --provider textbook --strict
 
-      ligerbench verify --kernel flce --preset full --dtype fp16 --repeat 8   # a race shows in a few runs
+      ligerbench verify --kernel flce --preset full --dtype fp16 --repeat 8
     """
     dev, mode = runs.resolve_device(device)
     registry = default_registry()
