@@ -4,9 +4,17 @@ newer releases (CPU machines) both have."""
 
 from .triton_mode import decide, device_function
 
-decide(lock=True)  # before triton.jit decorates anything below
+_MODE = decide(lock=True)  # before triton.jit decorates anything below
 
 import triton.language as tl  # noqa: E402
+from triton.language.extra import libdevice  # noqa: E402
+
+# Compiled, the softcap's tanh is CUDA's own (libdevice, within 2 ulps). Our formula below is
+# built on the compiled tl.exp / tl.log, approximations: its few ulps more, times cap / T (50 at
+# a softcap of 30 over a temperature of 0.6) in every logit, put our entropy at 2.2x careful
+# PyTorch's error on an H200 (docs/bugs.md, bug 11). Triton's interpreter has no libdevice; there
+# numpy's exp and log make the formula accurate.
+_LIBDEVICE_TANH: tl.constexpr = tl.constexpr(_MODE == "compiled")
 
 
 @device_function
@@ -43,14 +51,18 @@ def softcap_and_slope(x, cap):
     """cap * tanh(x / cap) and its derivative 1 - tanh^2, both to a few ulps.
 
     tl.math.tanh exists in neither Triton release we support (3.6 on the GPU box, newer on
-    CPU). tanh(a) = expm1(2a) / (expm1(2a) + 2) for a = |u| has no cancellation; past a = 10
-    tanh is 1 in float32. The derivative is sech^2 = 4e / (1 + e)^2 with e = exp(-2|u|),
-    which never overflows and, unlike 1 - tanh^2, keeps its digits when |tanh| -> 1."""
+    CPU): compiled, libdevice's tanh (above); interpreted, tanh(a) = expm1(2a) / (expm1(2a) + 2)
+    for a = |u|, which has no cancellation (past a = 10 tanh is 1 in float32). The derivative is
+    sech^2 = 4e / (1 + e)^2 with e = exp(-2|u|), which never overflows and, unlike 1 - tanh^2,
+    keeps its digits when |tanh| -> 1."""
     u = x / cap
-    a = tl.minimum(tl.abs(u), 10.0)
-    em = expm1(2.0 * a)
-    t = em / (em + 2.0)
-    t = tl.where(u < 0, -t, t)
+    if _LIBDEVICE_TANH:
+        t = libdevice.tanh(u)
+    else:
+        a = tl.minimum(tl.abs(u), 10.0)
+        em = expm1(2.0 * a)
+        t = em / (em + 2.0)
+        t = tl.where(u < 0, -t, t)
     e = tl.exp(-2.0 * tl.abs(u))
     return cap * t, 4.0 * e / ((1.0 + e) * (1.0 + e))
 
