@@ -35,7 +35,7 @@ def test_verify_flce_passes_on_a_slice(tmp_path):
     assert result.exit_code == 0, result.output
     assert set(records["verdict"]) <= {"pass", "skip"}
     ran = records[records["verdict"] != "skip"]
-    assert set(ran["provider"]) == {"ours", "ours_small_chunks", "ours_float32_store", "eager"}
+    assert set(ran["provider"]) == {"ours", "ours_small_chunks", "ours_float32_store", "eager", "textbook"}
     assert {"loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged"} <= set(ran["quantity"])
     grid = default_registry().kernels["flce"].grid("quick", "cpu")
     assert records["case"].nunique() == len([c for c in grid if c.dtype == "bf16" and c.option == "all"]) >= 9

@@ -220,7 +220,7 @@ def _layout(outcome) -> dict:
     )
 
 
-def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: Yardsticks, *, strict: bool,
+def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: Yardsticks, *, strict: bool = False,
              hints: Callable[[Case, str], tuple[str, ...]] = _no_hints) -> dict:  # fmt: skip
     if quantity == "input_layout":
         return _layout(outcome)
