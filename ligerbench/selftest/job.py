@@ -117,7 +117,9 @@ def print_matrix(table: pd.DataFrame, bad_control: pd.DataFrame, path: Path, sec
         tables.show(out, "kill matrix (mutant x suite)", list(shown.columns), shown.values.tolist(), styles=STYLES)
     else:  # narrow: one line per mutant, the suites named by what they did (n/a left out)
         out.print(Text("kill matrix (mutant: suites that killed it / it survived; n/a left out)", style="bold"))
-        suites = [c for c in shown.columns if c not in ("mutant", "kernel", "verdict")]
+        suites = [
+            c for c in shown.columns if c not in ("mutant", "kernel", "verdict", killmatrix.DEFAULT_VERDICT, "needs")
+        ]
         for _, row in shown.iterrows():
             line = Text(f"{row['mutant']} ({row['kernel'] or '-'}): ")
             killed = [x for x in suites if row[x] == "killed"]
@@ -129,6 +131,8 @@ def print_matrix(table: pd.DataFrame, bad_control: pd.DataFrame, path: Path, sec
                 line.append(row["verdict"], style=STYLES.get(row["verdict"], ""))
             if survived:
                 line.append("; survived " + ", ".join(survived))
+            if row[killmatrix.DEFAULT_VERDICT] == "survived":
+                line.append("; the strict verdict alone catches it")
             out.print(line)
     if len(bad_control):
         out.print(f"[yellow]the control fails {len(bad_control)} checks (no kill counted there):[/]")

@@ -10,7 +10,10 @@ A cell is
   survived  the suite ran the mutant and no check killed it;
   n/a       the suite is not meant for it (another kernel) or made no comparison (no targeted
             case in the suite, or every row skipped).
-A mutant that no suite kills fails selftest.
+A mutant that no suite kills fails selftest. Mutants are judged by the strict verdict, as our
+kernels are; the column `default_verdict` says whether one of its killing checks also fails the
+default verdict (ligerbench/tolerance.py), read back from the rows' yardstick figures: `killed`,
+or `survived` for a bug only the strict verdict catches (a formula that cancels in float32).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ligerbench.selftest.model import Mutant
+from ligerbench.tolerance import FACTOR
 from ligerbench.verify.summary import markdown_table
 
 KILLED, SURVIVED, NOT_APPLICABLE = "killed", "survived", "n/a"
@@ -59,6 +63,21 @@ def cell(df: pd.DataFrame, mutant: Mutant, suite: str, killing: pd.DataFrame) ->
     return NOT_APPLICABLE
 
 
+DEFAULT_VERDICT = "default_verdict"
+
+
+def _fails_default(row) -> bool:
+    """A killing row fails the default verdict too: an error, a check no yardstick sets (layouts,
+    writes, converge's), or an error above the default limit (the strict limit moved from the
+    careful yardstick's error to the larger of the two)."""
+    if row["verdict"] == "error" or row.get("rule", "") != "strict":
+        return True
+    careful, textbook = row.get("careful", float("nan")), row.get("textbook", float("nan"))
+    if careful != careful or textbook != textbook or textbook in (float("inf"), float("-inf")):
+        return True  # no textbook figure: both verdicts use the careful yardstick
+    return not row["value"] <= row["limit"] + FACTOR * max(0.0, textbook - careful)
+
+
 def matrix(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
     """One row per mutant: its description, a column per suite, and `verdict` (killed/SURVIVED)."""
     suites = list(dict.fromkeys(s for m in mutants for s in m.suites))
@@ -68,10 +87,12 @@ def matrix(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
         cells = {s: cell(df, m, s, killing) for s in suites}
         killed = any(v == KILLED for v in cells.values())
         verdict = "killed" if killed else "SURVIVED"
+        by_default = KILLED if any(_fails_default(r) for _, r in killing.iterrows()) else SURVIVED
         about = {"about": m.description, "needs": m.needs}
-        rows.append({"mutant": m.name, "kernel": m.kernel, **cells, "verdict": verdict, **about})
+        rows.append({"mutant": m.name, "kernel": m.kernel, **cells, "verdict": verdict,
+                     DEFAULT_VERDICT: by_default if killed else NOT_APPLICABLE, **about})  # fmt: skip
     # needs: the case-axis values the mutant runs on (its targets), the evidence table the case that killed it
-    return pd.DataFrame(rows, columns=["mutant", "kernel", *suites, "verdict", "about", "needs"])
+    return pd.DataFrame(rows, columns=["mutant", "kernel", *suites, "verdict", DEFAULT_VERDICT, "about", "needs"])
 
 
 def survivors(table: pd.DataFrame) -> list[str]:
