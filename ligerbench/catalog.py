@@ -23,7 +23,8 @@ def catalog(registry: Registry, device_type: str) -> dict[str, list[dict]]:
             status = p.unavailable(device_type) or ("available, bench only" if p.bench_only else "available")
         providers.append(
             {"kernel": p.kernel, "name": p.name, "status": status, "mutates_input": bool(p.mutates_input),
-             "description": p.description}
+             # the verdict it is judged by without --strict (ligerbench/tolerance.py)
+             "verdict": "strict" if p.strict or p.mutant else "default", "description": p.description}
         )  # fmt: skip
     aliases = {"tiny": "quick", "gpu": "full"}
     return {
@@ -33,6 +34,8 @@ def catalog(registry: Registry, device_type: str) -> dict[str, list[dict]]:
                 "peer": k.peer,
                 "bench_sweeps": list(k.bench.sweeps) if k.bench else [],
                 "description": k.description,
+                # the tolerance yardsticks (ligerbench/tolerance.py): careful alone, or with textbook
+                "yardsticks": "careful, textbook" if k.textbook is not None else "careful",
                 "signature": k.signature,  # how a provider is called (docs/providers.md)
                 "axes": axes.describe(k.axes),  # its case axes: --where AXIS=VALUE names them
             }
@@ -66,8 +69,8 @@ def catalog(registry: Registry, device_type: str) -> dict[str, list[dict]]:
 # the columns shown in the terminal per section (descriptions are long: they go last, and a
 # narrow terminal gets each row as a block instead of a grid)
 COLUMNS = {
-    "kernels": ("name", "peer", "bench_sweeps", "description"),
-    "providers": ("kernel", "name", "status", "description"),
+    "kernels": ("name", "peer", "bench_sweeps", "yardsticks", "description"),
+    "providers": ("kernel", "name", "status", "verdict", "description"),
     "suites": ("kernel", "name", "checks", "description"),
     "presets": ("name", "description"),
     "campaigns": ("name", "description"),

@@ -61,4 +61,8 @@ def list_registry(
                 if k["signature"]:
                     out.print(f"{k['name']} providers: {k['signature']}", markup=False, soft_wrap=True)
                 spec = registry.kernels[k["name"]]
-                out.print(f"{k['name']} axes (--where): {axes.summary(spec.axes)}", markup=False, soft_wrap=True)
+                out.print(
+                    f"{k['name']} axes (--AXIS VALUE, --where AXIS=VALUE): {axes.summary(spec.axes)}",
+                    markup=False,
+                    soft_wrap=True,
+                )
