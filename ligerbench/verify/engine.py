@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -161,6 +161,18 @@ class Yardsticks:
 
     careful: object
     textbook: object | None
+    # quantity -> (careful error, textbook error): formed once a case, whatever the providers
+    # (a 2**31-element gradient is compared a block at a time, seconds each)
+    _errors: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def errors(self, quantity: str, truth: torch.Tensor) -> tuple[float, float]:
+        if quantity not in self._errors:
+            careful = tolerance.rel_error(self.careful.values.get(quantity), truth)
+            textbook = math.nan
+            if self.textbook is not None and quantity in self.textbook.values:
+                textbook = tolerance.rel_error(self.textbook.values[quantity], truth)
+            self._errors[quantity] = (careful, textbook)
+        return self._errors[quantity]
 
 
 REPEAT_SUITE = "repeat"  # the rows of --repeat N: suite "repeat", quantity "bitwise"
@@ -249,10 +261,7 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: 
             message=f"{provider.name} does not report {quantity}",
         )
     got, truth = outcome.values[quantity], ref.values[quantity]
-    careful = tolerance.rel_error(yard.careful.values.get(quantity), truth)
-    textbook = math.nan
-    if yard.textbook is not None and quantity in yard.textbook.values:
-        textbook = tolerance.rel_error(yard.textbook.values[quantity], truth)
+    careful, textbook = yard.errors(quantity, truth)
     rule = "strict" if strict else "default"
     limit = tolerance.limit_for(careful, DTYPES[case.dtype], textbook, strict=strict)
     figures = dict(metric="rel_l2", unit="relative", limit=limit, careful=careful, textbook=textbook, rule=rule)
