@@ -191,6 +191,27 @@ def test_repeat_fails_differing_bits_of_a_provider_that_declares_itself_determin
         assert "2 of 2 reruns differ" in repeat[0].message and "loss" in repeat[0].message
 
 
+def test_a_rerun_that_raises_is_an_error_row_and_the_run_goes_on():
+    registry = default_registry()
+    eager = registry.provider("ce", "eager")
+    base, calls = eager.load(), []
+
+    def second_call_raises(logits, target, **options):
+        calls.append(None)
+        if len(calls) == 2:
+            raise RuntimeError("an illegal memory access, the second time")
+        return base(logits, target, **options)
+
+    registry.providers[("ce", "under_test")] = dataclasses.replace(eager, name="under_test", deterministic=True,
+                                                                    load=lambda: second_call_raises)  # fmt: skip
+    plan = make_plan(registry, kernel="ce", preset="quick", device_type="cpu", providers=["under_test"],
+                     case_filter=lambda c: c.id == PLAIN["ce"], repeat=3)  # fmt: skip
+    writer = _Writer()
+    run_plan(plan, registry, run_id="t", seed=0, device=torch.device("cpu"), writer=writer)
+    (row,) = [r for r in writer.rows if r.suite == "repeat"]
+    assert row.verdict == "error" and "rerun 1 of 2: RuntimeError" in row.message, row
+
+
 def test_repeat_one_writes_no_repeat_rows():
     registry = default_registry()
     plan = make_plan(registry, kernel="ce", preset="quick", device_type="cpu", providers=["eager"],

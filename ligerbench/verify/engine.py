@@ -21,6 +21,7 @@ import torch
 
 from ligerbench import tolerance
 from ligerbench.cases import DTYPES, Case
+from ligerbench.problems import same_bits
 from ligerbench.records import Record, RecordWriter, settings_text
 from ligerbench.registry import KernelSpec, Provider, Registry, Suite
 
@@ -189,9 +190,13 @@ def _repeat(spec: KernelSpec, provider: Provider, problem, first, runs: int) -> 
         return dict(metric="runs_differing", value=float("nan"), unit="", limit=float("nan"), verdict="skip",
                     message=f"{provider.name} does not declare itself deterministic")  # fmt: skip
     differing, where = 0, []
-    for _ in range(runs - 1):
-        again = spec.run(provider.load(), problem)
-        names = [q for q, v in first.values.items() if not _same_bits(v, again.values.get(q))]
+    for i in range(runs - 1):
+        try:
+            again = spec.run(provider.load(), problem)
+        except Exception as exc:  # a rerun that raises is an error row, the run goes on
+            return dict(metric="runs_differing", value=float("nan"), unit="", limit=0.0, verdict="error",
+                        message=f"rerun {i + 1} of {runs - 1}: {_describe(exc)}")  # fmt: skip
+        names = [q for q, v in first.values.items() if not _same_outputs(v, again.values.get(q))]
         if names:
             differing += 1
             where.extend(n for n in names if n not in where)
@@ -201,13 +206,13 @@ def _repeat(spec: KernelSpec, provider: Provider, problem, first, runs: int) -> 
                 verdict="fail" if differing else "pass", message=message)  # fmt: skip
 
 
-def _same_bits(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+def _same_outputs(a: torch.Tensor | None, b: torch.Tensor | None) -> bool:
+    """Two runs' values of one quantity, bit for bit (problems.same_bits), None only with None."""
     if a is None or b is None:
         return a is None and b is None
-    if a.shape != b.shape or a.dtype != b.dtype:
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
         return False
-    a, b = a.detach().contiguous(), b.detach().to(a.device).contiguous()
-    return torch.equal(a.view(-1).view(torch.uint8), b.view(-1).view(torch.uint8))
+    return same_bits(a.detach(), b.detach())
 
 
 def _layout(outcome) -> dict:
