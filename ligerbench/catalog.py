@@ -8,9 +8,18 @@ converge's models and presets. `ligerbench list` (ligerbench/commands/list.py) s
 from __future__ import annotations
 
 from ligerbench import axes
+from ligerbench import env as environment
 from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.registry import Registry
 from ligerbench.selftest import engine
+
+
+def _library(p) -> str:
+    """A peer's distribution, installed version and pin ("" for ours and PyTorch's)."""
+    if not p.library:
+        return ""
+    installed = environment.version_of(p.library)
+    return f"{p.library} {installed or 'not installed'} (pinned {p.pinned or 'no'})"
 
 
 def catalog(registry: Registry, device_type: str) -> dict[str, list[dict]]:
@@ -24,7 +33,8 @@ def catalog(registry: Registry, device_type: str) -> dict[str, list[dict]]:
         providers.append(
             {"kernel": p.kernel, "name": p.name, "status": status, "mutates_input": bool(p.mutates_input),
              # the verdict it is judged by without --strict (ligerbench/tolerance.py)
-             "verdict": "strict" if p.strict or p.mutant else "default", "description": p.description}
+             "verdict": "strict" if p.strict or p.mutant else "default", "library": _library(p),
+             "description": p.description}
         )  # fmt: skip
     aliases = {"tiny": "quick", "gpu": "full"}
     return {
@@ -70,7 +80,7 @@ def catalog(registry: Registry, device_type: str) -> dict[str, list[dict]]:
 # narrow terminal gets each row as a block instead of a grid)
 COLUMNS = {
     "kernels": ("name", "peer", "bench_sweeps", "yardsticks", "description"),
-    "providers": ("kernel", "name", "status", "verdict", "description"),
+    "providers": ("kernel", "name", "status", "verdict", "library", "description"),
     "suites": ("kernel", "name", "checks", "description"),
     "presets": ("name", "description"),
     "campaigns": ("name", "description"),

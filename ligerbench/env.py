@@ -38,6 +38,20 @@ def git_commit(repo: Path | None = None) -> str | None:
         return None
 
 
+# The peer libraries whose installed versions every run records (suites/peers/ pins them;
+# tests/test_peers.py checks every library a provider names is here).
+PEER_DISTRIBUTIONS = ("liger-kernel", "cut-cross-entropy", "trl", "verl", "unsloth", "unsloth_zoo", "tensordict")
+
+
+def peer_versions() -> dict[str, str | None]:
+    return {name: _version(name) for name in PEER_DISTRIBUTIONS}
+
+
+def version_of(distribution: str) -> str | None:
+    """The installed version of a distribution, or None."""
+    return _version(distribution)
+
+
 def capture(device: torch.device, seed: int, **extra) -> dict:
     on_gpu = device.type == "cuda"
     return {
@@ -54,6 +68,7 @@ def capture(device: torch.device, seed: int, **extra) -> dict:
         "transformers": _version("transformers"),
         "liger_kernel": _version("liger-kernel") or _version("liger_kernel"),
         "cut_cross_entropy": _version("cut-cross-entropy") or _version("cut_cross_entropy"),
+        "peers": peer_versions(),
         # a copy of the tree whose .git is missing or stale (e.g. on a lent GPU box) is told its commit
         "git_commit": os.environ.get("LIGERBENCH_COMMIT") or git_commit(Path(__file__).resolve().parent.parent),
         "argv": sys.argv,

@@ -100,6 +100,10 @@ class Provider:
     family: str = ""
     # Same inputs, same bits: `verify --repeat N` runs it N times a case and fails differing bits.
     deterministic: bool = False
+    # A third party's kernel: the distribution it comes from and the version this repository pins
+    # (suites/peers/); `list` shows both beside the installed version, env.json records the latter.
+    library: str = ""
+    pinned: str = ""
 
     @property
     def lineage(self) -> str:

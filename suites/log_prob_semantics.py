@@ -22,12 +22,16 @@ IGNORE = -100
 
 def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, ignore_index=IGNORE, textbook=False):
     """(logp, entropy) of kernels/log_probs.py's semantics in PyTorch, in x's dtype. textbook:
-    written as TRL, verl and transformers users write it (`torch.log_softmax`, the softcap's
-    slope through autograd's tanh): the default verdict's yardstick (ligerbench/tolerance.py)."""
+    written as TRL, verl and transformers users write it (the softcap's slope through autograd's
+    tanh), the default verdict's yardsticks (ligerbench/tolerance.py): True, `torch.log_softmax`
+    and -(p * logp).sum(-1); "logsumexp", x_t - logsumexp(x) and logsumexp(x) - (p * x).sum(-1)
+    (verl's and TRL's PyTorch functions, and the online-softmax kernels' closing formulas)."""
     z = logit_scale * x
     if softcap:
         z = torch.where(z == float("-inf"), z, softcap * torch.tanh(z / softcap))
     z = z / temperature
+    if textbook == "logsumexp":
+        return _logsumexp_form(z, target, ignore_index)
     if textbook:
         logp_all = torch.log_softmax(z, dim=-1)
     else:
@@ -45,6 +49,20 @@ def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, igno
     logp = torch.where(counted, logp_all.gather(-1, torch.where(counted, t, 0)), 0.0)
     entropy = torch.where(counted.any(-1), entropy, 0.0)
     return (logp.squeeze(-1) if one else logp), entropy
+
+
+def _logsumexp_form(z, target, ignore_index):
+    lse = torch.logsumexp(z, dim=-1, keepdim=True)
+    entropy = lse.squeeze(-1) - (torch.softmax(z, dim=-1) * z).sum(-1)
+    one = target.dim() == z.dim() - 1
+    t = target.unsqueeze(-1) if one else target
+    counted = t != ignore_index
+    logp = torch.where(counted, z.gather(-1, torch.where(counted, t, 0)) - lse, 0.0)
+    entropy = torch.where(counted.any(-1), entropy, 0.0)
+    return (logp.squeeze(-1) if one else logp), entropy
+
+
+TEXTBOOK_FORMS = (True, "logsumexp")  # the ways users write it: each a textbook yardstick
 
 
 def make_target(rows: tuple[int, ...], k: int | None, v: int, pattern: str, gen) -> torch.Tensor:

@@ -21,7 +21,7 @@ from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.flp.axes import case as flp_case
-from ligerbench.suites.flp.providers import chunked_checkpoint, liger_supports
+from ligerbench.suites.flp.providers import chunked_checkpoint
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}
 TEMPERATURE = 0.7  # a rollout temperature (issue 22's measurements)
@@ -82,21 +82,6 @@ def eager_bf16_product(hidden, weight, target, *, bias=None, **options):
     return semantics.reference(x, target, **options)
 
 
-def _liger_torch_path():
-    """Liger-Kernel's fused NLL + entropy through its PyTorch fallback (512-row chunks), called
-    directly: on an H100 its frontend picks the CuTe DSL path, which needs nvidia-cutlass-dsl
-    (not installable on the lent machine: its wheels exceed what a call can carry)."""
-    from liger_kernel.ops.fused_linear_scaled_cross_entropy import _FusedLinearPPOFallbackFunction as F
-
-    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
-        rows = hidden.reshape(-1, hidden.shape[-1])
-        # (input, weight, target, temperature, ignore_index, return_entropy)
-        nll, entropy = F.apply(rows, weight, target.reshape(-1), temperature, ignore_index, True)
-        return -nll.reshape(target.shape), entropy.reshape(hidden.shape[:-1])
-
-    return call
-
-
 def _compiled_bf16_product():
     return torch.compile(eager_bf16_product, dynamic=False)
 
@@ -106,8 +91,6 @@ VARIANTS = (
              description="PyTorch: bf16 product, then float32 logits (issue 22's eager peer)"),
     Provider(name="compile_bf16_product", kernel="flp", bench_only=True, load=_compiled_bf16_product,
              devices=("cuda",), description="torch.compile of eager_bf16_product (issue 22's compile peer)"),
-    Provider(name="liger_torch_path", kernel="flp", bench_only=True, load=_liger_torch_path,
-             supports=liger_supports, description="Liger-Kernel's fused NLL + entropy, its PyTorch path"),
     Provider(name="chunked_checkpoint_2048", kernel="flp", bench_only=True,
              description="eager_bf16_product over 2048-row chunks under torch.utils.checkpoint (issue 22's peer)",
              load=lambda: functools.partial(chunked_checkpoint, chunk_rows=2048, body=eager_bf16_product)),

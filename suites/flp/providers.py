@@ -57,35 +57,6 @@ def _compiled():
     return torch.compile(eager_fp32, dynamic=True)
 
 
-def _liger():
-    from liger_kernel.ops.fused_linear_scaled_cross_entropy import LigerFusedLinearScaledCrossEntropyFunction as F
-
-    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
-        # Liger takes [M, H] and [M] only: [B, T, H] flattened as a trainer would (a copy where
-        # the strides do not allow a view), its outputs shaped back
-        rows = hidden.reshape(-1, hidden.shape[-1])
-        # (input, weight, target, temperature, ignore_index, m_tiles_per_cluster, return_entropy)
-        nll, entropy = F.apply(rows, weight, target.reshape(-1), temperature, ignore_index, 1, True)
-        return -nll.reshape(target.shape), entropy.reshape(hidden.shape[:-1])
-
-    return call
-
-
-def liger_supports(case) -> str | None:
-    """What Liger-Kernel 0.8.5's fused NLL + entropy has no parameter for (it would be ignored)."""
-    missing = [
-        what
-        for what, absent in (
-            ("softcap", not case.get("softcap")),
-            ("logit scale", case.get("logit_scale") == 1.0),
-            ("bias", not case.get("bias")),
-            ("K targets per row", case.get("targets") == 1),
-        )
-        if not absent
-    ]
-    return f"Liger's fused NLL + entropy has no parameter for: {', '.join(missing)}" if missing else None
-
-
 PROVIDERS = (
     Provider(name="ours", **OURS, kernel="flp", description="kernels/fused_linear_log_probs.py (vocabulary slices; "
              "backward recomputes the logits)", load=_ours),
@@ -104,7 +75,4 @@ PROVIDERS = (
              load=lambda: chunked_checkpoint),
     Provider(name="torch_compile", kernel="flp", description="torch.compile of the float32 PyTorch semantics",
              load=_compiled, devices=("cuda",)),
-    Provider(name="liger", kernel="flp", load=_liger, supports=liger_supports,
-             description="Liger-Kernel's fused NLL + entropy (LigerFusedLinearScaledCrossEntropyFunction; its "
-             "PyTorch path off SM90); not installed: skipped"),
 )  # fmt: skip

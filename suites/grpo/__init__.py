@@ -23,6 +23,7 @@ KERNEL = KernelSpec(
     make_problem=spec.make_problem,
     reference=spec.reference,
     eager=spec.eager_in_dtype,
+    textbook=spec.textbook,
     hints=numerical_hints,
     run=spec.run_grpo,
     quantities=("loss", "grad_hidden", "grad_weight", "split_grad_hidden", "split_grad_weight", "input_unchanged"),

@@ -81,52 +81,11 @@ def _compiled():
     return torch.compile(eager_bf16_product, dynamic=False)
 
 
-def _liger_fused_linear():
-    """Liger-Kernel's chunked fused-linear GRPO (torch.compile'd chunks of one sequence)."""
-    from liger_kernel.chunked_loss import LigerFusedLinearGRPOLoss
-
-    modules = {}
-
-    def call(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, importance_level,
-             eps_low, eps_high, beta, temperature, **_):  # fmt: skip
-        key = (loss_type, importance_level, eps_low, eps_high, beta, temperature)
-        if key not in modules:
-            modules[key] = LigerFusedLinearGRPOLoss(
-                beta=beta, loss_type=loss_type, importance_sampling_level=importance_level, epsilon_low=eps_low,
-                epsilon_high=eps_high, temperature=temperature, use_ref_model=True)  # fmt: skip
-        b, t, h = hidden.shape
-        out = modules[key](hidden, weight, completion_ids, mask, advantages, ref_per_token_logps=ref_logp,
-                           old_per_token_logps=old_logp)  # fmt: skip
-        return out[0] if isinstance(out, tuple) else out
-
-    return call
-
-
-def _liger_triton():
-    """Liger-Kernel's Triton GRPO loss over full bf16 logits [B, T+1, V] (what it takes: the
-    position after the last completion token included; hidden gains one padded row for it)."""
-    from liger_kernel.transformers.grpo_loss import triton_grpo_loss
-
-    def call(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, eps_low, eps_high,
-             beta, temperature, **_):  # fmt: skip
-        logits = torch.nn.functional.pad(hidden, (0, 0, 0, 1)) @ weight.t()
-        loss, _ = triton_grpo_loss(logits, old_logp, ref_logp, completion_ids, advantages, mask,
-                                   temperature=temperature, beta=beta, eps_low=eps_low, eps_high=eps_high,
-                                   loss_type=loss_type, reduce=True)  # fmt: skip
-        return loss
-
-    return call
-
-
 VARIANTS = (
     Provider(name="eager_bf16_product", kernel="grpo", bench_only=True, load=lambda: eager_bf16_product,
              description="PyTorch: bf16 product, float32 logits, log_softmax, the same loss (plain PyTorch)"),
     Provider(name="compile_bf16_product", kernel="grpo", bench_only=True, load=_compiled, devices=("cuda",),
              description="torch.compile of eager_bf16_product"),
-    Provider(name="liger_fused_linear", kernel="grpo", bench_only=True, load=_liger_fused_linear,
-             devices=("cuda",), description="Liger-Kernel's LigerFusedLinearGRPOLoss (chunked, compiled)"),
-    Provider(name="liger_triton", kernel="grpo", bench_only=True, load=_liger_triton, devices=("cuda",),
-             description="Liger-Kernel's triton_grpo_loss on full bf16 logits"),
 )  # fmt: skip
 
 EXCLUDED = {

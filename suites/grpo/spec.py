@@ -27,6 +27,7 @@ import torch.distributed as dist
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome
 from ligerbench.suites.grpo.axes import BETA, EPS_VALUES
+from ligerbench.suites.log_prob_semantics import TEXTBOOK_FORMS
 from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
 
@@ -85,15 +86,18 @@ def make_problem(case: Case, seed: int, device: torch.device) -> GRPOProblem:
 
 def truth_loss(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type,
                importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items=None,
-               max_completion_length=None, logits_grad_dtype=None):  # fmt: skip
+               max_completion_length=None, logits_grad_dtype=None, textbook=False):  # fmt: skip
     """The published formulas in PyTorch, in the inputs' dtype (float64: the truth; float32: the
     yardstick, whose logits' gradient is rounded once to `logits_grad_dtype`: suites/rounding.py).
-    Full logits; nothing shared with kernels/grpo_loss.py."""
-    dt = hidden.dtype
-    x = hidden @ weight.T
-    z = torch.log_softmax((x if logits_grad_dtype is None else grad_rounded_to(x, logits_grad_dtype)) / temperature,
-                          dim=-1)  # fmt: skip
-    logp = z.gather(-1, completion_ids[..., None]).squeeze(-1)
+    Full logits; nothing shared with kernels/grpo_loss.py. textbook: as a trainer writes it, the
+    product in the inputs' dtype (a model's lm_head), then float32 logits and the formulas."""
+    x = (hidden @ weight.T).float() if textbook else hidden @ weight.T
+    dt = x.dtype
+    z = (x if logits_grad_dtype is None else grad_rounded_to(x, logits_grad_dtype)) / temperature
+    if textbook == "logsumexp":  # x_t - logsumexp(x), as TRL's selective_log_softmax and online-softmax kernels
+        logp = z.gather(-1, completion_ids[..., None]).squeeze(-1) - torch.logsumexp(z, dim=-1)
+    else:
+        logp = torch.log_softmax(z, dim=-1).gather(-1, completion_ids[..., None]).squeeze(-1)
     m = mask.to(dt)
     adv = advantages.to(dt)[:, None]
     delta = logp - old_logp.to(dt)
@@ -215,6 +219,24 @@ def eager_in_dtype(problem: GRPOProblem) -> Outcome:
     out.values["split_grad_hidden"] = out.values["grad_hidden"]
     out.values["split_grad_weight"] = out.values["grad_weight"]
     return out
+
+
+def textbook(problem: GRPOProblem) -> Outcome:
+    """The default verdict's yardstick (ligerbench/tolerance.py): the loss as trainers write it
+    (TRL before its fused head, Liger's Triton GRPO's callers): the model's logits in the inputs'
+    dtype, upcast, log-probs in each way users write them (TEXTBOOK_FORMS: log_softmax, or
+    x_t - logsumexp), the formulas in float32; gradients through the 16-bit product."""
+
+    def written(form):
+        return lambda *args, **kwargs: truth_loss(*args, **kwargs, textbook=form)
+
+    outcomes = []
+    for form in TEXTBOOK_FORMS:
+        out = run_grpo(written(form), GRPOProblem(**{**problem.__dict__, "split": "none"}))
+        out.values["split_grad_hidden"] = out.values["grad_hidden"]
+        out.values["split_grad_weight"] = out.values["grad_weight"]
+        outcomes.append(out)
+    return tuple(outcomes)
 
 
 def _in(problem: GRPOProblem, dtype: torch.dtype) -> GRPOProblem:

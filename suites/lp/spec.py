@@ -108,6 +108,8 @@ def _upcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def textbook(problem: LPProblem) -> Outcome:
-    """The default verdict's yardstick (ligerbench/tolerance.py): the semantics as users write
-    them (semantics.reference(textbook=True)), otherwise as eager_in_dtype."""
-    return eager_in_dtype(dataclasses.replace(problem, options={**problem.options, "textbook": True}))
+    """The default verdict's yardsticks (ligerbench/tolerance.py): the semantics in each way users
+    write them (semantics.TEXTBOOK_FORMS: log_softmax, or x_t - logsumexp), otherwise as
+    eager_in_dtype; a provider fails only where it is worse than all of them."""
+    return tuple(eager_in_dtype(dataclasses.replace(problem, options={**problem.options, "textbook": form}))
+                 for form in semantics.TEXTBOOK_FORMS)  # fmt: skip

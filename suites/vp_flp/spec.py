@@ -181,4 +181,4 @@ def _run_distributed(fn, problem: VPFLPProblem) -> Outcome:
 
 def textbook(problem: VPFLPProblem) -> Outcome:
     """flp's textbook yardstick on the global problem (ligerbench/tolerance.py)."""
-    return per_rank(flp.textbook(problem.base), problem.world, _WHOLE)
+    return tuple(per_rank(form, problem.world, _WHOLE) for form in flp.textbook(problem.base))

@@ -1,0 +1,110 @@
+"""verl (ByteDance's RL trainer) as providers, called as its FSDP engine and fused model forward
+call them.
+
+- `lp` (`verl`): the engine's path without fused kernels: `logits / temperature` with the
+  temperature cast to the logits' dtype (`_scale_logits_by_temperature`), then
+  `verl.utils.torch_functional.logprobs_from_logits` and `entropy_from_logits`; masked rows are
+  scored and multiplied out by the loss (here: set to 0).
+- `flp` (`verl_fused`): `verl.utils.kernel.linear_cross_entropy(hidden, weight, labels,
+  temperature, "none")`, as `forward_with_triton_backend` calls it (Triton, CUDA only).
+
+verl's package `__init__` imports its trainer (Ray, hydra, a transformers < 5.11 pin): `load()`
+below imports the two modules we call with empty parents for `verl` and `verl.utils`, so that
+`__init__` never runs; the modules themselves need torch, triton, transformers and tensordict.
+Install it with `pip install --no-deps verl==0.9.1` (docs/peers.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import sys
+import types
+from pathlib import Path
+
+import torch
+
+from ligerbench.cases import Case
+from ligerbench.registry import Provider
+
+DISTRIBUTION = "verl"
+PINNED = "0.9.1"
+PEER = {"library": DISTRIBUTION, "pinned": PINNED}
+
+
+def load(module: str):
+    """verl's `module` (e.g. "verl.utils.torch_functional") without running verl's package
+    `__init__`: the parent packages are made empty namespaces over the installed folders."""
+    try:
+        root = Path(str(importlib.metadata.distribution(DISTRIBUTION).locate_file(""))) / "verl"
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ImportError("verl is not installed (pip install --no-deps verl==0.9.1)") from exc
+    for name, folder in (("verl", root), ("verl.utils", root / "utils")):
+        known = sys.modules.get(name)
+        if known is None:
+            parent = types.ModuleType(name)
+            parent.__path__ = [str(folder)]
+            sys.modules[name] = parent
+    return importlib.import_module(module)
+
+
+def _lp():
+    functional = load("verl.utils.torch_functional")
+
+    def call(logits, target, *, temperature=1.0, ignore_index=-100, **_):
+        counted = target != ignore_index
+        scaled = logits / torch.tensor(temperature, device=logits.device).clamp(min=1e-8).to(logits.dtype)
+        logp = functional.logprobs_from_logits(scaled, torch.where(counted, target, 0), inplace_backward=False)
+        entropy = functional.entropy_from_logits(scaled)
+        return torch.where(counted, logp, 0.0), torch.where(counted, entropy, 0.0)
+
+    return call
+
+
+def lp_supports(case: Case) -> str | None:
+    missing = [what for what, ok in (("a softcap", not case.get("softcap")),
+                                     ("a logit scale", case.get("logit_scale", 1.0) == 1.0),
+                                     ("K targets per row", case.get("targets", 1) == 1)) if not ok]  # fmt: skip
+    if missing:
+        return f"verl's logprobs_from_logits has no parameter for: {', '.join(missing)}"
+    if case.get("layout") == "padded_vocab":
+        return (
+            "logits with -inf entries (a vocabulary masked with -inf): entropy_from_logits forms p * logit, "
+            "0 * -inf = NaN; its engine hands it a model's finite logits"
+        )
+    if case.get("dtype") in ("bf16", "fp16"):
+        return (
+            "16-bit logits: the temperature is cast to the logits' dtype and log-probs and entropy come back in "
+            "it (without flash-attn's cross entropy); lp's contract is float32 (docs/peers.md)"
+        )
+    return None
+
+
+def _fused_flp():
+    fused = load("verl.utils.kernel.linear_cross_entropy")
+
+    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
+        counted = target != ignore_index
+        logp, entropy = fused.linear_cross_entropy(hidden, weight, torch.where(counted, target, 0),
+                                                   float(temperature), "none")  # fmt: skip
+        return torch.where(counted, logp.view(counted.shape), 0.0), torch.where(counted, entropy.view(counted.shape),
+                                                                                0.0)  # fmt: skip
+
+    return call
+
+
+def fused_flp_supports(case: Case) -> str | None:
+    missing = [what for what, ok in (("a softcap", not case.get("softcap")),
+                                     ("a logit scale", case.get("logit_scale", 1.0) == 1.0),
+                                     ("a bias", not case.get("bias")),
+                                     ("K targets per row", case.get("targets", 1) == 1)) if not ok]  # fmt: skip
+    return f"verl's linear_cross_entropy has no parameter for: {', '.join(missing)}" if missing else None
+
+
+PROVIDERS = (
+    Provider(name="verl", kernel="lp", **PEER, load=_lp, supports=lp_supports,
+             description="verl's engine: logits / temperature (in the logits' dtype), logprobs_from_logits, "
+             "entropy_from_logits"),
+    Provider(name="verl_fused", kernel="flp", **PEER, load=_fused_flp, supports=fused_flp_supports,
+             devices=("cuda",), description="verl's fused Triton linear_cross_entropy (log-probs + entropy)"),
+)  # fmt: skip
