@@ -1,0 +1,44 @@
+"""The `kd` kernel (distillation divergences between a student's and a teacher's logits) as
+ligerbench checks it: spec, axes, grid, suites, providers and planted bugs, registered together.
+
+    ligerbench verify --kernel kd --divergence jsd --teacher top8
+"""
+
+from __future__ import annotations
+
+from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.kd import axes, bench, mutants, providers, spec
+from ligerbench.suites.kd.grid import kd_cases
+
+KERNEL = KernelSpec(
+    name="kd",
+    description="distillation divergence (forward/reverse KL, JSD, TVD) per token from student and teacher logits",
+    make_problem=spec.make_problem,
+    reference=spec.reference,
+    eager=spec.eager_in_dtype,
+    hints=numerical_hints,
+    textbook=spec.textbook,
+    run=spec.run_kd,
+    quantities=("loss", "grad_student", "grad_teacher", "teacher_no_grad", "input_unchanged", "input_layout"),
+    grid=kd_cases,
+    axes=axes.AXES,
+    signature="fn(student, teacher, *, labels, teacher_ids, divergence, beta, temperature, ignore_index, reduction, "
+    "teacher_grad) -> loss",
+    peer="eager",
+    control="ours",
+    bench=bench.SPEC,
+    applies={"grad_teacher": lambda case: case.teacher_grad, "teacher_no_grad": lambda case: not case.teacher_grad},
+)
+
+SUITES = (
+    Suite(name="correctness", kernel="kd", description="the loss vs float64", quantities=("loss",)),
+    Suite(name="gradients", kernel="kd", description="the student's gradient, and the teacher's when asked",
+          quantities=("grad_student", "grad_teacher")),
+    Suite(name="contracts", kernel="kd", description="inputs as laid out and unchanged; no gradient to a frozen teacher",
+          quantities=("teacher_no_grad", "input_unchanged", "input_layout")),
+)  # fmt: skip
+
+
+def register(registry: Registry) -> None:
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

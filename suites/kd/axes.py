@@ -1,0 +1,46 @@
+"""The case axes of `kd` (distillation divergences from logits): what each value stands for.
+
+    ligerbench verify --kernel kd --divergence jsd --beta 0.1 --teacher top8
+"""
+
+from __future__ import annotations
+
+from ligerbench.axes import NO_DEFAULT, Axis
+from ligerbench.cases import Case
+from ligerbench.suites.distill_semantics import (
+    BETA,
+    DIVERGENCE,
+    DTYPE,
+    IGNORE_PATTERN,
+    REDUCTION,
+    TEACHER_GRAD,
+    TEACHER_KIND,
+    TEMPERATURE,
+    UPSTREAM,
+)
+
+N = Axis("n", "tokens (rows of the logits)", {"quick": (8, 1, 5), "full": (2048, 1, 513)}, tag="n",
+         default=NO_DEFAULT, means={1: "one token: none returns shape [1]"})  # fmt: skip
+V = Axis("v", "the vocabulary size", {"quick": (1000, 3, 4099), "full": (128256, 3, 4099)}, tag="v",
+         default=NO_DEFAULT, means={3: "most of a block masked (a top-K teacher's K becomes 3)",
+                                    1000: "not a multiple of the block", 4099: "a partial last block",
+                                    128256: "Llama-3"})  # fmt: skip
+TEACHER = Axis("teacher", "how the teacher is given", ("full", "top8"), default="full", tag="", hidden=("full",),
+               means={"full": "its logits [N, V] (a teacher model run beside the student)",
+                      "top8": "its top-8 log-probs and ids [N, 8] (a vLLM server's logprobs; offline KD)"})  # fmt: skip
+LAYOUT = Axis("layout", "how both logits a provider receives are laid out", ("2d", "3d", "padded_vocab", "transposed"),
+              tag="lay-", default="2d", hidden=("2d",), means={
+    "2d": "[N, V] contiguous",
+    "3d": "[B, T, V] straight from the models, labels [B, T]",
+    "padded_vocab": "[..., :V] of logits padded to a multiple of 64 (-inf columns in the storage)",
+    "transposed": "[V, N].T: logits computed as (W @ h.T).T",
+})  # fmt: skip
+
+AXES = (N, V, DTYPE, DIVERGENCE, BETA, TEMPERATURE, TEACHER, TEACHER_GRAD, REDUCTION, UPSTREAM, IGNORE_PATTERN,
+        TEACHER_KIND, LAYOUT)  # fmt: skip
+K = 8  # the top-K teacher's K (at most V)
+
+
+def case(**params) -> Case:
+    """A `kd` case; the axes' defaults fill what is not named."""
+    return Case.of("kd", AXES, **params)
