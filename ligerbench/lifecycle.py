@@ -12,8 +12,10 @@ has defaults below. The order is fixed here, once:
     1. job.before_start()       facts for env.json known before the run (bench: the ceilings)
     2. runs.start               the folder, env.json (manifest: not finished), records.csv
     3. job.work(life)           SIGINT raises KeyboardInterrupt, SIGTERM raises Terminated (in the
-                                main thread, once, only while the work runs); -x/--maxfail raises
-                                StopEarly
+                                main thread, once, only while the work runs; again at the unit's
+                                end if the code it landed in kept it; a watchdog ends a run still
+                                working 8 s later: ligerbench/signals.py); -x/--maxfail raises
+                                StopEarly; each life.done() rewrites the manifest's counts
     4. job.rows(life)           the rows as written (records.csv re-read when ranks wrote it); then
                                 run.finish: the manifest's rows and completed are counted from
                                 what was written, interrupted/stopped_early/finished set
@@ -29,8 +31,8 @@ so. Only SIGKILL leaves an unfinished run (env.json: finished false), which ever
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -38,6 +40,7 @@ import pandas as pd
 
 from ligerbench import runs
 from ligerbench.exits import ExitCode, Terminated
+from ligerbench.signals import grace_s, signals_held, stop_point, stop_signals
 
 
 @dataclass
@@ -55,8 +58,12 @@ class Life:
         return self.run.progress(title, total, disable=self.quiet)
 
     def done(self, n: int = 1) -> None:
+        """`n` units completed: counted, and in env.json at once (a run killed outright then says
+        how far it got); then a stop signal whose exception was kept is raised again here."""
         self.completed += n
-        reassert_signals()
+        if self.run is not None:
+            self.run.checkpoint(self.completed)
+        stop_point()
 
     @property
     def interrupted(self) -> bool:
@@ -107,7 +114,22 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
     extra = job.before_start()
     run = runs.start(job.command, job.label, unit=job.unit, planned=job.planned, **start, **extra)
     life = Life(run, quiet)
-    with stop_signals(), torch_logs_to(run.path / "torch.log"):
+
+    def give_up(signum: int) -> None:
+        """The watchdog's end of a run that did not stop within grace_s() of the signal
+        (ligerbench/signals.py): the manifest from the rows already written, then the exit code."""
+        code = ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED
+        why = (f"the work did not stop within {grace_s():g} s of {signal.Signals(signum).name} (native code, or "
+               "code that kept the signal's exception): the process ended there, without a summary")  # fmt: skip
+        with run.lock:
+            if not run.manifest["finished"]:
+                run.finish(interrupted=True, planned=job.planned, completed=life.completed, rows=run.rows_on_disk(),
+                           **life.facts, stopped_by=signal.Signals(signum).name, forced_stop=why)  # fmt: skip
+            runs.console.print(f"\n{why}")
+            runs.say_interrupted(run, "terminated (SIGTERM)" if code == ExitCode.TERMINATED else "interrupted")
+        os._exit(int(code))
+
+    with stop_signals(on_stuck=give_up), torch_logs_to(run.path / "torch.log"):
         try:
             job.work(life)
         except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (Terminated)
@@ -187,69 +209,3 @@ def torch_logs_to(path) -> Iterator[None]:
         for logger, handlers, propagate in saved:
             logger.handlers, logger.propagate = handlers, propagate
         handler.close()
-
-
-_REASSERT: list = []  # the handler of the stop_signals in force, if any
-
-
-def reassert_signals() -> None:
-    """Put stop_signals' handler back at the C level, once per unit of work (Life.done). Native
-    code can replace it behind Python's back: the first Triton compile on a GPU registers LLVM's
-    signal handlers (seen on an H100: a SIGTERM during `verify --kernel flce --preset full` then
-    ended the process at once, with no summary and a manifest at 0 rows, while
-    signal.getsignal still named ours). LLVM registers once a process, so from the unit after
-    the first compile on, the run ends cleanly."""
-    if _REASSERT and _main_thread():
-        for s in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(s, _REASSERT[-1])
-
-
-def _main_thread() -> bool:
-    return threading.current_thread() is threading.main_thread()
-
-
-@contextlib.contextmanager
-def stop_signals() -> Iterator[None]:
-    """While the work runs, SIGINT raises KeyboardInterrupt and SIGTERM raises Terminated, once:
-    Python's default for SIGTERM would end the process without a word, and a repeat (`timeout`
-    signals the process and then its whole group, a user presses Ctrl-C twice) would land in the
-    middle of the clean-up. The previous handlers come back afterwards, unless a real signal came:
-    then both are ignored until the process exits. Outside the main thread
-    no handler can be set, and nothing changes."""
-    if not _main_thread():
-        yield
-        return
-    stopping = []
-
-    def stop(signum, frame):
-        if stopping:  # already on its way out: the first signal's exception is being handled
-            return
-        stopping.append(signum)
-        raise Terminated if signum == signal.SIGTERM else KeyboardInterrupt
-
-    previous = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    _REASSERT.append(stop)
-    try:
-        yield
-    finally:
-        _REASSERT.remove(stop)
-        for s, handler in previous.items():
-            # once a real signal arrived the process is on its way out: a repeat (`timeout`
-            # signals the process, then its group) must not kill it with the default action
-            # between here and its exit code (seen: -15 instead of 143 when the clean-up was fast)
-            signal.signal(s, signal.SIG_IGN if stopping else handler)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM ignored while a stopped run is written up (rows, manifest, summary): a
-    second Ctrl-C or a CI runner's repeated SIGTERM must not cut the summary short."""
-    if not _main_thread():
-        yield
-        return
-    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)

@@ -34,9 +34,12 @@ overwrites another.
 from __future__ import annotations
 
 import contextlib
+import csv
 import datetime
 import json
+import os
 import secrets
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -119,7 +122,10 @@ def new_run_dir(root: Path, command: str, label: str) -> tuple[str, Path]:
 
 
 def write_json(path: Path, data: dict) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    """Whole or not at all (a run killed while its manifest is rewritten keeps the last one)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
 
 
 @dataclass
@@ -129,6 +135,9 @@ class Run:
     env: dict
     writer: RecordWriter
     started: float = field(default_factory=time.perf_counter)
+    # env.json is written by the main thread (checkpoint, finish) and, for a run that does not
+    # stop when told, by the stop watchdog's thread (lifecycle.execute's give_up): one at a time
+    lock: threading.RLock = field(default_factory=threading.RLock)
 
     @contextlib.contextmanager
     def progress(self, title: str, total: int, *, disable: bool = False) -> Iterator[Callable[[str], None]]:
@@ -160,19 +169,38 @@ class Run:
     ) -> None:
         """Close the records and state in env.json's manifest how the run ended. `rows`: the
         rows in records.csv when others wrote them (the ranks of a --nproc run)."""
+        with self.lock:
+            self.writer.close()
+            duration = round(time.perf_counter() - self.started, 1)
+            self.env["run"].update(
+                planned=planned,
+                completed=completed,
+                rows=len(self.writer.rows) if rows is None else rows,
+                interrupted=interrupted,
+                stopped_early=stopped_early,
+                finished=True,
+                duration_s=duration,
+            )
+            self.env.update(interrupted=interrupted, duration_s=duration, **facts)
+            write_json(self.path / "env.json", self.env)
+
+    def checkpoint(self, completed: int) -> None:
+        """The manifest's counts so far, while the run works (finished stays false): a run killed
+        outright (SIGKILL, a lost machine) still says how far it got."""
+        with self.lock:
+            if self.env["run"]["finished"]:
+                return
+            self.env["run"].update(completed=completed, rows=len(self.writer.rows))
+            write_json(self.path / "env.json", self.env)
+
+    def rows_on_disk(self) -> int:
+        """The rows records.csv holds now (its writer closed first: the file holds every counted row)."""
         self.writer.close()
-        duration = round(time.perf_counter() - self.started, 1)
-        self.env["run"].update(
-            planned=planned,
-            completed=completed,
-            rows=len(self.writer.rows) if rows is None else rows,
-            interrupted=interrupted,
-            stopped_early=stopped_early,
-            finished=True,
-            duration_s=duration,
-        )
-        self.env.update(interrupted=interrupted, duration_s=duration, **facts)
-        write_json(self.path / "env.json", self.env)
+        path = self.path / "records.csv"
+        if not path.exists():
+            return 0
+        with open(path, newline="") as f:
+            return sum(1 for _ in csv.DictReader(f))
 
     @property
     def manifest(self) -> dict:

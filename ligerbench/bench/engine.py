@@ -62,6 +62,9 @@ class Plan:
 
 
 def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable[[str], None] = lambda s: None) -> None:
+    """Every provider at every point; `on_step("<point> <provider>")` once a provider's rows at a
+    point are written (a step: what the manifest's `completed` counts, and where a run stops
+    when told to: lifecycle's Life.done)."""
     verdict = NOT_A_MEASUREMENT if plan.smoke else MEASURED
     note = SMOKE_MESSAGE if plan.smoke else ""
     reasons = {p.name: p.unavailable(plan.device.type) for p in plan.providers}
@@ -88,10 +91,11 @@ def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable
 
         inputs: BenchInputs | None = None
         for provider in plan.providers:
-            on_step(f"{point.label} {provider.name}")
+            step = f"{point.label} {provider.name}"
             reason = reasons[provider.name] or provider.supports(case)
             if reason:
                 emit(provider.name, plan.mode, "time_ms", math.nan, "ms", verdict="skip", message=reason)
+                on_step(step)
                 continue
             error = ""
             try:
@@ -110,10 +114,12 @@ def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable
             if plan.ranks.max([1.0 if error else 0.0])[0] > 0:  # did any rank fail?
                 error = error or "another rank failed (its error is in launch.log)"
                 emit(provider.name, plan.mode, "time_ms", math.nan, "ms", verdict="error", message=error[:300])
+                on_step(step)
                 continue
             for quantity, metric, value, unit, msg in rows:
                 message = "; ".join(m for m in (msg, note) if m)
                 emit(provider.name, quantity, metric, value, unit, verdict=verdict, message=message)
+            on_step(step)
         del inputs
         if plan.device.type == "cuda":
             torch.cuda.empty_cache()

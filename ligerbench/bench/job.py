@@ -84,9 +84,9 @@ class BenchJob(Job):
             run.writer.write(r)
         with life.progress(f"bench {self.kernel} {self.sweep}", total=self.planned) as advance:
 
-            def on_step(step: str) -> None:
-                life.done()
+            def on_step(step: str) -> None:  # a provider's rows at a point are written
                 advance(step)
+                life.done()  # counted; a stop signal whose exception was kept is raised here
 
             if not self.nproc:
                 run_plan(self.plan, run_id=run.id, writer=run.writer, on_step=on_step)
@@ -100,9 +100,13 @@ class BenchJob(Job):
                 providers=tuple(p.name for p in plan.providers), cases=tuple(p.case.id for p in plan.points),
             )  # fmt: skip
             echo = None if life.quiet else launch.echo_with(advance)
-            facts = launch.run_job(
-                job, nproc=self.nproc, planned=self.planned, unit="steps", timeout_s=self.timeout_s, echo=echo
-            )
+            try:
+                facts = launch.run_job(
+                    job, nproc=self.nproc, planned=self.planned, unit="steps", timeout_s=self.timeout_s, echo=echo
+                )
+            except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the ranks are stopped; their steps counted from their rows
+                life.completed = launch.units_with_records(run.path / "records.csv", "steps")
+                raise
             life.completed = facts.pop("completed_steps")
             facts.pop("done")
             life.facts.update(facts)

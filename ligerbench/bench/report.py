@@ -74,7 +74,12 @@ def markdown(
             "",
         ]
     if interrupted:
-        lines += ["**Interrupted**: the tables hold the points finished before the interrupt.", ""]
+        m, by = env.get("run") or {}, f" ({env['stopped_by']})" if env.get("stopped_by") else ""
+        lines += [
+            f"**Interrupted**{by} after {m.get('completed', '?')} of {m.get('planned', '?')} steps (a step: one "
+            "provider at one sweep point): the tables hold the steps finished before it.",
+            "",
+        ]
     ranks_line = [
         f"- {env.get('nproc')} ranks ({env.get('backend') or '?'}), each timing its shard at once: time and "
         "memory are per rank, the slowest (largest) of the ranks"

@@ -174,7 +174,7 @@ def launch(
             timed_out = True
             _kill_session(proc)
         except KeyboardInterrupt:  # the ranks live in a session of their own: Ctrl-C never reaches them
-            _kill_session(proc)
+            _kill_session(proc, graces=INTERRUPTED_GRACES_S)
             raise
         reader.join(timeout=10)
     note = warnings_note(log.parent)
@@ -183,9 +183,15 @@ def launch(
     return Launched(proc.returncode, timed_out, round(time.perf_counter() - started, 1), log)
 
 
-def _kill_session(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL, to the launcher's own session (started with start_new_session)."""
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
+# After the wall clock: 10 s each. After Ctrl-C or SIGTERM: the run has ligerbench/signals.py's 8 s
+# grace in all, its write-up included, and the ranks must be gone before it ends.
+TIMEOUT_GRACES_S, INTERRUPTED_GRACES_S = (10.0, 10.0), (3.0, 2.0)
+
+
+def _kill_session(proc: subprocess.Popen, graces: tuple[float, float] = TIMEOUT_GRACES_S) -> None:
+    """SIGTERM, then SIGKILL, to the launcher's own session (started with start_new_session),
+    each followed by up to its grace in seconds for the launcher to exit."""
+    for sig, grace in zip((signal.SIGTERM, signal.SIGKILL), graces, strict=True):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -250,7 +256,7 @@ def run_job(
     done_path = run_path / DONE_FILE
     done = json.loads(done_path.read_text()) if done_path.exists() else {}
     # ranks stopped before rank 0 reported: count what its records show instead
-    completed = int(done[f"completed_{unit}"]) if done else cases_with_records(run_path / "records.csv")
+    completed = int(done[f"completed_{unit}"]) if done else units_with_records(run_path / "records.csv", unit)
     problems = []
     if result.timed_out:
         problems.append(f"the {nproc} ranks did not finish within {timeout_s:.0f} s and were killed")
@@ -276,12 +282,14 @@ def run_job(
     }
 
 
-def cases_with_records(path: Path) -> int:
-    """How many distinct cases have rows in records.csv (0 when there is none)."""
+def units_with_records(path: Path, unit: str = "cases") -> int:
+    """How many units have rows in records.csv (0 when there is none): distinct cases, or for
+    bench's steps distinct (case, provider) pairs, a provider at a sweep point."""
     if not path.exists() or path.stat().st_size == 0:
         return 0
+    key = ("case", "provider") if unit == "steps" else ("case",)
     with open(path, newline="") as f:
-        return len({row["case"] for row in csv.DictReader(f) if row.get("case")})
+        return len({tuple(row.get(k) for k in key) for row in csv.DictReader(f) if row.get("case")})
 
 
 def _launch_error(kernel: str, run_id: str, message: str) -> Record:
