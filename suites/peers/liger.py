@@ -30,6 +30,9 @@ PEER = {"library": DISTRIBUTION, "pinned": PINNED}
 def _flp():
     from liger_kernel.ops.fused_linear_scaled_cross_entropy import LigerFusedLinearScaledCrossEntropyFunction as F
 
+    if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9:
+        import cutlass  # noqa: F401 -- on SM90 its frontend takes the CuTe DSL path (nvidia-cutlass-dsl)
+
     def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
         # Liger takes [M, H] and [M] only: [B, T, H] flattened as a trainer would (a copy where
         # the strides do not allow a view), its outputs shaped back
@@ -112,6 +115,7 @@ def _fused_linear_grpo():
     def call(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, importance_level,
              eps_low, eps_high, beta, temperature, num_items=None, max_completion_length=None, **_):  # fmt: skip
         eps_high = _raw_bound(loss_type, eps_high)
+        max_completion_length = max_completion_length or mask.shape[-1]  # required for dr_grpo; TRL passes its own
         key = (loss_type, importance_level, eps_low, eps_high, beta, temperature, max_completion_length)
         if key not in modules:
             modules[key] = LigerFusedLinearGRPOLoss(

@@ -98,7 +98,11 @@ def fused_flp_supports(case: Case) -> str | None:
                                      ("a logit scale", case.get("logit_scale", 1.0) == 1.0),
                                      ("a bias", not case.get("bias")),
                                      ("K targets per row", case.get("targets", 1) == 1)) if not ok]  # fmt: skip
-    return f"verl's linear_cross_entropy has no parameter for: {', '.join(missing)}" if missing else None
+    if missing:
+        return f"verl's linear_cross_entropy has no parameter for: {', '.join(missing)}"
+    if case.get("h", 128) % 128:
+        return "verl's linear_cross_entropy asserts hidden_size % 128 == 0"
+    return None
 
 
 PROVIDERS = (
