@@ -18,13 +18,13 @@ import importlib.metadata
 from ligerbench.registry import Provider, RegistrationError, Registry
 from ligerbench.selftest import converge as converge_campaign
 from ligerbench.selftest.kernels import KERNEL_CAMPAIGN
-from ligerbench.suites import ce, converge, flce, flp, grpo, kd, lp, peers, pref, vp_ce, vp_flce, vp_flp
+from ligerbench.suites import ce, converge, flce, flkd, flp, grpo, kd, lp, peers, pref, vp_ce, vp_flce, vp_flp
 from ligerbench.suites.presets import PRESETS
 
 ENTRY_POINT_GROUP = "ligerbench.plugins"
 BUILTIN = (
     ce.register, flce.register, vp_ce.register, vp_flce.register, lp.register, flp.register, vp_flp.register,
-    grpo.register, pref.register, kd.register,
+    grpo.register, pref.register, kd.register, flkd.register,
     peers.register,  # last: a peer library's adapters span kernels
 )  # fmt: skip
 TABLES = ("kernels", "providers", "suites", "presets", "campaigns")  # what a failed plugin leaves untouched

@@ -72,19 +72,23 @@ def on_head(bug: str):
     return fn
 
 
-# bug -> (what it is, the case slices where it shows)
+# bug -> (what it is, the case slices where it shows; fp32: selftest's time goes to the slices)
 BUGS = {
-    "jsd_mean_of_logs": ("the JSD mixture's log taken as the mean of the logs", ({"divergence": "jsd", "beta": 0.5},)),
-    "temperature_student_only": ("temperature applied to the student only", ({"temperature": 2.0},)),
-    "kl_direction_swapped": ("forward KL computed as KL(p || q)", ({"divergence": "forward_kl", "logits": "normal"},)),
+    "jsd_mean_of_logs": ("the JSD mixture's log taken as the mean of the logs",
+                         ({"divergence": "jsd", "beta": 0.5, "dtype": "fp32", "logits": "normal"},)),
+    "temperature_student_only": ("temperature applied to the student only", ({"temperature": 2.0, "dtype": "fp32"},)),
+    "kl_direction_swapped": ("forward KL computed as KL(p || q)",
+                             ({"divergence": "forward_kl", "logits": "normal", "dtype": "fp32", "upstream": "ones"},)),
     "batchmean_counted_rows": ("batchmean divided by the counted rows, not every row",
                                ({"reduction": "batchmean", "ignore_pattern": "random"},)),
-    "topk_not_renormalised": ("a top-K teacher's log-probs not renormalised over its K ids", ({"teacher": "top8"},)),
-    "topk_renormalised_twice": ("a top-K teacher's log-normaliser subtracted twice", ({"teacher": "top8"},)),
+    "topk_not_renormalised": ("a top-K teacher's log-probs not renormalised over its K ids",
+                              ({"teacher": "top8", "dtype": "fp32"},)),
+    "topk_renormalised_twice": ("a top-K teacher's log-normaliser subtracted twice",
+                                ({"teacher": "top8", "dtype": "fp32"},)),
     "teacher_gets_grad": ("the teacher not detached: a gradient it was not asked for",
-                          ({"teacher_grad": False, "logits": "normal"},)),
+                          ({"teacher_grad": False, "logits": "normal", "dtype": "fp32", "divergence": "forward_kl"},)),
     "ignored_rows_counted": ("mean divided by every row, ignored ones included",
-                             ({"reduction": "mean", "ignore_pattern": "random"},)),
+                             ({"reduction": "mean", "ignore_pattern": "random", "upstream": "random"},)),
 }  # fmt: skip
 # the suite each bug must be killed by (tests/test_selftest.py's MUST_KILL reads it)
 MUST_KILL = {bug: "contracts" if bug == "teacher_gets_grad" else "correctness" for bug in BUGS}

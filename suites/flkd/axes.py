@@ -1,0 +1,43 @@
+"""The case axes of `flkd` (distillation divergences from both lm_heads, never holding the
+logits): what each value stands for.
+
+    ligerbench verify --kernel flkd --divergence jsd --layout column_major
+"""
+
+from __future__ import annotations
+
+from ligerbench.axes import NO_DEFAULT, Axis
+from ligerbench.cases import Case
+from ligerbench.suites.distill_semantics import (
+    BETA,
+    DIVERGENCE,
+    DTYPE,
+    IGNORE_PATTERN,
+    REDUCTION,
+    TEACHER_KIND,
+    TEMPERATURE,
+    UPSTREAM,
+)
+
+N = Axis("n", "tokens (rows of the hidden states)", {"quick": (12, 1), "full": (2048, 1, 513)}, tag="n",
+         default=NO_DEFAULT)  # fmt: skip
+V = Axis("v", "the vocabulary size (rows of both lm_heads)", {"quick": (500, 3, 1001), "full": (128256, 3, 4099)},
+         tag="v", default=NO_DEFAULT, means={3: "a tiny vocabulary", 1001: "an odd size: a partial last slice",
+                                             128256: "Llama-3"})  # fmt: skip
+H = Axis("h", "the student's hidden size (the teacher's is 16 wider)", {"quick": (32, 17), "full": (1024, 4096)},
+         tag="h", default=NO_DEFAULT, glued=False, means={17: "an odd hidden size"})  # fmt: skip
+LAYOUT = Axis("layout", "how both hidden states a provider receives are laid out", ("2d", "3d", "kept_slice",
+              "column_major"), tag="lay-", default="2d", hidden=("2d",), means={
+    "2d": "hidden [N, H] contiguous",
+    "3d": "hidden [B, T, H] from the decoders, labels [B, T]",
+    "kept_slice": "hidden[:, -T:, :] of [B, T + P, H]: logits_to_keep (strided, storage offset)",
+    "column_major": "hidden [H, N].T: a transposed activation",
+})  # fmt: skip
+
+AXES = (N, V, H, DTYPE, DIVERGENCE, BETA, TEMPERATURE, REDUCTION, UPSTREAM, IGNORE_PATTERN, TEACHER_KIND, LAYOUT)
+TEACHER_WIDER = 16  # the teacher's hidden size is the student's + this (TRL: they may differ)
+
+
+def case(**params) -> Case:
+    """An `flkd` case; the axes' defaults fill what is not named."""
+    return Case.of("flkd", AXES, **params)

@@ -1,0 +1,107 @@
+"""`bench` of `flkd`: distillation from both lm_heads, fwd+bwd (the student's hidden and weight
+gradients), beside the peers.
+
+FLOP model (matrix products only): forward 2*N*V*(Hs + Ht) (both heads' logits), backward
+4*N*Hs*V (grad of the student's hidden and weight): the least any design does. Ours recomputes
+both heads' logits in backward (the upstream is unknown in forward): 2*N*V*(Hs + Ht) more; it is
+credited with the least, as every provider is.
+
+    ligerbench bench --kernel flkd                   # N=8192, Qwen2.5-7B-sized heads (teacher = student size), bf16
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
+from ligerbench.cases import DTYPES, Case
+from ligerbench.registry import Provider
+from ligerbench.suites.flkd.axes import case as flkd_case
+
+HEADS = {"qwen2.5-7b": (3584, 152064), "llama3-8b": (4096, 128256)}
+SMOKE_HEADS = {"qwen2.5-7b": (16, 96)}
+
+
+def flops(case: Case, mode: str) -> float:
+    ht = case.h  # the bench's teacher is the student's size
+    fwd = 2 * case.n * case.v * (case.h + ht)
+    return {"full": fwd + 4 * case.n * case.h * case.v, "forward": fwd, "backward": 4 * case.n * case.h * case.v}[mode]
+
+
+def gradient_mib(case: Case) -> float:
+    """The memory floor: the gradients of the student's weight [V, H] and hidden states [N, H]."""
+    element = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    return (case.v + case.n) * case.h * element / 2**20
+
+
+def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
+    """Both heads N(0, 1/H) on hidden N(0, 1) (logits of std ~1), the teacher the student's size,
+    ~10% of labels ignored, reduction mean."""
+    g = device_generator(case, seed, device)
+    dtype = DTYPES[case.dtype]
+
+    def randn(*shape, scale=1.0):
+        return torch.randn(*shape, generator=g, device=device, dtype=dtype) * scale
+
+    hs = randn(case.n, case.h).requires_grad_(True)
+    ws = randn(case.v, case.h, scale=case.h**-0.5).requires_grad_(True)
+    ht, wt = randn(case.n, case.h), randn(case.v, case.h, scale=case.h**-0.5)
+    labels = torch.randint(0, case.v, (case.n,), generator=g, device=device)
+    labels = torch.where(torch.rand(case.n, generator=g, device=device) < 0.1, -100, labels)
+    options = dict(labels=labels, divergence=case.divergence, beta=case.beta, temperature=case.temperature,
+                   ignore_index=-100, reduction="mean")  # fmt: skip
+    return BenchInputs(positional=[hs, ws, ht, wt], leaves=[hs, ws], options=options)
+
+
+def heads(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    n = 8 if smoke else (tokens or 8192)
+    table = SMOKE_HEADS if smoke else HEADS
+    return [SweepPoint(k, float(i), flkd_case(n=n, v=v, h=h, dtype=dtype, divergence="jsd"))
+            for i, (k, (h, v)) in enumerate(table.items())]  # fmt: skip
+
+
+def eager_bf16_product(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, **options):
+    """What trainers write: each head's product in the inputs' dtype, then float32 logits."""
+    from ligerbench.suites import distill_semantics as semantics
+
+    xs = (student_hidden @ student_weight.t()).float()
+    xt = (teacher_hidden @ teacher_weight.t()).float()
+    return semantics.reference(xs, xt, labels, textbook=True, **options)
+
+
+VARIANTS = (
+    Provider(name="eager_bf16_product", kernel="flkd", bench_only=True, load=lambda: eager_bf16_product,
+             description="PyTorch: the products in the inputs' dtype, then float32 logits (TRL GKD's path)"),
+    Provider(name="compile_bf16_product", kernel="flkd", bench_only=True, devices=("cuda",),
+             load=lambda: torch.compile(eager_bf16_product, dynamic=False),
+             description="torch.compile of eager_bf16_product"),
+)  # fmt: skip
+
+EXCLUDED = {
+    "eager": "the verification yardstick (float32 operands): eager_bf16_product is the peer",
+    "torch_compile": "torch.compile of the yardstick (float32 operands): compile_bf16_product is the peer",
+    "textbook": "float32 operands, as eager",
+    "ours_small_chunks": "a verification setting (16 KiB pieces); name it with --provider to time it",
+}
+
+SPEC = BenchSpec(
+    kernel="flkd",
+    make_inputs=make_inputs,
+    work=flops,
+    work_formula="FLOPs: forward 2*N*V*(Hs + Ht), backward 4*N*Hs*V (ours recomputes both heads: 2*N*V*(Hs + Ht) more)",
+    rate_unit="TFLOP/s",
+    rate_scale=1e9,
+    ceiling="matmul_tflops",
+    inputs="hidden N(0, 1), both heads N(0, 1/H) (logits of std ~1), teacher the student's size, ~10% of labels "
+    "ignored, reduction mean",
+    sweeps={"heads": heads},
+    excluded=EXCLUDED,
+    targets=(
+        Target(("ours",), metric="time_ms", peers=("liger_fused_linear_jsd", "trl_chunked_divergence",
+                                                   "compile_bf16_product"), factor=1.0,
+               source="issue 35: no slower than the best peer"),
+        Target(("ours",), metric="extra_mib", limit=lambda case: 1.25 * gradient_mib(case),
+               source="issue 35: extra memory <= the student's gradients (hidden and weight) + 25%"),
+    ),
+)  # fmt: skip
+

@@ -1,0 +1,30 @@
+"""The case grid of `flkd`, per preset: a core of the crossings the bug classes need, then an
+all-pairs covering design (suites/covering.py) over every axis."""
+
+from __future__ import annotations
+
+from ligerbench.cases import Case
+from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.distill_semantics import allowed
+from ligerbench.suites.flkd.axes import AXES, case
+
+DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+COVERED = ("divergence", "beta", "temperature", "reduction", "upstream", "ignore_pattern", "logits", "layout")
+
+
+def flkd_cases(preset: str, device_type: str) -> list[Case]:
+    axes = {a.name: a for a in AXES}
+    n0, v0, h0 = (axes[k].values_for(preset)[0] for k in ("n", "v", "h"))
+    shapes = {(n, v0, h0) for n in axes["n"].values_for(preset)}
+    shapes |= {(n0, v, h0) for v in axes["v"].values_for(preset)} | {(n0, v0, h) for h in axes["h"].values_for(preset)}
+    cases: list[Case] = []
+    for dtype in DTYPES[device_type]:
+        base = case(n=n0, v=v0, h=h0, dtype=dtype)
+        for d in ("forward_kl", "reverse_kl", "jsd", "tvd"):
+            cases += [base.replace(divergence=d, temperature=2.0), base.replace(divergence=d, logits="self")]
+        cases += [base.replace(reduction=r, upstream="random") for r in ("none", "sum", "mean", "batchmean")]
+        cases += [base.replace(n=n, v=v, h=h, divergence="jsd") for n, v, h in sorted(shapes)]
+        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED}, allowed=allowed,
+                         covered=[c.params for c in cases])  # fmt: skip
+        cases += [base.replace(**row) for row in rows]
+    return [c for c in dict.fromkeys(cases) if allowed(dict(c.params))]

@@ -1,0 +1,47 @@
+"""Providers of `flkd`: ours at two cuttings (the result must not depend on them) and PyTorch
+(the peers' adapters live in suites/peers/)."""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from ligerbench.registry import OURS, Provider
+from ligerbench.suites import distill_semantics as semantics
+from ligerbench.suites.kd.providers import textbook_supports
+
+
+def _ours(**settings):
+    from ligerbench.kernels.fused_linear_distill import fused_linear_distill
+
+    return functools.partial(fused_linear_distill, **settings) if settings else fused_linear_distill
+
+
+def eager_fp32(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, *, textbook=False,
+               **options):  # fmt: skip
+    """Both heads' logits in float32 from upcast operands, then the semantics in PyTorch."""
+    xs = student_hidden.float() @ student_weight.float().t()
+    xt = teacher_hidden.float() @ teacher_weight.float().t()
+    return semantics.reference(xs, xt, labels, textbook=textbook, **options)
+
+
+def _compiled():
+    if not torch.cuda.is_available():
+        raise ImportError("torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain)")
+    return torch.compile(eager_fp32, dynamic=True)
+
+
+PROVIDERS = (
+    Provider(name="ours", **OURS, kernel="flkd", load=_ours,
+             description="kernels/fused_linear_distill.py (row chunks forward, vocabulary slices backward)"),
+    Provider(name="ours_small_chunks", **OURS, kernel="flkd", load=lambda: _ours(chunk_bytes=16 * 1024),
+             settings={"chunk_bytes": 16 * 1024}, description="ours with 16 KiB pieces: many chunks and slices"),
+    Provider(name="eager", kernel="flkd", load=lambda: eager_fp32,
+             description="PyTorch on float32 logits from upcast operands"),
+    Provider(name="textbook", kernel="flkd", load=lambda: functools.partial(eager_fp32, textbook=True),
+             supports=textbook_supports,
+             description="PyTorch as users write it: F.kl_div(log_softmax), TRL's generalized_jsd_loss"),
+    Provider(name="torch_compile", kernel="flkd", load=_compiled, devices=("cuda",),
+             description="torch.compile of the float32 PyTorch semantics"),
+)  # fmt: skip

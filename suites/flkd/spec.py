@@ -1,0 +1,118 @@
+"""The `flkd` kernel as the harness sees it: its inputs, float64 reference, yardsticks and call.
+
+Student logits hidden @ weight.T, teacher logits teacher_hidden @ teacher_weight.T, then
+kernels/distill.py's semantics (suites/distill_semantics.py). A provider is
+`fn(student_hidden, student_weight, teacher_hidden, teacher_weight, *, labels, divergence, beta,
+temperature, ignore_index, reduction) -> loss`; the student's hidden and weight get gradients,
+the teacher's two tensors are leaves that require grad and must get none (`teacher_no_grad`).
+The float64 truth forms both heads' logits in float64; the careful yardstick in float32 from the
+same inputs, the student logits' gradient rounded once to a 16-bit dtype before the products
+(suites/rounding.py) and each gradient once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from ligerbench.cases import DTYPES, Case, generator_for
+from ligerbench.problems import Outcome, as_handed
+from ligerbench.suites import distill_semantics as semantics
+from ligerbench.suites.distill_semantics import IGNORE, make_labels, make_upstream, run_loss, upcast
+from ligerbench.suites.flkd.axes import TEACHER_WIDER
+from ligerbench.suites.flp.spec import lay_out
+from ligerbench.suites.rounding import grad_rounded_to
+
+TENSORS = ("student_hidden", "student_weight", "teacher_hidden", "teacher_weight")
+
+
+@dataclass
+class FLKDProblem:
+    student_hidden: torch.Tensor  # as laid out for the case
+    student_weight: torch.Tensor  # [V, H]
+    teacher_hidden: torch.Tensor  # laid out as the student's, [.., H + TEACHER_WIDER] (self: H)
+    teacher_weight: torch.Tensor  # [V, Ht]
+    labels: torch.Tensor
+    upstream: torch.Tensor
+    options: dict
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> FLKDProblem:
+    g = generator_for(case, seed)
+    n, v, hs = case.n, case.v, case.h
+    h = torch.randn(n, hs, generator=g)
+    w = torch.randn(v, hs, generator=g) / hs**0.5  # logits ~ N(0, 1)
+    if case.logits == "self":
+        ht, wt = h.clone(), w.clone()
+    else:
+        width = hs + TEACHER_WIDER
+        ht = torch.randn(n, width, generator=g)
+        wt = torch.randn(v, width, generator=g) / width**0.5
+        if case.logits == "confident":
+            wt = wt * 8.0  # logits of std ~8: most rows' top token near probability 1
+    dtype = DTYPES[case.dtype]
+
+    def placed(x):
+        laid = lay_out(x, case.layout, g)
+        moved = upcast(laid, dtype).to(device)
+        return moved.as_strided(laid.shape, laid.stride(), laid.storage_offset())
+
+    sh, th = placed(h), placed(ht)
+    rows = tuple(sh.shape[:-1])
+    labels = make_labels(rows, v, case.ignore_pattern, g)
+    upstream = make_upstream(case.upstream, case.reduction, rows, g)
+    options = dict(divergence=case.divergence, beta=case.beta, temperature=case.temperature, ignore_index=IGNORE,
+                   reduction=case.reduction)  # fmt: skip
+    return FLKDProblem(sh, w.to(dtype).to(device), th, wt.to(dtype).to(device), labels.to(device),
+                       as_handed(upstream, device=device), options)  # fmt: skip
+
+
+def run_flkd(fn, problem: FLKDProblem) -> Outcome:
+    tensors = {name: getattr(problem, name) for name in TENSORS}
+    return run_loss(fn, tensors, ("student_hidden", "student_weight"), ("teacher_hidden", "teacher_weight"),
+                    {"labels": problem.labels}, problem.options, problem.upstream, tuple(problem.labels.shape))  # fmt: skip
+
+
+def flkd_semantics(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, *, round_to=None,
+                   **options):  # fmt: skip
+    """The semantics in PyTorch in the inputs' dtype; round_to: the student logits' gradient
+    rounded once to that dtype on its way to the products (the careful yardstick)."""
+    xs = student_hidden @ student_weight.t()
+    if round_to is not None:
+        xs = grad_rounded_to(xs, round_to)
+    xt = teacher_hidden @ teacher_weight.t()
+    return semantics.reference(xs, xt, labels, **options)
+
+
+def _in(problem: FLKDProblem, dtype: torch.dtype, round_to=None, **extra) -> Outcome:
+    p = dataclasses.replace(problem, **{name: upcast(getattr(problem, name), dtype) for name in TENSORS},
+                            upstream=as_handed(problem.upstream, dtype=dtype),
+                            options={**problem.options, **extra})  # fmt: skip
+
+    def fn(*args, **kw):
+        return flkd_semantics(*args, round_to=round_to, **kw)
+
+    return run_flkd(fn, p)
+
+
+def reference(problem: FLKDProblem) -> Outcome:
+    """The float64 truth."""
+    return _in(problem, torch.float64)
+
+
+def eager_in_dtype(problem: FLKDProblem, **extra) -> Outcome:
+    """The careful yardstick: float32 logits from the unrounded inputs, the student logits'
+    gradient rounded once to a 16-bit dtype before the products, each gradient rounded once."""
+    dtype = problem.student_weight.dtype
+    out = _in(problem, torch.float32, round_to=dtype, **extra)
+    for name in ("student_hidden", "student_weight"):
+        out.values[f"grad_{name}"] = out.values[f"grad_{name}"].to(dtype)
+    return out
+
+
+def textbook(problem: FLKDProblem) -> Outcome:
+    """The default verdict's yardstick: the semantics as users write them (F.kl_div on
+    torch.log_softmax, TRL's generalized_jsd_loss), otherwise as eager_in_dtype."""
+    return eager_in_dtype(problem, textbook=True)
