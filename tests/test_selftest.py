@@ -17,6 +17,7 @@ from ligerbench.cli import app
 from ligerbench.selftest import killmatrix
 from ligerbench.selftest.model import Mutant, check_targets, targeted
 from ligerbench.suites.ce import axes as ce_axes
+from ligerbench.suites.distill_mutants import MUST_KILL as DISTILL_MUST_KILL
 
 runner = CliRunner()
 # Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
@@ -111,6 +112,9 @@ MUST_KILL = {
     "mutant_pref_ipo_on_sums": "correctness",
     "mutant_pref_kto_point_not_detached": "gradients",
     "mutant_pref_kto_point_per_microbatch": "invariance",
+    # distillation (suites/distill_mutants.py, issue 35): each bug's suite is declared beside it
+    **{f"mutant_kd_{bug}": suite for bug, suite in DISTILL_MUST_KILL.items()},
+    **{f"mutant_flkd_{bug}": suite for bug, suite in DISTILL_MUST_KILL.items() if not bug.startswith("topk_")},
     # issue 24, finding 3: both passed while PyTorch's own formula was the yardstick
     "mutant_low_precision_target_grad_bf16": "gradients",
     "mutant_softcap_slope_cancels": "gradients",
