@@ -1,0 +1,95 @@
+"""kernels/distill.py against the float64 semantics (suites/distill_semantics.py), directly:
+every divergence against each teacher it allows, the teacher's gradient only when asked, a
+self-distilled teacher's exact zero, and the refusals."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ligerbench.kernels.distill import distill_loss
+from ligerbench.suites import distill_semantics as semantics
+
+V = 300  # under one block: a partial block masked
+
+
+def _inputs(n=6, v=V, k=None, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    s = torch.randn(n, v, generator=g)
+    t = torch.randn(n, v, generator=g) * 2.0
+    labels = torch.randint(0, v, (n,), generator=g)
+    labels[1] = -100
+    if k is None:
+        return s, t, None, labels
+    logp, ids = semantics.top_k(t, k)
+    return s, logp, ids, labels
+
+
+def _both(s, t, ids, labels, **options):
+    """(loss, grad student, grad teacher) of ours and of the float64 semantics."""
+    out = []
+    for fn, dtype in ((distill_loss, torch.float32), (semantics.reference, torch.float64)):
+        x = s.to(dtype).clone().requires_grad_(True)
+        y = t.to(dtype).clone().requires_grad_(True)
+        loss = fn(x, y, labels, teacher_ids=ids, **options)
+        loss.sum().backward()
+        out.append((loss.detach().double(), x.grad, y.grad))
+    return out
+
+
+# every divergence and jsd's ends (taken exactly), each against a full and a top-K teacher
+# (reverse KL is infinite against a top-K teacher: refused, tested below)
+@pytest.mark.interpreter
+@pytest.mark.parametrize("divergence, beta", [("forward_kl", 0.5), ("reverse_kl", 0.5), ("jsd", 0.5), ("jsd", 0.1),
+                                              ("jsd", 0.0), ("jsd", 1.0), ("tvd", 0.5)])  # fmt: skip
+@pytest.mark.parametrize("k", [None, 5])
+# every reduction: mean over counted rows, batchmean over all of them
+@pytest.mark.parametrize("reduction", ["none", "mean", "batchmean"])
+def test_matches_float64(divergence, beta, k, reduction):
+    if k is not None and (divergence == "reverse_kl" or beta == 1.0):
+        pytest.skip("infinite against a top-K teacher")
+    s, t, ids, labels = _inputs(k=k)
+    opts = dict(divergence=divergence, beta=beta, temperature=1.7, reduction=reduction, teacher_grad=True)
+    (loss, gs, gt), (ref, rs, rt) = _both(s, t, ids, labels, **opts)
+    torch.testing.assert_close(loss, ref, rtol=2e-6, atol=1e-7)
+    torch.testing.assert_close(gs.double(), rs, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(gt.double(), rt, rtol=1e-5, atol=1e-7)
+    assert gs[1].abs().max() == 0 and gt[1].abs().max() == 0  # the ignored row
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("divergence", ["forward_kl", "reverse_kl", "jsd", "tvd"])
+def test_self_distillation_is_exactly_zero(divergence):
+    s, _, _, labels = _inputs()
+    x = s.clone().requires_grad_(True)
+    loss = distill_loss(x, s.clone(), labels, divergence=divergence)
+    loss.backward()
+    assert loss.item() == 0.0 and x.grad.abs().max().item() == 0.0
+
+
+@pytest.mark.interpreter
+def test_a_frozen_teacher_gets_no_gradient_and_nothing_is_written():
+    s, t, _, labels = _inputs()
+    x, y = s.clone().requires_grad_(True), t.clone().requires_grad_(True)
+    distill_loss(x, y, labels, divergence="jsd").backward()
+    assert y.grad is None
+    assert torch.equal(x.detach(), s) and torch.equal(y.detach(), t)
+
+
+@pytest.mark.interpreter
+def test_mean_of_no_counted_row_is_zero_with_a_zero_gradient():
+    s, t, _, labels = _inputs()
+    x = s.clone().requires_grad_(True)
+    loss = distill_loss(x, t, torch.full_like(labels, -100), divergence="tvd")
+    loss.backward()
+    assert loss.item() == 0.0 and torch.isfinite(x.grad).all() and x.grad.abs().max() == 0
+
+
+def test_refusals():
+    s, logp, ids, _ = _inputs(k=4)
+    with pytest.raises(ValueError, match="infinite"):
+        distill_loss(s, logp, teacher_ids=ids, divergence="reverse_kl")
+    with pytest.raises(ValueError, match="beta"):
+        distill_loss(s, s, divergence="jsd", beta=1.5)
+    with pytest.raises(ValueError, match="reduction"):
+        distill_loss(s, s, reduction="batchsum")
