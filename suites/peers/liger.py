@@ -140,3 +140,133 @@ PROVIDERS = (
     Provider(name="liger_fused_linear", kernel="grpo", **PEER, load=_fused_linear_grpo, supports=grpo_supports,
              devices=("cuda",), description="Liger-Kernel's LigerFusedLinearGRPOLoss (chunked, compiled)"),
 )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- kd, flkd (issue 35)
+# Distillation, as Liger's docs and trainers call it: log-softmaxes (at the temperature) handed to
+# LigerJSD / LigerKLDIVLoss, probabilities to LigerTVDLoss, labels as shift_labels. Their
+# "batchmean" with labels divides by the counted rows: the `kd` kernel's "mean".
+
+
+def _distill_rows_2d(student, teacher, labels):
+    v = student.shape[-1]
+    return student.reshape(-1, v), teacher.reshape(-1, v), None if labels is None else labels.reshape(-1)
+
+
+def _liger_jsd():
+    from liger_kernel.transformers.jsd import LigerJSD
+
+    def call(student, teacher, *, labels=None, divergence="jsd", beta=0.5, temperature=1.0, ignore_index=-100, **_):
+        s, t, y = _distill_rows_2d(student, teacher, labels)
+        beta = {"forward_kl": 0.0, "reverse_kl": 1.0}.get(divergence, beta)
+        log_q = torch.log_softmax(s.float() / temperature, dim=-1)
+        log_p = torch.log_softmax(t.float() / temperature, dim=-1)
+        return LigerJSD(beta=beta, ignore_index=ignore_index)(log_q, log_p, y)
+
+    return call
+
+
+def _liger_tvd():
+    from liger_kernel.transformers.tvd import LigerTVDLoss
+
+    def call(student, teacher, *, labels=None, temperature=1.0, ignore_index=-100, reduction="mean", **_):
+        s, t, y = _distill_rows_2d(student, teacher, labels)
+        p = torch.softmax(s.float() / temperature, dim=-1)
+        q = torch.softmax(t.float() / temperature, dim=-1)
+        theirs = {"mean": "batchmean", "sum": "sum", "none": "none"}[reduction]
+        out = LigerTVDLoss(reduction=theirs, ignore_index=ignore_index)(p, q, y)
+        return out.sum(-1).reshape(student.shape[:-1]) if reduction == "none" else out
+
+    return call
+
+
+def _liger_kldiv():
+    from liger_kernel.transformers.kl_div import LigerKLDIVLoss
+
+    def call(student, teacher, *, temperature=1.0, reduction="batchmean", **_):
+        s, t, _ = _distill_rows_2d(student, teacher, None)
+        log_q = torch.log_softmax(s.float() / temperature, dim=-1)
+        log_p = torch.log_softmax(t.float() / temperature, dim=-1)
+        out = LigerKLDIVLoss(reduction="none" if reduction == "none" else reduction, log_target=True)(log_q, log_p)
+        return out.sum(-1).reshape(student.shape[:-1]) if reduction == "none" else out
+
+    return call
+
+
+def _kd_common(case: Case, what: str) -> list[str]:
+    missing = []
+    if case.get("teacher", "full") != "full":
+        missing.append("a top-K teacher")
+    if case.get("teacher_grad"):
+        missing.append("a teacher gradient")
+    return missing + ([what] if what else [])
+
+
+def kd_jsd_supports(case: Case) -> str | None:
+    missing = _kd_common(case, "")
+    if case.divergence == "tvd":
+        missing.append("tvd (LigerTVDLoss is its own provider)")
+    if case.reduction != "mean":
+        missing.append(f"reduction {case.reduction} (LigerJSD divides by the counted rows: mean)")
+    return f"LigerJSD has no parameter for: {', '.join(missing)}" if missing else None
+
+
+def kd_tvd_supports(case: Case) -> str | None:
+    missing = _kd_common(case, "")
+    if case.divergence != "tvd":
+        missing.append(case.divergence)
+    if case.reduction == "batchmean":
+        missing.append("batchmean over every row (its batchmean counts the rows with a label)")
+    return f"LigerTVDLoss has no parameter for: {', '.join(missing)}" if missing else None
+
+
+def kd_kldiv_supports(case: Case) -> str | None:
+    missing = _kd_common(case, "")
+    if case.divergence != "forward_kl" and not (case.divergence == "jsd" and case.beta == 0.0):
+        missing.append(case.divergence)
+    if case.ignore_pattern != "none":
+        missing.append("labels (no ignore_index)")
+    if case.reduction == "mean":
+        missing.append("mean over counted rows (its mean is over N * V elements)")
+    return f"LigerKLDIVLoss has no parameter for: {', '.join(missing)}" if missing else None
+
+
+def _liger_fused_linear_jsd():
+    from liger_kernel.chunked_loss import LigerFusedLinearJSDLoss
+
+    def call(student_hidden, student_weight, teacher_hidden, teacher_weight, *, labels=None, divergence="jsd",
+             beta=0.5, temperature=1.0, ignore_index=-100, **_):  # fmt: skip
+        beta = {"forward_kl": 0.0, "reverse_kl": 1.0}.get(divergence, beta)
+        # the distillation alone: its defaults train 0.5 CE + 0.5 JSD (TRL #5731)
+        loss_fn = LigerFusedLinearJSDLoss(weight_hard_loss=0.0, weight_soft_loss=1.0, beta=beta,
+                                          ignore_index=ignore_index, temperature=temperature,
+                                          compiled=student_hidden.is_cuda)  # fmt: skip
+        hs, ht = student_hidden.reshape(-1, student_hidden.shape[-1]), teacher_hidden.reshape(-1, teacher_hidden.shape[-1])
+        y = labels.reshape(-1) if labels is not None else torch.zeros(hs.shape[0], dtype=torch.long, device=hs.device)
+        return loss_fn(hs, student_weight, ht, teacher_weight, y)
+
+    return call
+
+
+def flkd_jsd_supports(case: Case) -> str | None:
+    missing = []
+    if case.divergence == "tvd":
+        missing.append("tvd")
+    if case.reduction != "mean":
+        missing.append(f"reduction {case.reduction} (it divides by the counted rows: mean)")
+    return f"LigerFusedLinearJSDLoss has no parameter for: {', '.join(missing)}" if missing else None
+
+
+PROVIDERS += (
+    Provider(name="liger", kernel="kd", **PEER, load=_liger_jsd, supports=kd_jsd_supports,
+             description="Liger-Kernel's LigerJSD (beta 0 / 1 for the KLs) on log-softmaxes at T"),
+    Provider(name="liger_tvd", kernel="kd", **PEER, load=_liger_tvd, supports=kd_tvd_supports, devices=("cuda",),
+             description="Liger-Kernel's LigerTVDLoss on softmaxes at T (its kernel fails under Triton's interpreter: "
+             "a float argument's .to)"),
+    Provider(name="liger_kldiv", kernel="kd", **PEER, load=_liger_kldiv, supports=kd_kldiv_supports,
+             devices=("cuda",), description="Liger-Kernel's LigerKLDIVLoss(log_target=True) (interpreter: as tvd)"),
+    Provider(name="liger_fused_linear_jsd", kernel="flkd", **PEER, load=_liger_fused_linear_jsd,
+             supports=flkd_jsd_supports, description="Liger-Kernel's LigerFusedLinearJSDLoss, distillation only "
+             "(weight_hard_loss=0, weight_soft_loss=1); compiled on a GPU"),
+)  # fmt: skip
+# ----------------------------------------------------------------------------- end of kd, flkd

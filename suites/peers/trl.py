@@ -165,3 +165,42 @@ PROVIDERS = (
              description="TRL's ChunkedLogProbFunction as add_fused_lm_head calls it (Triton folds on CUDA, "
              "PyTorch tiles elsewhere)"),
 )  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- flkd (issue 35)
+# trl/kernels/chunked_divergence.py as DistillationTrainer's _chunked_divergence_loss calls it:
+# only the counted rows are projected (on Triton devices), the per-token divergence summed and
+# divided by their count (clamped at 1): the `flkd` kernel's "mean".
+
+
+def _trl_chunked_divergence():
+    from trl.kernels.chunked_divergence import ChunkedDivergenceFunction
+
+    def call(student_hidden, student_weight, teacher_hidden, teacher_weight, *, labels=None, divergence="jsd",
+             beta=0.5, temperature=1.0, ignore_index=-100, **_):  # fmt: skip
+        beta = {"forward_kl": 0.0, "reverse_kl": 1.0}.get(divergence, beta)
+        hs = student_hidden.reshape(-1, student_hidden.shape[-1])
+        ht = teacher_hidden.reshape(-1, teacher_hidden.shape[-1])
+        valid = labels.reshape(-1) != ignore_index
+        per_token, _entropy = ChunkedDivergenceFunction.apply(hs[valid], student_weight, None, ht[valid],
+                                                              teacher_weight, None, beta, temperature)  # fmt: skip
+        return per_token.sum() / valid.sum().clamp(min=1)
+
+    return call
+
+
+def flkd_supports(case: Case) -> str | None:
+    missing = []
+    if case.divergence == "tvd":
+        missing.append("tvd")
+    if case.reduction != "mean":
+        missing.append(f"reduction {case.reduction} (the trainer divides by the counted rows: mean)")
+    return f"TRL's ChunkedDivergenceFunction has no parameter for: {', '.join(missing)}" if missing else None
+
+
+PROVIDERS += (
+    Provider(name="trl_chunked_divergence", kernel="flkd", **PEER, load=_trl_chunked_divergence,
+             supports=flkd_supports, description="TRL's ChunkedDivergenceFunction as DistillationTrainer calls it "
+             "(counted rows only, sum / count)"),
+)  # fmt: skip
+# ----------------------------------------------------------------------------- end of flkd
