@@ -102,6 +102,11 @@ def fused_flp_supports(case: Case) -> str | None:
         return f"verl's linear_cross_entropy has no parameter for: {', '.join(missing)}"
     if case.get("h", 128) % 128:
         return "verl's linear_cross_entropy asserts hidden_size % 128 == 0"
+    if case.get("layout") in ("column_major", "kept_slice"):
+        return (
+            "verl's linear_cross_entropy asserts contiguous hidden ([N, H] or a [B, T, H] it can view); its model "
+            "forward hands it the backbone's whole output"
+        )
     return None
 
 
