@@ -162,5 +162,6 @@ def fused_linear_distill(
     from the student's). Gradients flow to the student's hidden and weight only. divergence,
     beta, temperature, ignore_index and reduction as in distill_loss; chunk_bytes bounds the
     per-piece buffers (default 128 MiB)."""
-    return FusedLinearDistillFunction.apply(student_hidden, student_weight, teacher_hidden, teacher_weight, labels,
-                                            divergence, beta, temperature, ignore_index, reduction, chunk_bytes)  # fmt: skip
+    args = (divergence, beta, temperature, ignore_index, reduction, chunk_bytes)
+    heads = (student_hidden, student_weight, teacher_hidden, teacher_weight)
+    return FusedLinearDistillFunction.apply(*heads, labels, *args)

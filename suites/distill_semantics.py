@@ -59,7 +59,11 @@ def divergence_rows(lp, lq, divergence: str, beta: float, textbook: bool = False
     in forward or backward)."""
     mode = _mode(divergence, beta)
     p, q = lp.exp(), lq.exp()
-    if textbook and mode in ("forward_kl", "reverse_kl", "jsd") and bool(torch.isfinite(lq).all() & torch.isfinite(lp).all()):
+    if (
+        textbook
+        and mode in ("forward_kl", "reverse_kl", "jsd")
+        and bool(torch.isfinite(lq).all() & torch.isfinite(lp).all())
+    ):
         return _textbook_rows(lp, lq, mode, beta)
 
     def kl(w, lw, lother):  # sum w (lw - lother), a zero w's term 0 with a zero gradient (never NaN)
@@ -72,7 +76,9 @@ def divergence_rows(lp, lq, divergence: str, beta: float, textbook: bool = False
         return kl(p, lp, lq)
     if mode == "tvd":
         return 0.5 * (p - q).abs().sum(-1)
-    same = lp == lq  # there log m = log p exactly (-inf where both are: no logaddexp(-inf, -inf), whose gradient is NaN)
+    same = (
+        lp == lq
+    )  # there log m = log p exactly (-inf where both are: no logaddexp(-inf, -inf), whose gradient is NaN)
     lm = torch.logaddexp(torch.where(same, 0.0, lp) + math.log1p(-beta), torch.where(same, 0.0, lq) + math.log(beta))
     lm = torch.where(same, lp, lm)
     return beta * kl(q, lq, lm) + (1.0 - beta) * kl(p, lp, lm)

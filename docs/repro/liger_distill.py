@@ -33,7 +33,10 @@ for dtype in (torch.float32, torch.bfloat16):
     a, b, c, d = (x.to(dtype) for x in (hs, ws, ht, wt))  # the truth is of these very (rounded) inputs
     truth = jsd64(a.double() @ b.double().T, c.double() @ d.double().T, 0.5, T).mean().item()
     got = loss_fn(a, b, c, d, labels).item()
-    print(f"1. LigerFusedLinearJSDLoss {str(dtype):15} JSD {got:.6f}   float64 {truth:.6f}   rel err {abs(got - truth) / truth:.2e}")
+    print(
+        f"1. LigerFusedLinearJSDLoss {str(dtype):15} JSD {got:.6f}   float64 {truth:.6f}   "
+        f"rel err {abs(got - truth) / truth:.2e}"
+    )
 
 s, t = torch.randn(4, 64), torch.randn(4, 64)
 s[:, 60:] = t[:, 60:] = float("-inf")  # a padded vocabulary, masked

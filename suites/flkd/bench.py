@@ -104,4 +104,3 @@ SPEC = BenchSpec(
                source="issue 35: extra memory <= the student's gradients (hidden and weight) + 25%"),
     ),
 )  # fmt: skip
-

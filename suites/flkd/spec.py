@@ -71,8 +71,9 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLKDProblem:
 
 def run_flkd(fn, problem: FLKDProblem) -> Outcome:
     tensors = {name: getattr(problem, name) for name in TENSORS}
-    return run_loss(fn, tensors, ("student_hidden", "student_weight"), ("teacher_hidden", "teacher_weight"),
-                    {"labels": problem.labels}, problem.options, problem.upstream, tuple(problem.labels.shape))  # fmt: skip
+    teacher = ("teacher_hidden", "teacher_weight")
+    return run_loss(fn, tensors, ("student_hidden", "student_weight"), teacher, {"labels": problem.labels},
+                    problem.options, problem.upstream, tuple(problem.labels.shape))  # fmt: skip
 
 
 def flkd_semantics(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, *, round_to=None,

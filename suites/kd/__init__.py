@@ -35,7 +35,7 @@ SUITES = (
     Suite(name="correctness", kernel="kd", description="the loss vs float64", quantities=("loss",)),
     Suite(name="gradients", kernel="kd", description="the student's gradient, and the teacher's when asked",
           quantities=("grad_student", "grad_teacher")),
-    Suite(name="contracts", kernel="kd", description="inputs as laid out and unchanged; no gradient to a frozen teacher",
+    Suite(name="contracts", kernel="kd", description="inputs as laid out, unchanged; no gradient to a frozen teacher",
           quantities=("teacher_no_grad", "input_unchanged", "input_layout")),
 )  # fmt: skip
 

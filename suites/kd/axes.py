@@ -1,6 +1,6 @@
 """The case axes of `kd` (distillation divergences from logits): what each value stands for.
 
-    ligerbench verify --kernel kd --divergence jsd --beta 0.1 --teacher top8
+ligerbench verify --kernel kd --divergence jsd --beta 0.1 --teacher top8
 """
 
 from __future__ import annotations

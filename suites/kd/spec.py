@@ -18,7 +18,15 @@ import torch
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites import distill_semantics as semantics
-from ligerbench.suites.distill_semantics import IGNORE, draw_teacher, make_labels, make_upstream, run_loss, top_k, upcast
+from ligerbench.suites.distill_semantics import (
+    IGNORE,
+    draw_teacher,
+    make_labels,
+    make_upstream,
+    run_loss,
+    top_k,
+    upcast,
+)
 from ligerbench.suites.kd.axes import K
 from ligerbench.suites.lp.spec import lay_out
 
