@@ -241,7 +241,10 @@ def _liger_fused_linear_jsd():
         loss_fn = LigerFusedLinearJSDLoss(weight_hard_loss=0.0, weight_soft_loss=1.0, beta=beta,
                                           ignore_index=ignore_index, temperature=temperature,
                                           compiled=student_hidden.is_cuda)  # fmt: skip
-        hs, ht = student_hidden.reshape(-1, student_hidden.shape[-1]), teacher_hidden.reshape(-1, teacher_hidden.shape[-1])
+        hs, ht = (
+            student_hidden.reshape(-1, student_hidden.shape[-1]),
+            teacher_hidden.reshape(-1, teacher_hidden.shape[-1]),
+        )
         y = labels.reshape(-1) if labels is not None else torch.zeros(hs.shape[0], dtype=torch.long, device=hs.device)
         return loss_fn(hs, student_weight, ht, teacher_weight, y)
 
