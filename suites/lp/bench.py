@@ -96,8 +96,8 @@ SPEC = BenchSpec(
     sweeps={"tokens": tokens_sweep},
     excluded=EXCLUDED,
     targets=(
-        Target(("ours",), metric="time_ms", peers=("eager_plain", "compile_plain"), factor=1.0,
-               source="issue 22: ahead of every peer"),
+        Target(("ours",), metric="time_ms", peers=("eager_plain", "compile_plain", "trl_triton", "trl", "verl"),
+               factor=1.0, source="issues 22, 34: ahead of every peer, TRL's and verl's kernels among them"),
         Target(("ours",), metric="time_ms", of_floor=1.2,
                source="issue 22: within 1.2x its copy floor (3 passes over the logits)"),
     ),
