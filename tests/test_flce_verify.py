@@ -29,6 +29,7 @@ def _verify(tmp_path, *args):
     return result, payload, pd.read_csv(tmp_path / payload["run_id"] / "records.csv")
 
 
+@pytest.mark.slow(seconds=26)
 @pytest.mark.interpreter
 def test_verify_flce_passes_on_a_slice(tmp_path):
     result, _, records = _verify(tmp_path, *ALL_OPTIONS_BF16)

@@ -109,7 +109,7 @@ def _venv_seeing_this_environment(venv: Path) -> Path:
     return py
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=15)
 @pytest.mark.interpreter
 def test_install_beside_a_distribution_that_owns_kernels(tmp_path):
     py = _venv_seeing_this_environment(tmp_path / "venv")

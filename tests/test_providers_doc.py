@@ -166,6 +166,7 @@ def test_through_provider_module_function(toyce, tmp_path):
     )
 
 
+@pytest.mark.slow(seconds=16)
 def test_through_the_pytest_entry(toyce):
     """The example's own tests file: its correct provider passes on the whole quick grid and each
     bug's test sees verify_provider fail (the file asserts that with pytest.raises)."""

@@ -140,9 +140,19 @@ def test_every_kernel_mutant_has_the_suite_that_must_kill_it():
 
 
 # One selftest run per built-in kernel (its whole campaign, as `ligerbench selftest --kernel K`),
-# so pytest-xdist spreads them over the workers; CI's selftest is these runs (.ci/run).
+# so pytest-xdist spreads them over the workers; CI's selftest is these runs (.ci/run). The longest
+# are scheduled first (tests/conftest.py): their seconds in CI's test run, the rest under 8.
+SELFTEST_SECONDS = {"flce": 210, "ce": 73, "flp": 30, "grpo": 13}
+
+
 @pytest.mark.interpreter
-@pytest.mark.parametrize("kernel", sorted(default_registry().kernels))
+@pytest.mark.parametrize(
+    "kernel",
+    [
+        pytest.param(k, marks=pytest.mark.slow(seconds=SELFTEST_SECONDS.get(k, 8)))
+        for k in sorted(default_registry().kernels)
+    ],
+)
 def test_every_kernel_mutant_is_killed(tmp_path, kernel):
     reg = default_registry()
     kernel_mutants = [p.name for p in reg.mutants_for(kernel)]
