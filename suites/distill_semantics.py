@@ -205,12 +205,16 @@ def run_loss(fn, tensors: dict, grads: tuple[str, ...], teacher_names: tuple[str
                    mutated_inputs=tuple(mutated))  # fmt: skip
 
 
-def upcast(t: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
-    """t in `dtype` with the same layout (its whole storage converted); None stays None."""
+def upcast(t: torch.Tensor | None, dtype: torch.dtype, device=None) -> torch.Tensor | None:
+    """t in `dtype` (on `device`, if given) with the same layout: its whole storage converted and
+    moved, then viewed as t is. Never `t.to(...)` on the view itself: a view that is not dense (a
+    kept slice's rows, a padded vocabulary) comes back as a dense copy, and re-striding that copy
+    reads past its end (issue 35, the H200's kept_slice). None stays None."""
     if t is None or not t.is_floating_point():
-        return t
+        return t if t is None or device is None else t.to(device)
     n = t.untyped_storage().nbytes() // t.element_size()
-    return t.as_strided((n,), (1,), 0).to(dtype).as_strided(t.shape, t.stride(), t.storage_offset())
+    flat = t.as_strided((n,), (1,), 0).to(dtype=dtype, device=device)
+    return flat.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 def as_upstream(u: torch.Tensor, device, dtype=None) -> torch.Tensor:

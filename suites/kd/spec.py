@@ -47,9 +47,7 @@ def options_of(case: Case) -> dict:
 
 
 def _placed(x: torch.Tensor, layout: str, dtype: torch.dtype, device) -> torch.Tensor:
-    laid = lay_out(x, layout)
-    moved = upcast(laid, dtype).to(device)
-    return moved.as_strided(laid.shape, laid.stride(), laid.storage_offset()) if moved.device != laid.device else moved
+    return upcast(lay_out(x, layout), dtype, device)
 
 
 def make_problem(case: Case, seed: int, device: torch.device) -> KDProblem:
