@@ -3,7 +3,7 @@ and the bitwise comparison that tells whether an input was written."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -19,6 +19,10 @@ class Outcome:
     built: dict | None = None
     received: dict | None = None
     mutated_inputs: tuple[str, ...] = ()  # the inputs found written, by name (input_mutated says if any)
+    # The float64 truth only: quantity -> the norm its errors are measured against instead of the
+    # truth's own, where the truth is exactly 0 mathematically (ligerbench/tolerance.py, "A truth
+    # that is exactly 0"); absent: the truth's norm.
+    scales: dict[str, float] = field(default_factory=dict)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -44,6 +44,22 @@ it).
 Error metric: relative L2, ||out - ref|| / ||ref|| (0 when both are exactly zero, inf when only
 the reference is). Non-finite values must match the reference exactly, element by element:
 NaN where the truth is NaN (a mean over no target), never where it is finite.
+
+A truth that is exactly 0 mathematically (the student's gradient against a teacher equal to the
+student: p == q) has no digits to be relative to: float64 leaves 1e-17 of noise, and ||ref||
+then measures float64's noise, not the quantity. There the reference names a scale S, the norm
+the quantity has at its natural magnitude, and every error (the provider's and both yardsticks')
+is ||out - ref|| / S, under the same rule: at most FACTOR x a yardstick's plus FLOOR[dtype], that
+is, no more than one rounding of the quantity's natural size. For the distillation kernels S is
+the norm of the gradient whose logits' part is p * w / T (w the row's weight in the reduction:
+upstream / count), which bounds every divergence's (forward and reverse KL, JSD and TVD all form
+that part as p or q times a factor of order 1); an implementation that forms p and q apart (two
+products, a 16-bit output) leaves noise of a rounding of it, and 16-bit gradients are subnormal
+there. Holding such noise to "2x the yardstick's" failed correct fp16 code by 1e8 (issue 35),
+because the careful yardstick's fp16 gradient rounds to exact zeros. A bug that leaves a gradient
+of the natural size (a temperature on one side, a teacher rounded where the student is not) is
+1e3-1e7 times over this limit; one that is exactly 0 at p == q (a swapped KL direction) cannot be
+seen there by any rule, and is caught on the other teachers.
 """
 
 from __future__ import annotations
@@ -65,8 +81,9 @@ FLOOR = {
 BLOCK_ELEMENTS = 2**26
 
 
-def rel_error(out: torch.Tensor | None, ref: torch.Tensor) -> float:
-    """Relative L2 error of `out` against `ref` (compared in float64, on ref's device)."""
+def rel_error(out: torch.Tensor | None, ref: torch.Tensor, scale: float | None = None) -> float:
+    """Relative L2 error of `out` against `ref` (compared in float64, on ref's device); relative to
+    `scale` instead of ||ref|| where the truth is exactly 0 (module docstring)."""
     if out is None:
         return math.inf
     out = out.detach().to(device=ref.device).reshape(ref.shape)
@@ -80,6 +97,8 @@ def rel_error(out: torch.Tensor | None, ref: torch.Tensor) -> float:
     if any(n is None for n in norms):
         return math.inf
     diff, norm = math.hypot(*(d for d, _ in norms)), math.hypot(*(m for _, m in norms))  # one block: as is
+    if scale is not None:
+        norm = scale
     if norm == 0.0:
         return 0.0 if diff == 0.0 else math.inf
     return diff / norm

@@ -166,17 +166,17 @@ class Yardsticks:
     # (a 2**31-element gradient is compared a block at a time, seconds each)
     _errors: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def errors(self, quantity: str, truth: torch.Tensor) -> tuple[float, float]:
+    def errors(self, quantity: str, truth: torch.Tensor, scale: float | None = None) -> tuple[float, float]:
         if quantity not in self._errors:
-            careful = tolerance.rel_error(self.careful.values.get(quantity), truth)
-            self._errors[quantity] = (careful, self._textbook_error(quantity, truth))
+            careful = tolerance.rel_error(self.careful.values.get(quantity), truth, scale)
+            self._errors[quantity] = (careful, self._textbook_error(quantity, truth, scale))
         return self._errors[quantity]
 
-    def _textbook_error(self, quantity: str, truth: torch.Tensor) -> float:
+    def _textbook_error(self, quantity: str, truth: torch.Tensor, scale: float | None) -> float:
         """The textbook yardstick's error; a kernel that declares several ways users write it
         (a tuple of outcomes) gets the largest finite one: none of them may fail."""
         forms = self.textbook if isinstance(self.textbook, (tuple, list)) else (self.textbook,)
-        errors = [tolerance.rel_error(f.values[quantity], truth) for f in forms
+        errors = [tolerance.rel_error(f.values[quantity], truth, scale) for f in forms
                   if f is not None and quantity in f.values]  # fmt: skip
         finite = [e for e in errors if math.isfinite(e)]
         return max(finite) if finite else (errors[0] if errors else math.nan)
@@ -272,17 +272,21 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: 
             message=f"{provider.name} does not report {quantity}",
         )
     got, truth = outcome.values[quantity], ref.values[quantity]
-    careful, textbook = yard.errors(quantity, truth)
+    scale = getattr(ref, "scales", {}).get(quantity)  # a truth exactly 0: errors relative to its natural size
+    careful, textbook = yard.errors(quantity, truth, scale)
     rule = "strict" if strict else "default"
     limit = tolerance.limit_for(careful, DTYPES[case.dtype], textbook, strict=strict)
-    figures = dict(metric="rel_l2", unit="relative", limit=limit, careful=careful, textbook=textbook, rule=rule)
+    unit = "relative" if scale is None else "relative to natural magnitude"
+    figures = dict(metric="rel_l2", unit=unit, limit=limit, careful=careful, textbook=textbook, rule=rule)
     if got is not None and got.numel() != truth.numel():  # no element lines up with the truth
         message = f"shape {tuple(got.shape)} where the float64 reference has {tuple(truth.shape)}"
         return dict(value=math.inf, verdict="fail", message=message, **figures)
-    err = tolerance.rel_error(got, truth)
+    err = tolerance.rel_error(got, truth, scale)
     message = ""
     if not err <= limit:
         yardsticks = f"careful {careful:.3g}" + ("" if math.isnan(textbook) else f", textbook {textbook:.3g}")
+        if scale is not None:
+            yardsticks += f"; the truth is 0: errors relative to the natural magnitude {scale:.3g}"
         message = f"error {err:.3g} > limit {limit:.3g} ({rule}: {yardsticks}); {explain(got, truth)}"
         known = hints(case, quantity)
         if known:

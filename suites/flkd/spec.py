@@ -37,6 +37,7 @@ class FLKDProblem:
     labels: torch.Tensor
     upstream: torch.Tensor
     options: dict
+    zero_truth: bool = False  # a teacher equal to the student: the gradients' truth is exactly 0
 
 
 def make_problem(case: Case, seed: int, device: torch.device) -> FLKDProblem:
@@ -61,7 +62,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLKDProblem:
     options = dict(divergence=case.divergence, beta=case.beta, temperature=case.temperature, ignore_index=IGNORE,
                    reduction=case.reduction)  # fmt: skip
     return FLKDProblem(sh, w.to(dtype).to(device), th, wt.to(dtype).to(device), labels.to(device),
-                       as_handed(upstream, device=device), options)  # fmt: skip
+                       as_handed(upstream, device=device), options, zero_truth=case.logits == "self")  # fmt: skip
 
 
 def run_flkd(fn, problem: FLKDProblem) -> Outcome:
@@ -72,30 +73,35 @@ def run_flkd(fn, problem: FLKDProblem) -> Outcome:
 
 
 def flkd_semantics(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, *, round_to=None,
-                   **options):  # fmt: skip
+                   loss=semantics.reference, **options):  # fmt: skip
     """The semantics in PyTorch in the inputs' dtype; round_to: the student logits' gradient
-    rounded once to that dtype on its way to the products (the careful yardstick)."""
+    rounded once to that dtype on its way to the products (the careful yardstick); loss: what is
+    taken of the two heads' logits (semantics.natural_magnitude_loss for a truth's scale)."""
     xs = student_hidden @ student_weight.t()
     if round_to is not None:
         xs = grad_rounded_to(xs, round_to)
     xt = teacher_hidden @ teacher_weight.t()
-    return semantics.reference(xs, xt, labels, **options)
+    return loss(xs, xt, labels, **options)
 
 
-def _in(problem: FLKDProblem, dtype: torch.dtype, round_to=None, **extra) -> Outcome:
+def _in(problem: FLKDProblem, dtype: torch.dtype, round_to=None, loss=semantics.reference, **extra) -> Outcome:
     p = dataclasses.replace(problem, **{name: upcast(getattr(problem, name), dtype) for name in TENSORS},
                             upstream=as_handed(problem.upstream, dtype=dtype),
                             options={**problem.options, **extra})  # fmt: skip
 
     def fn(*args, **kw):
-        return flkd_semantics(*args, round_to=round_to, **kw)
+        return flkd_semantics(*args, round_to=round_to, loss=loss, **kw)
 
     return run_flkd(fn, p)
 
 
 def reference(problem: FLKDProblem) -> Outcome:
-    """The float64 truth."""
-    return _in(problem, torch.float64)
+    """The float64 truth; a self-distilled teacher's gradients (exactly 0) judged against their
+    natural magnitude (semantics.natural_magnitude_loss; ligerbench/tolerance.py)."""
+    out = _in(problem, torch.float64)
+    if problem.zero_truth:
+        out.scales = semantics.natural_scales(_in(problem, torch.float64, loss=semantics.natural_magnitude_loss))
+    return out
 
 
 def eager_in_dtype(problem: FLKDProblem, **extra) -> Outcome:

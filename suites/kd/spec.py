@@ -39,6 +39,7 @@ class KDProblem:
     labels: torch.Tensor  # the rows' shape, int64
     upstream: torch.Tensor
     options: dict  # divergence, beta, temperature, ignore_index, reduction, teacher_grad
+    zero_truth: bool = False  # a full teacher equal to the student: every gradient's truth is exactly 0
 
 
 def options_of(case: Case) -> dict:
@@ -65,7 +66,8 @@ def make_problem(case: Case, seed: int, device: torch.device) -> KDProblem:
         teacher, ids = logp.reshape(*rows, -1).to(device), ids.reshape(*rows, -1).to(device)
     labels = make_labels(rows, case.v, case.ignore_pattern, g)
     upstream = make_upstream(case.upstream, case.reduction, rows, g)
-    return KDProblem(student, teacher, ids, labels.to(device), as_handed(upstream, device=device), options_of(case))
+    return KDProblem(student, teacher, ids, labels.to(device), as_handed(upstream, device=device), options_of(case),
+                     zero_truth=case.logits == "self" and case.teacher == "full")  # fmt: skip
 
 
 def run_kd(fn, problem: KDProblem) -> Outcome:
@@ -75,15 +77,19 @@ def run_kd(fn, problem: KDProblem) -> Outcome:
                     problem.upstream, tuple(problem.labels.shape))  # fmt: skip
 
 
-def _in(problem: KDProblem, dtype: torch.dtype) -> Outcome:
+def _in(problem: KDProblem, dtype: torch.dtype, fn=semantics.reference) -> Outcome:
     p = dataclasses.replace(problem, student=upcast(problem.student, dtype), teacher=upcast(problem.teacher, dtype),
                             upstream=as_handed(problem.upstream, dtype=dtype))  # fmt: skip
-    return run_kd(semantics.reference, p)
+    return run_kd(fn, p)
 
 
 def reference(problem: KDProblem) -> Outcome:
-    """The float64 truth."""
-    return _in(problem, torch.float64)
+    """The float64 truth; a self-distilled teacher's gradients (exactly 0) judged against their
+    natural magnitude (semantics.natural_magnitude_loss; ligerbench/tolerance.py)."""
+    out = _in(problem, torch.float64)
+    if problem.zero_truth:
+        out.scales = semantics.natural_scales(_in(problem, torch.float64, semantics.natural_magnitude_loss))
+    return out
 
 
 def eager_in_dtype(problem: KDProblem) -> Outcome:
