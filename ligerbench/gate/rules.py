@@ -6,9 +6,13 @@
 Two kinds of problems:
   failures     any row of the run whose verdict is fail or error (correctness, contracts,
                convergence, a provider that crashed in bench): hard failures, whatever the
-               baseline says. Bench's design-target rows (metric target_*) are the exception: a
-               target missed in the baseline too is a known gap, listed in the notes; a target
-               the baseline met and the run misses is a failure.
+               baseline says. Two exceptions, each listed in the notes: bench's design-target
+               rows (metric target_*) missed in the baseline too (a known gap), and a third
+               party's failed check (rule "default": a peer's kernel, never ours or a planted
+               bug, which are judged strict) that the baseline records failing too (a known
+               finding, classified in docs/peers.md). A target the baseline met, or a peer's
+               check the baseline passed, that fails in the run is a failure: a new release of
+               a peer that changes its numbers shows there.
   regressions  performance, like with like: the same GPU (env.json device_name), kernel, case,
                timed quantity, metric and provider. Absolute times drift between machines and
                days, so each value is first divided by a peer's value at the same point of the
@@ -131,19 +135,32 @@ def _missed_targets(records: pd.DataFrame) -> pd.Series:
     return records["verdict"].isin(["fail", "error"]) & records["metric"].str.startswith(TARGET_PREFIX)
 
 
-def failures(run: Run, baseline: Run) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(hard failures, design targets missed in the baseline too)."""
+def _in_baseline(rows: pd.DataFrame, base_rows: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Whether each of `rows` has a row of `base_rows` with the same `keys` (aligned to rows)."""
+    if rows.empty or base_rows.empty:
+        return pd.Series(False, index=rows.index)
+    flagged = rows[keys].merge(base_rows[keys].drop_duplicates(), on=keys, how="left", indicator=True)
+    return pd.Series(flagged["_merge"].to_numpy() == "both", index=rows.index)
+
+
+def _third_party_fails(records: pd.DataFrame) -> pd.Series:
+    """Failed checks judged by the default verdict (a third party's kernel, or a PyTorch
+    yardstick's provider); ours and planted bugs are judged strict (ligerbench/tolerance.py)."""
+    rule = records["rule"] if "rule" in records else pd.Series("", index=records.index)
+    return (records["verdict"] == "fail") & (rule == "default")
+
+
+def failures(run: Run, baseline: Run) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(hard failures, design targets missed in the baseline too, a third party's failed checks
+    that the baseline records failing too: known findings, docs/peers.md)."""
     rec = run.records
     bad = rec["verdict"].isin(["fail", "error"])
     target = _missed_targets(rec)
-    missed = rec[target]
-    if missed.empty:
-        return rec[bad], missed
-    base_missed = baseline.records[_missed_targets(baseline.records)]
-    keys = ["provider", "case", "quantity", "metric"]
-    flagged = missed.merge(base_missed[keys].drop_duplicates(), on=keys, how="left", indicator=True)
-    known = flagged["_merge"].to_numpy() == "both"
-    return pd.concat([rec[bad & ~target], missed[~known]]), missed[known]
+    known_gap = target & _in_baseline(rec, baseline.records[_missed_targets(baseline.records)],
+                                      ["provider", "case", "quantity", "metric"])  # fmt: skip
+    peer = _third_party_fails(rec) & ~target
+    known_finding = peer & _in_baseline(rec, baseline.records[_third_party_fails(baseline.records)], CHECK)
+    return rec[bad & ~known_gap & ~known_finding], rec[known_gap], rec[known_finding]
 
 
 def _perf_rows(run: Run, thresholds: dict[str, float]) -> pd.DataFrame:
@@ -274,12 +291,18 @@ def evaluate(
             subset=subset,
         )
     comparisons = compare(run, baseline, thresholds, peers)
-    hard, known_gaps = failures(run, baseline)
+    hard, known_gaps, known_findings = failures(run, baseline)
     notes = [
         f"design target missed, as in the baseline (not gated): {r.provider} {r.metric[len(TARGET_PREFIX) :]} "
         f"{r.value:.4g} > {r.limit:.4g} at {r.case}"
         for r in known_gaps.itertuples()
     ]
+    if len(known_findings):
+        by_provider = known_findings.groupby("provider").size()
+        notes.append(
+            "a third party's failed checks that the baseline records failing too (known findings, docs/peers.md; "
+            "not gated): " + ", ".join(f"{p} {n}" for p, n in by_provider.items())
+        )
     if not comparisons:
         notes.append("no measured performance rows in the run: only failures are gated")
     if any(c.status == "regression" for c in comparisons):
