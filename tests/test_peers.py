@@ -8,10 +8,10 @@ from __future__ import annotations
 import importlib.metadata
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from run_fixtures import CHECK, write_env
 from typer.testing import CliRunner
 
