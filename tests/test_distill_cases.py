@@ -135,3 +135,21 @@ def test_kd_self_distilled_scales_cover_the_teacher_gradient():
     assert all(s > 0 for s in ref.scales.values())
     case = kd_axes.case(n=8, v=1000, logits="self", teacher="top8")  # the student's top 8: p != q, no scale
     assert not spec.reference(spec.make_problem(case, 0, torch.device("cpu"))).scales
+
+
+# ----------------------------------------------------------------------------- the peers' limits
+
+
+@pytest.mark.parametrize("layout", ["padded_vocab", "2d"])
+def test_liger_log_space_losses_declare_masked_columns(layout):
+    """LigerJSD and LigerKLDIVLoss take log-probs: -inf columns in both give NaN at every beta,
+    as F.kl_div(log_target=True) does (docs/repro/liger_distill.py). Declared, so the H200's NaN
+    is a visible skip; LigerTVDLoss takes probabilities (a masked column is a 0) and runs."""
+    from ligerbench.suites.peers import liger
+
+    case = kd_axes.case(n=8, v=1000, layout=layout)
+    for supports in (liger.kd_jsd_supports, liger.kd_kldiv_supports):
+        reason = supports(case.replace(ignore_pattern="none", reduction="sum")) or ""
+        assert (liger.MASKED_COLUMNS in reason) == (layout == "padded_vocab"), reason
+    tvd = case.replace(divergence="tvd")
+    assert liger.MASKED_COLUMNS not in (liger.kd_tvd_supports(tvd) or "")

@@ -6,8 +6,10 @@ interpreter; the fused linear JSD with compiled=False is PyTorch):
 
 1. LigerFusedLinearJSDLoss on bf16 inputs forms each chunk's logits in bf16 (the product in the
    inputs' dtype) before the softmax: the distillation loss is off by percents.
-2. LigerJSD(beta=0) (forward KL) returns NaN when the vocabulary has -inf (masked/padded)
-   columns: its kernel forms P * (Y - X) = 0 * (-inf - -inf).
+2. LigerJSD returns NaN when the vocabulary has -inf (masked/padded) columns in both inputs, at
+   every beta (0, 0.5, 1): its kernel forms P * (Y - X) = 0 * (-inf - -inf). PyTorch's own
+   F.kl_div(log_target=True) gives the same NaN, and Liger's docs take log-probs of a model's
+   finite logits: outside its contract, declared in its `supports` (docs/peers.md).
 """
 
 import torch
@@ -41,7 +43,9 @@ for dtype in (torch.float32, torch.bfloat16):
 s, t = torch.randn(4, 64), torch.randn(4, 64)
 s[:, 60:] = t[:, 60:] = float("-inf")  # a padded vocabulary, masked
 log_q, log_p = torch.log_softmax(s, -1), torch.log_softmax(t, -1)
-got = LigerJSD(beta=0.0)(log_q, log_p).item()
 live = slice(0, 60)
 kl = (log_p[:, live].exp().double() * (log_p[:, live].double() - log_q[:, live].double())).sum(-1).mean().item()
-print(f"2. LigerJSD(beta=0) with -inf columns: {got}   float64 forward KL {kl:.6f}")
+for beta in (0.0, 0.5, 1.0):
+    print(f"2. LigerJSD(beta={beta}) with -inf columns: {LigerJSD(beta=beta)(log_q, log_p).item()}")
+got = torch.nn.functional.kl_div(log_q, log_p, reduction="batchmean", log_target=True).item()
+print(f"   F.kl_div(log_target=True): {got}   float64 forward KL {kl:.6f}")

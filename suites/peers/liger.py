@@ -193,12 +193,21 @@ def _liger_kldiv():
     return call
 
 
-def _kd_common(case: Case, what: str) -> list[str]:
+# Log-probs of -inf in both inputs (a vocabulary padded and masked with -inf): LigerJSD at every
+# beta and LigerKLDIVLoss(log_target=True) form exp(Y) * (Y - X) = 0 * (-inf - -inf) = NaN, as
+# PyTorch's own F.kl_div(log_target=True) does; their docs take log-probs of a model's (finite)
+# logits, and the trainers hand those (docs/repro/liger_distill.py, docs/peers.md).
+MASKED_COLUMNS = "-inf log-probs (a vocabulary masked with -inf: NaN, as F.kl_div(log_target=True))"
+
+
+def _kd_common(case: Case, what: str, *, log_space: bool = True) -> list[str]:
     missing = []
     if case.get("teacher", "full") != "full":
         missing.append("a top-K teacher")
     if case.get("teacher_grad"):
         missing.append("a teacher gradient")
+    if log_space and case.get("layout") == "padded_vocab":
+        missing.append(MASKED_COLUMNS)
     return missing + ([what] if what else [])
 
 
@@ -212,7 +221,7 @@ def kd_jsd_supports(case: Case) -> str | None:
 
 
 def kd_tvd_supports(case: Case) -> str | None:
-    missing = _kd_common(case, "")
+    missing = _kd_common(case, "", log_space=False)  # probabilities: a masked column is a 0
     if case.divergence != "tvd":
         missing.append(case.divergence)
     if case.reduction == "batchmean":
