@@ -129,8 +129,14 @@ def unfused_lp_supports(case: Case) -> str | None:
 
 def _chunked_flp():
     from trl.kernels import ChunkedLogProbFunction
-    from trl.kernels.chunked_logprob import _use_triton
     from trl.trainer.utils import _CHUNKED_LOGPROB_CHUNK_SIZE
+
+    try:
+        from trl.kernels.chunked_logprob import _use_triton
+    except ImportError:  # TRL <= 1.15: Triton folds everywhere, and its trainer always scores the counted rows only
+
+        def _use_triton(device):
+            return True
 
     def call(hidden, weight, target, *, bias=None, temperature=1.0, softcap=None, logit_scale=1.0,
              ignore_index=-100, **_):  # fmt: skip
