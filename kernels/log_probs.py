@@ -292,6 +292,23 @@ def _lp_bwd_kernel(
 # the float64 reference do). Its cost was not measured apart (the kernels are memory-bound).
 
 
+# Launch configs on a GPU, measured (H200, bf16, V=151936, N=8192; results/examples/issue34-gpu/):
+# the forward is instruction-bound (the per-lane online softmax, no FMA), and 2048-column
+# blocks over 8 warps ran it in 1.28 ms against 1.48 ms at 4096 over 16 (ce's config); the
+# backward ran 1.66 ms at 4096 over 8 against 1.75 ms over 16. Splitting a row's backward over
+# several programs did not help (1.97 ms at 4 blocks a program). The interpreter keeps ce's.
+_GPU_FWD = (2048, 8)
+_GPU_BWD = (4096, 8)
+
+
+def _config(n_cols: int, device: torch.device, gpu: tuple[int, int]) -> tuple[int, int]:
+    """(BLOCK_V, num_warps): ce's on CPU, `gpu`'s block (or the next power of 2 of a short row)."""
+    if device.type != "cuda":
+        return _launch_config(n_cols, device)
+    block, warps = gpu
+    return min(triton.next_power_of_2(max(n_cols, 1)), block), warps
+
+
 def _view_3d(x: torch.Tensor) -> torch.Tensor:
     return x if x.dim() == 3 else x.unsqueeze(0)
 
@@ -330,7 +347,7 @@ def log_probs_rows(
     col_start, first, last, zt = (0, True, True, None) if slices is None else slices
     if n_rows == 0:
         return logp, ent, stats
-    block_v, num_warps = _launch_config(n_cols, dev)
+    block_v, num_warps = _config(n_cols, dev, _GPU_FWD)
     _lp_fwd_kernel[(n_rows,)](
         x,
         x.shape[1],
@@ -386,7 +403,7 @@ def log_probs_grad_rows(
     if n_rows == 0:
         return grad
     g = grad.reshape(n_rows, n_cols)  # a view: grad is dense along its rows
-    block_v, num_warps = _launch_config(n_cols, logits.device)
+    block_v, num_warps = _config(n_cols, logits.device, _GPU_BWD)
     _lp_bwd_kernel[(n_rows,)](
         x,
         x.shape[1],
