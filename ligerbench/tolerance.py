@@ -50,14 +50,16 @@ student: p == q) has no digits to be relative to: float64 leaves 1e-17 of noise,
 then measures float64's noise, not the quantity. There the reference names a scale S, the norm
 the quantity has at its natural magnitude, and every error (the provider's and both yardsticks')
 is ||out - ref|| / S, under the same rule: at most FACTOR x a yardstick's plus FLOOR[dtype], that
-is, no more than one rounding of the quantity's natural size. For the distillation kernels S is
-the norm of the gradient whose logits' part is p * w / T (w the row's weight in the reduction:
-upstream / count), which bounds every divergence's (forward and reverse KL, JSD and TVD all form
-that part as p or q times a factor of order 1); an implementation that forms p and q apart (two
-products, a 16-bit output) leaves noise of a rounding of it, and 16-bit gradients are subnormal
-there. Holding such noise to "2x the yardstick's" failed correct fp16 code by 1e8 (issue 35),
-because the careful yardstick's fp16 gradient rounds to exact zeros. A bug that leaves a gradient
-of the natural size (a temperature on one side, a teacher rounded where the student is not) is
+is, no more than one rounding of the quantity's natural size. For the distillation kernels S is,
+for a gradient, the norm of the gradient whose logits' part is p * w / T (w the row's weight in
+the reduction: upstream / count), which bounds every divergence's (forward and reverse KL, JSD
+and TVD all form that part as p or q times a factor of order 1); an implementation that forms p
+and q apart (two products, a 16-bit output) leaves noise of a rounding of it, and 16-bit
+gradients are subnormal there. For the loss, S is the reduced entropy sum p |log p|: the size of
+the terms a divergence sums (a logaddexp mixture, TRL's JSD, leaves -2e-9 of a loss near 6).
+Holding such noise to "2x the yardstick's" failed correct fp16 code by 1e8 (issue 35), because
+the careful yardstick's fp16 gradient rounds to exact zeros. A bug that leaves a gradient of the
+natural size (a temperature on one side, a teacher rounded where the student is not) is
 1e3-1e7 times over this limit; one that is exactly 0 at p == q (a swapped KL direction) cannot be
 seen there by any rule, and is caught on the other teachers.
 """

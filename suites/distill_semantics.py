@@ -126,25 +126,32 @@ def reference(student, teacher, labels=None, *, teacher_ids=None, divergence="fo
 
 def natural_magnitude_loss(student, teacher, labels=None, *, temperature=1.0, ignore_index=IGNORE,
                            reduction="mean", teacher_grad=False, **_):  # fmt: skip
-    """A loss whose gradient has the natural magnitude of the divergences' gradients, for a
-    truth that is exactly 0 (a self-distilled teacher; ligerbench/tolerance.py): rows
-    sum_v sg(p_v) x_v / T (and sg(q_v) t_v / T for a teacher asked for a gradient), masked and
-    reduced as the loss, so that its gradient in the logits is p * w / T, w the row's weight
-    (upstream / count). Every divergence's gradient there is p or q times a factor of order 1."""
+    """A loss of the natural magnitude of the divergences, for a truth that is exactly 0 (a
+    self-distilled teacher; ligerbench/tolerance.py). Its value per row is the entropy
+    sum_v p_v |log p_v| at T: the size of the terms a divergence sums, whose rounding noise is a
+    few eps of it (TRL's JSD leaves -2e-9 there). Its gradient in the logits is p * w / T, w the
+    row's weight (upstream / count): every divergence's gradient is p or q times a factor of
+    order 1. (The teacher's part too when it is asked for a gradient.) Masked and reduced as the
+    loss."""
 
     def part(x):
-        w = torch.softmax(x.detach() / temperature, dim=-1)
-        return torch.where(w > 0, w * x, 0.0).sum(-1) / temperature  # -inf columns: 0, no NaN
+        lw = torch.log_softmax(x.detach() / temperature, dim=-1)
+        w = lw.exp()
+        linear = torch.where(w > 0, w * x, 0.0).sum(-1) / temperature  # -inf columns: 0, no NaN
+        entropy = torch.where(w > 0, -w * lw, 0.0).sum(-1)
+        return linear - linear.detach() + entropy
 
-    rows = part(student) + (part(teacher) if teacher_grad else 0.0)
+    rows = part(student) + (part(teacher) - part(teacher).detach() if teacher_grad else 0.0)
     counted = torch.ones_like(rows, dtype=torch.bool) if labels is None else labels != ignore_index
     return reduce(rows, counted, reduction)
 
 
 def natural_scales(natural: Outcome) -> dict[str, float]:
-    """quantity -> S, the norm of each gradient of natural_magnitude_loss's outcome (the scale a
-    truth that is exactly 0 is judged against); a zero norm (no counted row) is left out."""
-    norms = {k: float(torch.linalg.vector_norm(v.double())) for k, v in natural.values.items() if k.startswith("grad_")}
+    """quantity -> S, the norm of each value of natural_magnitude_loss's outcome (its loss and
+    gradients: the scales a truth that is exactly 0 is judged against); a zero norm (no counted
+    row) is left out."""
+    norms = {k: float(torch.linalg.vector_norm(v.double())) for k, v in natural.values.items()
+             if k == "loss" or k.startswith("grad_")}  # fmt: skip
     return {k: n for k, n in norms.items() if n > 0}
 
 

@@ -5,6 +5,8 @@ and the peers' declared limits."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -126,12 +128,28 @@ def test_planted_bugs_are_still_killed_on_self_distilled_cases(dtype, bug, param
         assert err > margin * limit, f"{bug}: {q} {err:.3g} only just over {limit:.3g}"
 
 
+def test_self_distilled_loss_noise_of_a_logaddexp_jsd_passes_and_a_bug_does_not():
+    """TRL's JSD (the textbook form: the mixture's log by logsumexp) leaves a loss of -2e-9 where
+    the truth is exactly 0 (inf relative to 0: TRL's provider failed the CPU quick run there);
+    relative to the loss's natural size (the entropy) it is float32 rounding. A temperature on
+    one side is a loss of natural size there, and fails."""
+    from ligerbench.suites.flkd.providers import eager_fp32
+
+    textbook = functools.partial(eager_fp32, textbook=True)
+    for dtype in ("fp32", "bf16"):
+        verdict, err, limit = _judged("flkd", textbook, dtype=dtype, divergence="jsd", logits="self")["loss"]
+        assert verdict == "pass", f"{dtype}: {err:.3g} > {limit:.3g}"
+    bug = on_head("temperature_student_only")
+    verdict, err, limit = _judged("flkd", bug, divergence="jsd", logits="self", temperature=2.0)["loss"]
+    assert verdict == "fail" and err > 100 * limit, f"{err:.3g} vs {limit:.3g}"
+
+
 def test_kd_self_distilled_scales_cover_the_teacher_gradient():
     """kd with a teacher gradient asked for: both gradients' truths are 0, both get a scale."""
     _, spec = KERNELS["kd"]
     case = kd_axes.case(n=8, v=1000, logits="self", teacher_grad=True)
     ref = spec.reference(spec.make_problem(case, 0, torch.device("cpu")))
-    assert set(ref.scales) == {"grad_student", "grad_teacher"}
+    assert set(ref.scales) == {"loss", "grad_student", "grad_teacher"}
     assert all(s > 0 for s in ref.scales.values())
     case = kd_axes.case(n=8, v=1000, logits="self", teacher="top8")  # the student's top 8: p != q, no scale
     assert not spec.reference(spec.make_problem(case, 0, torch.device("cpu"))).scales
