@@ -226,7 +226,12 @@ def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
         tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=cols < V)
 
 
-@triton.jit
+# Ints Triton need not compile a variant for (it specialises each int on == 1 and on divisibility
+# by 16, one compiled variant each): read once a row, they gain nothing from it, and the verify
+# grid's ignore_index (-100, -1, 0) and token-weight strides (0, 1, a column's) made 301 variants
+# of this kernel in ce's quick verify, 233 without (results/examples/issue34-gpu). The strides of
+# the rows and V stay specialised: they let rows be read in 16-byte vectors.
+@triton.jit(do_not_specialize=["stride_tw", "ignore_index"])
 def _ce_fwd_kernel(
     # logits [N, V] with rows `stride_x` elements apart; gradient [N, V] (may alias the logits)
     x_ptr,
@@ -285,7 +290,7 @@ def _ce_fwd_kernel(
         )  # fmt: skip
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["V", "ignore_index"])  # one target a program
 def _check_targets_kernel(tgt_ptr, ok_ptr, V, ignore_index):
     """The device check, one program per target: a target outside [0, V) that is not
     ignore_index sets the flag to 0 (every writer stores the same 0: no atomic needed) and is
@@ -297,7 +302,7 @@ def _check_targets_kernel(tgt_ptr, ok_ptr, V, ignore_index):
         tl.store(ok_ptr, 0)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["stride_up", "N"])  # read once a row; the grid-stride loop's bound
 def _scale_rows_kernel(
     grad_ptr,
     stride_g,

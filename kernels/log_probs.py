@@ -98,7 +98,15 @@ def _count_valid(tgt_row, K, ignore_index):
     return n
 
 
-@triton.jit
+# Ints read once a row or compared with a target id (as cross_entropy's ignore_index) get no
+# compiled variant of their own (Triton specialises each int on == 1 and on divisibility by 16):
+# T (2-D logits: T is N, whatever the batch), K, col_start, ignore_index, and stride_v (read only
+# where UNIT_STRIDE is False): results/examples/issue34-gpu. The row strides and V stay
+# specialised: they let rows be read in 16-byte vectors.
+_LP_NOT_SPECIALISED = ["T", "K", "col_start", "ignore_index", "stride_v"]
+
+
+@triton.jit(do_not_specialize=_LP_NOT_SPECIALISED)
 def _lp_fwd_kernel(
     # logits [B, T, V] with any strides (2-D logits: B = 1)
     x_ptr,
@@ -202,7 +210,7 @@ def _lp_fwd_kernel(
                 tl.store(zt_ptr + row * K + k, z_t, mask=here)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_LP_NOT_SPECIALISED)
 def _lp_bwd_kernel(
     # logits [B, T, V] with any strides (2-D logits: B = 1)
     x_ptr,

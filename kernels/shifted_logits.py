@@ -93,7 +93,7 @@ def _pack_kernel(
     tl.store(xt_ptr + row, x_t, mask=hit)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["NB", "ignore_index", "stride_tw"])  # read once a row
 def _rows_kernel(
     y_ptr,  # float16 chunk [rows, V] (pack_slice), rows stride_y apart; the gradient goes over it
     stride_y,
