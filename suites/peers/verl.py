@@ -110,10 +110,38 @@ def fused_flp_supports(case: Case) -> str | None:
     return None
 
 
+def _vocab_parallel_flp():
+    fused = load("verl.utils.kernel.linear_cross_entropy")
+
+    def call(hidden, weight_shard, target, *, temperature=1.0, ignore_index=-100, group=None, vocab_start=0, **_):
+        rank = 0 if group is None else torch.distributed.get_rank(group)
+        if vocab_start != rank * weight_shard.shape[0]:
+            raise ValueError("verl's vocab-parallel head takes equal shards, rank r from r * shard size")
+        counted = target != ignore_index
+        logp, entropy = fused.linear_cross_entropy(hidden, weight_shard, torch.where(counted, target, 0),
+                                                   float(temperature), "none", group)  # fmt: skip
+        shape = counted.shape
+        return torch.where(counted, logp.view(shape), 0.0), torch.where(counted, entropy.view(shape), 0.0)
+
+    return call
+
+
+def vocab_parallel_supports(case: Case) -> str | None:
+    refusal = fused_flp_supports(case)
+    if refusal:
+        return refusal
+    if case.get("v", 0) % case.get("world", 1):
+        return "verl's vocab-parallel head takes equal shards (rank r's vocabulary from r * V / world)"
+    return None
+
+
 PROVIDERS = (
     Provider(name="verl", kernel="lp", **PEER, load=_lp, supports=lp_supports,
              description="verl's engine: logits / temperature (in the logits' dtype), logprobs_from_logits, "
              "entropy_from_logits"),
     Provider(name="verl_fused", kernel="flp", **PEER, load=_fused_flp, supports=fused_flp_supports,
              devices=("cuda",), description="verl's fused Triton linear_cross_entropy (log-probs + entropy)"),
+    Provider(name="verl_fused", kernel="vp_flp", **PEER, load=_vocab_parallel_flp, supports=vocab_parallel_supports,
+             devices=("cuda",), description="verl's fused linear_cross_entropy over a vocab-parallel process group "
+             "(tensor-parallel lm_head shards)"),
 )  # fmt: skip
