@@ -114,7 +114,7 @@ def _vocab_parallel_flp():
     fused = load("verl.utils.kernel.linear_cross_entropy")
 
     def call(hidden, weight_shard, target, *, temperature=1.0, ignore_index=-100, group=None, vocab_start=0, **_):
-        rank = 0 if group is None else torch.distributed.get_rank(group)
+        rank = torch.distributed.get_rank(group)  # group None: the default group
         if vocab_start != rank * weight_shard.shape[0]:
             raise ValueError("verl's vocab-parallel head takes equal shards, rank r from r * shard size")
         counted = target != ignore_index
