@@ -117,16 +117,19 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
 
     def give_up(signum: int) -> None:
         """The watchdog's end of a run that did not stop within grace_s() of the signal
-        (ligerbench/signals.py): the manifest from the rows already written, then the exit code."""
+        (ligerbench/signals.py): the manifest from the rows already written, then the exit code.
+        The lock with a timeout and the message by a raw write: the main thread, stuck, may hold
+        the lock or the console's."""
+        name = signal.Signals(signum).name
         code = ExitCode.TERMINATED if signum == signal.SIGTERM else ExitCode.INTERRUPTED
-        why = (f"the work did not stop within {grace_s():g} s of {signal.Signals(signum).name} (native code, or "
-               "code that kept the signal's exception): the process ended there, without a summary")  # fmt: skip
-        with run.lock:
-            if not run.manifest["finished"]:
-                run.finish(interrupted=True, planned=job.planned, completed=life.completed, rows=run.rows_on_disk(),
-                           **life.facts, stopped_by=signal.Signals(signum).name, forced_stop=why)  # fmt: skip
-            runs.console.print(f"\n{why}")
-            runs.say_interrupted(run, "terminated (SIGTERM)" if code == ExitCode.TERMINATED else "interrupted")
+        why = (f"the work did not stop within {grace_s():g} s of {name} (native code, or code that kept the "
+               "signal's exception): the process ended there, without a summary")  # fmt: skip
+        if run.lock.acquire(timeout=1.0) and not run.manifest["finished"]:
+            run.finish(interrupted=True, planned=job.planned, completed=life.completed, rows=run.rows_on_disk(),
+                       **life.facts, stopped_by=name, forced_stop=why)  # fmt: skip
+        m, how = run.manifest, "terminated (SIGTERM)" if code == ExitCode.TERMINATED else "interrupted"
+        os.write(2, f"\n{why}\n{how} after {m['completed']} of {m['planned']} {m['unit']}: the {m['rows']} "
+                    f"completed rows are kept in {run.path}\n".encode())  # fmt: skip
         os._exit(int(code))
 
     with stop_signals(on_stuck=give_up), torch_logs_to(run.path / "torch.log"):
