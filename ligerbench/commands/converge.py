@@ -30,7 +30,7 @@ from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import DATA_PARALLEL, PLANS
 from ligerbench.exits import ExitCode
-from ligerbench.suites import converge_rl
+from ligerbench.suites import converge_distill, converge_rl
 from ligerbench.suites.converge import PATCHES, run_case
 from ligerbench.suites.converge_parallel import PLAN_PATCHES
 
@@ -42,6 +42,7 @@ ConvergePreset = Enum("ConvergePreset", {p: p for p in ("auto", *PRESET_NAMES, *
 ConvergeDtype = Enum("ConvergeDtype", {d: d for d in ("fp32", "bf16")}, type=str)
 ParallelPlan = Enum("ParallelPlan", {p: p for p in PLANS}, type=str)
 RLKind = Enum("RLKind", {k: k for k in converge_rl.RL_KINDS}, type=str)
+Divergence = Enum("Divergence", {d: d for d in converge_distill.DIVERGENCES}, type=str)
 
 
 def converge(
@@ -103,6 +104,14 @@ def converge(
             "(suites/converge_rl.py); --patch is then not used. With --nproc: --parallel fsdp2 or tp."
         ),
     ] = None,
+    distill: Annotated[
+        Optional[Divergence],
+        typer.Option(
+            help="Train a student from a fixed mini teacher instead: this divergence at temperature 2 "
+            "(jsd: beta 0.5) through our fused distillation loss, flkd (suites/converge_distill.py); "
+            "--patch is then not used. In this process only; not gemma2-mini (flkd has no softcap)."
+        ),
+    ] = None,
 ):
     """Train a mini model with and without our kernels, and compare.
 
@@ -128,12 +137,15 @@ def converge(
 
       ligerbench converge llama-mini --rl grpo --nproc 2 --parallel fsdp2 --device cpu --dtype fp32
 
+      ligerbench converge llama-mini --distill jsd --device cpu
+
     With --nproc N --parallel PLAN, ours trains on N ranks under the plan (ddp/fsdp2: each rank
     its slice of every batch, the loss normalised over the global batch; tp: the same batch) and
     is judged against the same single-process runs, plus step 0's gradients after the ranks'
     reduction against float64 (suites/converge_parallel.py); logits_to_keep and packing are
     single-process checks and are not run. With --rl the same, for the policy loss
-    (suites/converge_rl.py).
+    (suites/converge_rl.py). With --distill the student's divergence from a fixed teacher through
+    our fused loss (flkd) against the same divergence on full logits (suites/converge_distill.py).
     """
     dev, mode = runs.resolve_device(device)
     picked = ("full" if dev.type == "cuda" else "quick") if preset.value == "auto" else preset.value
@@ -145,14 +157,17 @@ def converge(
         chosen = dataclasses.replace(chosen, steps=steps)
     if batch:
         chosen = dataclasses.replace(chosen, batch=batch)
+    _check_distill(distill, rl, nproc, packed, model.value)
     _check_parallel(nproc, parallel, accum, "flp" if rl else patch.value, packed, mutant, chosen.batch, dev)
     if rl and packed:
         raise runs.usage_error("--rl trains without --packed", "--rl")
-    patch_name = "flp" if rl else patch.value
+    patch_name = "flp" if rl else "flkd" if distill else patch.value
     dtypes = [d.value for d in dtype] if dtype else ["fp32", "bf16"]
     selection = {"model": model.value, "patch": patch_name, "dtype": dtypes, "packed": packed}
     if rl:
         selection["rl"] = rl.value
+    if distill:
+        selection["distill"] = distill.value
     if nproc:
         selection |= {"nproc": nproc, "parallel": parallel.value, "accum": accum}
     if collect_only:
@@ -161,21 +176,35 @@ def converge(
         if as_json:
             runs.print_json(facts)
         else:
-            what = f"--rl {rl.value}" if rl else f"--patch {patch_name}"
+            what = f"--rl {rl.value}" if rl else f"--distill {distill.value}" if distill else f"--patch {patch_name}"
             print(f"{len(dtypes)} dtypes ({', '.join(dtypes)}) x {chosen.steps} steps of {model.value} {what}; "
                   f"preset {picked} ({chosen.description})")  # fmt: skip
         return ExitCode.OK
     job = ConvergeJob(
-        converge_rl.run_case if rl else run_case, model.value, patch_name, chosen, dtypes, seed=seed,
+        converge_rl.run_case if rl else converge_distill.run_case if distill else run_case, model.value, patch_name,
+        chosen, dtypes, seed=seed,
         device_type=dev.type, packed=packed,
         preset_name=preset_name, nproc=nproc, parallel=parallel.value if parallel else None, accum=accum,
-        mutant=mutant, timeout_s=timeout, rl=rl.value if rl else "",
+        mutant=mutant, timeout_s=timeout, rl=rl.value if rl else "", distill=distill.value if distill else "",
     )  # fmt: skip
     return lifecycle.execute(
         job, quiet=as_json, device=dev, triton_mode=mode, seed=seed, out=out, filters=selection, preset=picked,
         model_sizes=preset_name, model=model.value, patch=patch_name, dtypes=dtypes, packed=packed,
         steps=chosen.steps, batch=chosen.batch,
     )  # fmt: skip
+
+
+def _check_distill(distill, rl, nproc, packed, model: str) -> None:
+    """Usage errors of --distill (exit 2, before any run folder)."""
+    if distill is None:
+        return
+    if rl is not None:
+        raise runs.usage_error("--distill and --rl are two objectives: give one", "--distill")
+    if nproc or packed:
+        raise runs.usage_error("--distill trains in this process, without --nproc or --packed", "--distill")
+    if model not in converge_distill.NO_SOFTCAP:
+        message = f"--distill trains {', '.join(converge_distill.NO_SOFTCAP)}: {model}'s softcapped logits are not"
+        raise runs.usage_error(message + " what flkd computes (it has no softcap)", "--distill")
 
 
 def _check_parallel(nproc, parallel, accum, patch, packed, mutant, batch, dev) -> None:

@@ -42,10 +42,12 @@ class ConvergeCase:
     parallel: str = ""  # "", or a plan of ligerbench/converge/parallel.py run on `nproc` ranks
     nproc: int = 1
     accum: int = 1  # gradient accumulation micro-batches per step and rank (parallel runs)
+    distill: str = ""  # `converge --distill`: the divergence (suites/converge_distill.py), else ""
 
     @property
     def id(self) -> str:
         out = f"{self.model}-{self.preset.name}-{self.dtype}-{self.patch}" + ("-packed" if self.packed else "")
+        out += f"-{self.distill}" if self.distill else ""
         if self.parallel:
             out += f"-{self.parallel}x{self.nproc}" + (f"-accum{self.accum}" if self.accum > 1 else "")
         return out

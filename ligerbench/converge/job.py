@@ -46,6 +46,7 @@ class ConvergeJob(Job):
     accum: int = 1
     mutant: str | None = None
     rl: str = ""  # --rl KIND: the ranks train the policy loss (suites/converge_rl.py)
+    distill: str = ""  # --distill DIVERGENCE (suites/converge_distill.py; in this process only)
     timeout_s: float = 1800.0
     curves: list = field(default_factory=list, init=False)  # (dtype, step, ref, ours, truth)
     verdict_line: str = field(default="", init=False)  # summary.md's last line, for the terminal too
@@ -68,7 +69,7 @@ class ConvergeJob(Job):
         run = life.run
         for dt in self.dtypes:
             case = ConvergeCase(self.model, self.preset, dt, self.patch, seed=self.seed, packed=self.packed,
-                                device=self.device_type)  # fmt: skip
+                                device=self.device_type, distill=self.distill)  # fmt: skip
             # ref, ours and (first dtype only: it is shared) the float64 truth run
             total = (3 if dt == self.dtypes[0] else 2) * self.preset.steps
             with life.progress(f"converge {case.id}", total=total) as advance:
