@@ -18,6 +18,7 @@ import torch
 
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
+from ligerbench.suites.peers.limits import lacking, refusal
 
 DISTRIBUTION = "liger-kernel"
 PINNED = "0.8.5"
@@ -60,17 +61,7 @@ def _flp_torch_path():
 
 def flp_supports(case: Case) -> str | None:
     """What Liger-Kernel 0.8.5's fused NLL + entropy has no parameter for (it would be ignored)."""
-    missing = [
-        what
-        for what, absent in (
-            ("softcap", not case.get("softcap")),
-            ("logit scale", case.get("logit_scale") == 1.0),
-            ("bias", not case.get("bias")),
-            ("K targets per row", case.get("targets") == 1),
-        )
-        if not absent
-    ]
-    return f"Liger's fused NLL + entropy has no parameter for: {', '.join(missing)}" if missing else None
+    return refusal("Liger's fused NLL + entropy", lacking(case, "softcap", "logit_scale", "bias", "targets"))
 
 
 # ---- grpo
@@ -88,15 +79,15 @@ def _raw_bound(loss_type: str, eps_high: float) -> float:
     return 1.0 + eps_high if loss_type == "cispo" else eps_high
 
 
-def _triton_grpo(logits_dtype=None):
-    """logits_dtype None: the product in the inputs' dtype, as a trainer's model forward forms it."""
+def _triton_grpo():
+    """The product in the inputs' dtype, as a trainer's model forward forms the logits."""
     from liger_kernel.transformers.grpo_loss import triton_grpo_loss
 
     def call(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, importance_level,
              eps_low, eps_high, beta, temperature, num_items=None, max_completion_length=None, **_):  # fmt: skip
         eps_high = _raw_bound(loss_type, eps_high)
         padded = torch.nn.functional.pad(hidden, (0, 0, 0, 1))
-        logits = padded @ weight.t() if logits_dtype is None else padded.to(logits_dtype) @ weight.to(logits_dtype).t()
+        logits = padded @ weight.t()
         loss, _ = triton_grpo_loss(logits, old_logp, ref_logp if beta else None, completion_ids, advantages, mask,
                                    temperature=temperature, beta=beta, eps_low=eps_low, eps_high=eps_high,
                                    loss_type=loss_type, max_completion_length=max_completion_length,
@@ -217,7 +208,7 @@ def kd_jsd_supports(case: Case) -> str | None:
         missing.append("tvd (LigerTVDLoss is its own provider)")
     if case.reduction != "mean":
         missing.append(f"reduction {case.reduction} (LigerJSD divides by the counted rows: mean)")
-    return f"LigerJSD has no parameter for: {', '.join(missing)}" if missing else None
+    return refusal("LigerJSD", missing)
 
 
 def kd_tvd_supports(case: Case) -> str | None:
@@ -226,7 +217,7 @@ def kd_tvd_supports(case: Case) -> str | None:
         missing.append(case.divergence)
     if case.reduction == "batchmean":
         missing.append("batchmean over every row (its batchmean counts the rows with a label)")
-    return f"LigerTVDLoss has no parameter for: {', '.join(missing)}" if missing else None
+    return refusal("LigerTVDLoss", missing)
 
 
 def kd_kldiv_supports(case: Case) -> str | None:
@@ -237,7 +228,7 @@ def kd_kldiv_supports(case: Case) -> str | None:
         missing.append("labels (no ignore_index)")
     if case.reduction == "mean":
         missing.append("mean over counted rows (its mean is over N * V elements)")
-    return f"LigerKLDIVLoss has no parameter for: {', '.join(missing)}" if missing else None
+    return refusal("LigerKLDIVLoss", missing)
 
 
 def _liger_fused_linear_jsd():
@@ -266,7 +257,7 @@ def flkd_jsd_supports(case: Case) -> str | None:
         missing.append("tvd")
     if case.reduction != "mean":
         missing.append(f"reduction {case.reduction} (it divides by the counted rows: mean)")
-    return f"LigerFusedLinearJSDLoss has no parameter for: {', '.join(missing)}" if missing else None
+    return refusal("LigerFusedLinearJSDLoss", missing)
 
 
 PROVIDERS += (

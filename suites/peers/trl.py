@@ -16,25 +16,11 @@ import torch
 
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
+from ligerbench.suites.peers.limits import lacking, refusal
 
 DISTRIBUTION = "trl"
 PINNED = "1.16.0"
 PEER = {"library": DISTRIBUTION, "pinned": PINNED}
-
-
-def _missing(case: Case, *, softcap: bool, scale: bool, k_targets: bool, bias: bool = True) -> list[str]:
-    """What TRL has no parameter for, among the options a case sets."""
-    absent = (
-        ("a softcap", softcap or not case.get("softcap")),
-        ("a logit scale", scale or case.get("logit_scale", 1.0) == 1.0),
-        ("K targets per row", k_targets or case.get("targets", 1) == 1),
-        ("a bias", bias or not case.get("bias")),
-    )
-    return [what for what, ok in absent if not ok]
-
-
-def _refusal(missing: list[str], what: str) -> str | None:
-    return f"{what} has no parameter for: {', '.join(missing)}" if missing else None
 
 
 NEG_INF_LOGITS = (
@@ -81,10 +67,10 @@ def _lp_limits(case: Case, torch_path: bool) -> str | None:
 
 
 def triton_lp_supports(case: Case) -> str | None:
-    missing = _missing(case, softcap=False, scale=False, k_targets=False)
+    missing = lacking(case, "softcap", "logit_scale", "targets")
     if case.get("layout") == "transposed":
         missing.append("logits whose last stride is not 1 (TRL's dispatcher sends them to its PyTorch path)")
-    return _refusal(missing, "TRL's Triton log-prob + entropy kernel") or _lp_limits(case, torch_path=False)
+    return refusal("TRL's Triton log-prob + entropy kernel", missing) or _lp_limits(case, torch_path=False)
 
 
 def _trainer_lp():
@@ -99,8 +85,8 @@ def _trainer_lp():
 
 
 def trainer_lp_supports(case: Case) -> str | None:
-    missing = _missing(case, softcap=False, scale=False, k_targets=False)
-    return _refusal(missing, "trl.trainer.utils.selective_log_softmax_and_entropy") or _lp_limits(
+    missing = lacking(case, "softcap", "logit_scale", "targets")
+    return refusal("trl.trainer.utils.selective_log_softmax_and_entropy", missing) or _lp_limits(
         case, _torch_path(case)
     )
 
@@ -120,8 +106,8 @@ def _unfused_lp():
 
 
 def unfused_lp_supports(case: Case) -> str | None:
-    missing = _missing(case, softcap=False, scale=False, k_targets=True)
-    return _refusal(missing, "TRL's selective_log_softmax + entropy_from_logits") or _lp_limits(case, _torch_path(case))
+    missing = lacking(case, "softcap", "logit_scale")
+    return refusal("TRL's selective_log_softmax + entropy_from_logits", missing) or _lp_limits(case, _torch_path(case))
 
 
 # ---- flp
@@ -155,8 +141,7 @@ def _chunked_flp():
 
 
 def chunked_flp_supports(case: Case) -> str | None:
-    return _refusal(_missing(case, softcap=True, scale=True, k_targets=False),
-                    "TRL's ChunkedLogProbFunction")  # fmt: skip
+    return refusal("TRL's ChunkedLogProbFunction", lacking(case, "targets"))
 
 
 PROVIDERS = (
@@ -201,7 +186,7 @@ def flkd_supports(case: Case) -> str | None:
         missing.append("tvd")
     if case.reduction != "mean":
         missing.append(f"reduction {case.reduction} (the trainer divides by the counted rows: mean)")
-    return f"TRL's ChunkedDivergenceFunction has no parameter for: {', '.join(missing)}" if missing else None
+    return refusal("TRL's ChunkedDivergenceFunction", missing)
 
 
 PROVIDERS += (

@@ -26,6 +26,7 @@ import torch
 
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
+from ligerbench.suites.peers.limits import lacking, refusal
 
 DISTRIBUTION = "verl"
 PINNED = "0.9.1"
@@ -62,11 +63,9 @@ def _lp():
 
 
 def lp_supports(case: Case) -> str | None:
-    missing = [what for what, ok in (("a softcap", not case.get("softcap")),
-                                     ("a logit scale", case.get("logit_scale", 1.0) == 1.0),
-                                     ("K targets per row", case.get("targets", 1) == 1)) if not ok]  # fmt: skip
+    missing = refusal("verl's logprobs_from_logits", lacking(case, "softcap", "logit_scale", "targets"))
     if missing:
-        return f"verl's logprobs_from_logits has no parameter for: {', '.join(missing)}"
+        return missing
     if case.get("layout") == "padded_vocab":
         return (
             "logits with -inf entries (a vocabulary masked with -inf): entropy_from_logits forms p * logit, "
@@ -94,12 +93,9 @@ def _fused_flp():
 
 
 def fused_flp_supports(case: Case) -> str | None:
-    missing = [what for what, ok in (("a softcap", not case.get("softcap")),
-                                     ("a logit scale", case.get("logit_scale", 1.0) == 1.0),
-                                     ("a bias", not case.get("bias")),
-                                     ("K targets per row", case.get("targets", 1) == 1)) if not ok]  # fmt: skip
+    missing = refusal("verl's linear_cross_entropy", lacking(case, "softcap", "logit_scale", "bias", "targets"))
     if missing:
-        return f"verl's linear_cross_entropy has no parameter for: {', '.join(missing)}"
+        return missing
     if case.get("h", 128) % 128:
         return "verl's linear_cross_entropy asserts hidden_size % 128 == 0"
     if case.get("layout") in ("column_major", "kept_slice"):
@@ -107,37 +103,6 @@ def fused_flp_supports(case: Case) -> str | None:
             "verl's linear_cross_entropy asserts contiguous hidden ([N, H] or a [B, T, H] it can view); its model "
             "forward hands it the backbone's whole output"
         )
-    return None
-
-
-# Not registered as a `vp_flp` provider: inside the harness (2 H200s) it gave NaN log-probs on
-# ~11% of rows and gradients 100% off, while the standalone reproduction
-# (docs/repro/verl_fused_vocab_parallel.py) shows verl correct on the same head (log-probs 1.2e-7;
-# its hidden gradient is each rank's part, for the tensor-parallel layer to all-reduce, where
-# vp_flp's contract wants it whole). A provider that fails through our artefact would blame verl
-# wrongly; docs/peers.md keeps this open.
-def _vocab_parallel_flp():
-    fused = load("verl.utils.kernel.linear_cross_entropy")
-
-    def call(hidden, weight_shard, target, *, temperature=1.0, ignore_index=-100, group=None, vocab_start=0, **_):
-        rank = torch.distributed.get_rank(group)  # group None: the default group
-        if vocab_start != rank * weight_shard.shape[0]:
-            raise ValueError("verl's vocab-parallel head takes equal shards, rank r from r * shard size")
-        counted = target != ignore_index
-        logp, entropy = fused.linear_cross_entropy(hidden, weight_shard, torch.where(counted, target, 0),
-                                                   float(temperature), "none", group)  # fmt: skip
-        shape = counted.shape
-        return torch.where(counted, logp.view(shape), 0.0), torch.where(counted, entropy.view(shape), 0.0)
-
-    return call
-
-
-def vocab_parallel_supports(case: Case) -> str | None:
-    refusal = fused_flp_supports(case)
-    if refusal:
-        return refusal
-    if case.get("v", 0) % case.get("world", 1):
-        return "verl's vocab-parallel head takes equal shards (rank r's vocabulary from r * V / world)"
     return None
 
 
