@@ -1,0 +1,55 @@
+"""The gradients of a linear head (hidden, weight, bias) summed chunk of rows by chunk of rows,
+shared by the fused kernels that form a chunk's dL/dlogits in forward (flce's token split,
+flkd's scalar reductions): grad_hidden[chunk] = dlogits @ W in one product; grad_weight +=
+dlogits.T @ h_chunk in the weight's dtype ("dtype": addmm, the running sum rounded once a chunk)
+or into a float32 [V, H] accumulator ("fp32": rounded once at the end; the choice and its
+error are in kernels/fused_linear_cross_entropy.py's docstring, `plan`); grad_bias in float32
+with Kahan compensation (a plain running sum drifted past eager's single reduction over 820
+chunks on an H100: 1.1x the tolerance). No host sync."""
+
+from __future__ import annotations
+
+import torch
+
+from .fp32_products import add_product_fp32
+
+
+class ChunkGrads:
+    """Accumulates the gradients of h [N, H], w [V, H] and (if need_b) the bias [V], each only
+    where asked for; `add(start, stop, h_c, grad)` takes a chunk's dL/dlogits [rows, V] (the
+    inputs' dtype, any row stride), `result()` gives (grad_h, grad_w, grad_b), None where not
+    needed, in the dtypes of the tensors they belong to."""
+
+    def __init__(self, h, w, *, need_h: bool, need_w: bool, need_b: bool, accum: str, bias_dtype=None):
+        self.w_dtype, self.bias_dtype = w.dtype, bias_dtype
+        self.accum = accum
+        self.grad_h = torch.empty_like(h) if need_h else None
+        if need_w:
+            self.grad_w = torch.zeros_like(w, dtype=torch.float32) if accum == "fp32" else torch.zeros_like(w)
+        else:
+            self.grad_w = None
+        self.grad_b = torch.zeros(w.shape[0], dtype=torch.float32, device=h.device) if need_b else None
+        self.carry = torch.zeros_like(self.grad_b) if need_b else None
+
+    def add(self, start: int, stop: int, h_c: torch.Tensor, grad: torch.Tensor, w: torch.Tensor) -> None:
+        if self.grad_h is not None:
+            torch.mm(grad, w, out=self.grad_h[start:stop])
+        if self.grad_w is not None:
+            if self.accum == "fp32":
+                add_product_fp32(self.grad_w, grad.t(), h_c)
+            else:
+                self.grad_w.addmm_(grad.t(), h_c)
+        if self.grad_b is not None:
+            term = grad.sum(0, dtype=torch.float32) - self.carry
+            total = self.grad_b + term
+            self.carry = (total - self.grad_b) - term
+            self.grad_b = total
+
+    def result(self):
+        grad_w, grad_b = self.grad_w, self.grad_b
+        if grad_w is not None and grad_w.dtype != self.w_dtype:
+            grad_w = grad_w.to(self.w_dtype)
+        if grad_b is not None:
+            grad_b = grad_b.to(self.bias_dtype)
+        self.grad_w = self.grad_b = self.carry = None
+        return self.grad_h, grad_w, grad_b
