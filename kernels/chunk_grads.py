@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from .cross_entropy import scale_rows_
 from .fp32_products import add_product_fp32
 
 
@@ -53,3 +54,16 @@ class ChunkGrads:
             grad_b = grad_b.to(self.bias_dtype)
         self.grad_w = self.grad_b = self.carry = None
         return self.grad_h, grad_w, grad_b
+
+
+def scale_(g: torch.Tensor, up: torch.Tensor) -> None:
+    """g *= up (a scalar tensor) in place, decided on the device: when up is 1 the kernel
+    reads one value per row and writes nothing, so the common `loss.backward()` costs no pass
+    over the 1-2 GB weight gradient and no host sync.
+    The rows handed to scale_rows_ are groups of whole rows of g, as few as still spread over
+    the GPU (each row is one program's walk); the interpreter runs programs one by one, so on
+    CPU a handful of long rows is fastest."""
+    rows = g.shape[0] if g.dim() > 1 else 1
+    most = 1024 if g.is_cuda else 4
+    groups = max(d for d in range(1, min(rows, most) + 1) if rows % d == 0)
+    scale_rows_(g.view(groups, -1), up)

@@ -84,7 +84,7 @@ from typing import Literal
 import torch
 
 from . import shifted_logits
-from .chunk_grads import ChunkGrads
+from .chunk_grads import ChunkGrads, scale_
 from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .cross_entropy import (
     CheckTargets,
@@ -92,7 +92,6 @@ from .cross_entropy import (
     cross_entropy_rows,
     mean_denominator,
     run_target_check,
-    scale_rows_,
     validate_loss_options,
 )
 from .fp32_products import SHARED_LOGIT_BYTES, grad_over_logits, logits_fp32
@@ -310,19 +309,6 @@ class _Shifted16Chunks:
         return loss_c, torch.zeros_like(loss_c), grad
 
 
-def _scale_(g: torch.Tensor, up: torch.Tensor) -> None:
-    """g *= up (a scalar tensor) in place, decided on the device: when up is 1 the kernel
-    reads one value per row and writes nothing, so the common `loss.backward()` costs no pass
-    over the 1-2 GB weight gradient and no host sync.
-    The rows handed to scale_rows_ are groups of whole rows of g, as few as still spread over
-    the GPU (each row is one program's walk); the interpreter runs programs one by one, so on
-    CPU a handful of long rows is fastest."""
-    rows = g.shape[0] if g.dim() > 1 else 1
-    most = 1024 if g.is_cuda else 4
-    groups = max(d for d in range(1, min(rows, most) + 1) if rows % d == 0)
-    scale_rows_(g.view(groups, -1), up)
-
-
 class FusedLinearCrossEntropyFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
 
@@ -447,7 +433,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             ctx.grads = None
             for g in (grad_h, grad_w, grad_b):
                 if g is not None:
-                    _scale_(g, grad_loss)
+                    scale_(g, grad_loss)
         if grad_h is not None:
             grad_h = grad_h.view(ctx.hidden_shape)
         return (grad_h, grad_w, grad_b) + (None,) * 13
