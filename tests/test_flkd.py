@@ -39,3 +39,62 @@ def test_matches_float64_however_cut(divergence, beta, chunk_bytes):
     ref = _run(flkd_semantics, torch.float64, *args, **opts)
     for got, want in zip(ours, ref, strict=True):
         torch.testing.assert_close(got, want, rtol=2e-5, atol=1e-7)
+
+
+@pytest.mark.interpreter
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["sum", "mean", "batchmean"])
+def test_gradients_formed_in_forward_match_those_formed_in_backward(dtype, reduction):
+    """The two places the gradients are formed (module docstring): the same numbers, to the
+    float32 summation order (bf16: one rounding apart); 3-row groups leave a partial last
+    group, and an upstream of 2.5 is applied in backward (not 1: the scaling must happen)."""
+    args = _inputs(n=11)
+    opts = dict(divergence="jsd", beta=0.3, temperature=1.5, reduction=reduction)
+    got = _run(_times(2.5), dtype, *args, gradients="forward", chunk_rows=3, **opts)
+    want = _run(_times(2.5), dtype, *args, gradients="backward", **opts)
+    tol = dict(rtol=2e-5, atol=1e-7) if dtype == torch.float32 else dict(rtol=2e-2, atol=1e-4)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a, b, **tol)
+    assert got[1].abs().max() > 0 and got[2].abs().max() > 0
+
+
+def _times(up):
+    return lambda *a, **k: fused_linear_distill(*a, **k) * up
+
+
+@pytest.mark.interpreter
+def test_auto_takes_forward_for_scalar_losses_and_backward_for_rows(monkeypatch):
+    from ligerbench.kernels import fused_linear_distill as module
+
+    taken = []
+    real = module._forward_pass
+    monkeypatch.setattr(module, "_forward_pass", lambda *a: taken.append(a[-1] is not None) or real(*a))
+    args = _inputs(n=6, v=64)
+    _run(fused_linear_distill, torch.float32, *args, reduction="mean")
+    _run(fused_linear_distill, torch.float32, *args, reduction="none")
+    # a budget of 1-row groups (40 > 32) with no room for a float32 accumulator: backward
+    _run(fused_linear_distill, torch.bfloat16, *_inputs(n=40, v=64), reduction="sum", chunk_bytes=600)
+    # the same rows forced: the float32 accumulator is taken, in forward
+    _run(fused_linear_distill, torch.bfloat16, *_inputs(n=40, v=64), reduction="sum", chunk_rows=1)
+    assert taken == [True, False, False, True]
+
+
+def test_forward_gradients_refuse_a_row_loss_and_a_second_backward():
+    args = _inputs(n=4, v=32)
+    with pytest.raises(ValueError, match="scalar reduction"):
+        _run(fused_linear_distill, torch.float32, *args, reduction="none", gradients="forward")
+    x, w = (a.clone().requires_grad_(True) for a in args[:2])
+    loss = fused_linear_distill(x, w, *args[2:], reduction="mean")
+    loss.backward(retain_graph=True)
+    with pytest.raises(RuntimeError, match="twice"):
+        loss.backward()
+
+
+def test_plan_keeps_the_budget_and_few_groups_at_a_qwen_head():
+    from ligerbench.kernels.fused_linear_distill import DEFAULT_CHUNK_BYTES, plan_forward
+
+    v, h, n = 152064, 3584, 8192
+    sub, group, accum = plan_forward(n, v, h, torch.bfloat16, DEFAULT_CHUNK_BYTES, None)
+    assert (sub, accum) == (128, "dtype")
+    assert 8 * v * sub + 2 * v * group <= DEFAULT_CHUNK_BYTES
+    assert -(-n // group) <= 32

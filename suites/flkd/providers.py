@@ -34,7 +34,11 @@ def _compiled():
 
 PROVIDERS = (
     Provider(name="ours", **OURS, kernel="flkd", load=_ours,
-             description="kernels/fused_linear_distill.py (row chunks forward, vocabulary slices backward)"),
+             description="kernels/fused_linear_distill.py (scalar losses: gradients formed in forward; 'none': "
+                         "recomputed in backward)"),
+    Provider(name="ours_recompute", **OURS, kernel="flkd", load=lambda: _ours(gradients="backward"),
+             settings={"gradients": "backward"},
+             description="ours with the gradients formed in backward for every reduction (both heads recomputed)"),
     Provider(name="ours_small_chunks", **OURS, kernel="flkd", load=lambda: _ours(chunk_bytes=16 * 1024),
              settings={"chunk_bytes": 16 * 1024}, description="ours with 16 KiB pieces: many chunks and slices"),
     Provider(name="eager", kernel="flkd", load=lambda: eager_fp32,
