@@ -2,9 +2,10 @@
 gradients), beside the peers.
 
 FLOP model (matrix products only): forward 2*N*V*(Hs + Ht) (both heads' logits), backward
-4*N*Hs*V (grad of the student's hidden and weight): the least any design does. Ours recomputes
-both heads' logits in backward (the upstream is unknown in forward): 2*N*V*(Hs + Ht) more; it is
-credited with the least, as every provider is.
+4*N*Hs*V (grad of the student's hidden and weight): the least any design does, and what ours
+does for a scalar loss (the gradients formed in forward). ours_recompute forms them in backward,
+recomputing both heads' logits: 2*N*V*(Hs + Ht) more; it is credited with the least, as every
+provider is.
 
     ligerbench bench --kernel flkd                   # N=8192, Qwen2.5-7B-sized heads (teacher = student size), bf16
 """
@@ -88,7 +89,7 @@ SPEC = BenchSpec(
     kernel="flkd",
     make_inputs=make_inputs,
     work=flops,
-    work_formula="FLOPs: forward 2*N*V*(Hs + Ht), backward 4*N*Hs*V (ours recomputes both heads: 2*N*V*(Hs + Ht) more)",
+    work_formula="FLOPs: forward 2*N*V*(Hs + Ht), backward 4*N*Hs*V (ours_recompute recomputes both heads: 2*N*V*(Hs + Ht) more)",
     rate_unit="TFLOP/s",
     rate_scale=1e9,
     ceiling="matmul_tflops",
