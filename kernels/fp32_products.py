@@ -75,6 +75,19 @@ def grad_over_logits(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return logits.view(dtype).view(rows, 2 * v)[:, v:]
 
 
+def grad_under_logits(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """grad_over_logits for a writer that walks each row from its FIRST block to its last, as
+    log_probs' backward kernel does: the gradient lies in the lower half of each row's bytes.
+    The gradient of columns [c, c+B) lands in bytes 2c .. 2c+2B, over the logits of columns
+    < (c+B)/2 <= c (for c >= B), read already; the first block (c = 0) overwrites only logits of
+    its own, which it reads before it writes; the logits still to be read (columns >= c+B) start
+    at byte 4c+4B, above every byte written so far. One program per row, so rows never meet."""
+    if dtype == torch.float32:
+        return logits
+    rows, v = logits.shape
+    return logits.view(dtype).view(rows, 2 * v)[:, :v]
+
+
 def chunk_buffers(n_elements: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
     """Flat storage for one chunk's float32 logits and their gradient (in the inputs' dtype;
     the logits' own storage for float32 inputs: the kernel overwrites each block after reading it)."""
