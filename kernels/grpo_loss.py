@@ -30,15 +30,59 @@ does not split exactly: that is its definition, not something num_items fixes.
 Shapes: hidden [B, T, H] (any strides), weight [V, H], completion_ids / old_logp / ref_logp / mask
 [B, T], advantages [B]; old_logp, ref_logp and advantages are data (no gradient). Returns the
 float32 scalar loss; gradients reach hidden, weight and bias. No host sync.
+
+Design, two paths (`path`; "auto", the default, takes "eager" wherever it applies):
+- "eager" (6*N*H*V FLOPs, N = B*T): the loss is a scalar and, with token-level ratios, each
+  token's dL/dlogp_i depends only on its own logp_i, its data and constants known before the
+  forward (the denominators), so forward forms the gradients, as fused_linear_cross_entropy does
+  for its scalar reductions. Per chunk of rows: float32 logits (fp32_products.logits_fp32, never
+  rounded to 16 bits); log_probs' forward kernel gives logp and the row statistics; the weights
+  w_i = dL/dlogp_i by torch.autograd.grad of token_terms on the chunk (the very formula
+  policy_loss differentiates: ties of min, clamp bounds and cispo's stop-gradient behave as
+  there), with upstream the reduction's own gradient (token_coefficients, autograd of
+  reduce_tokens: [B, T] floats); log_probs' backward kernel writes dL/dz with upstream w_i
+  (entropy's: none) into the logits' own storage (16-bit inputs: the lower half of each row's
+  bytes, fp32_products.grad_under_logits); then grad_hidden[chunk] = dz @ W, grad_weight +=
+  dz.T @ h_chunk and grad_bias by kernels/chunk_grads.py, the weight's accumulation ("dtype" or
+  "fp32") chosen by fused_linear_cross_entropy.plan (its AUTO_DTYPE_MAX_CHUNKS rule). The loss
+  is policy_loss of the chunks' logp. Backward only scales the stored gradients by the upstream
+  scalar, on the device (chunk_grads.scale_: nothing written when it is 1; no host sync); one
+  backward per forward. Memory beyond the gradients (which exist from the forward on): the
+  budget `chunk_bytes` for the chunk's float32 logits (4 bytes a logit, the gradient in the same
+  storage; at least one row), the fp32 [V, H] accumulator only where plan takes it within the
+  budget, O(N) floats, and a copy of hidden where its rows are not contiguous. At the Llama-3-8B
+  head (V=128256), N=8192, bf16, the default 192 MiB: 22 chunks of 384 rows, "dtype"
+  accumulation, ~1066 MiB of gradients + 188 MiB.
+- "recompute" (8*N*H*V): fused_linear_log_probs gives logp (forward keeps 12 bytes a row), the
+  loss is policy_loss on it, and autograd carries dL/dlogp into flp's backward, which recomputes
+  the logits by vocabulary slices. Taken for importance_level="sequence" (a sequence's tokens
+  share one ratio: a token's weight depends on the whole sequence's logp), when no gradient is
+  wanted (no_grad, or none of hidden, weight, bias requires one), and when old_logp, ref_logp,
+  advantages, mask or num_items requires a gradient (the data then takes part in autograd).
+The two agree to float32 summation order (tests/test_grpo_eager.py); in 16-bit the eager
+weight gradient is a running sum rounded once a chunk ("dtype"), as flce's.
 """
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+
+from .chunk_grads import ChunkGrads, scale_
+from .chunking import DEFAULT_CHUNK_BYTES
+from .fp32_products import SHARED_LOGIT_BYTES, grad_under_logits, logits_fp32
+from .fused_linear_cross_entropy import GradWeightAccum, check_accum, plan
+from .fused_linear_log_probs import _spans, fused_linear_log_probs
+from .fused_linear_log_probs import _validate as _validate_flp
+from .log_probs import N_STATS, log_probs_grad_rows, log_probs_rows
 
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "cispo")
 IMPORTANCE_LEVELS = ("token", "sequence")
 KL_ESTIMATORS = ("k1", "k3")
+Path = Literal["auto", "eager", "recompute"]
+PATHS = ("auto", "eager", "recompute")
+IGNORE = -100  # the target id of a masked token
 
 
 def _check(loss_type, importance_level, kl_estimator, eps_low, eps_high, beta, temperature, shapes) -> None:
@@ -62,6 +106,10 @@ def _check(loss_type, importance_level, kl_estimator, eps_low, eps_high, beta, t
         raise ValueError(f"advantages must be [B] = {tuple(rows[:1])}, got {tuple(shapes['advantages'])}")
 
 
+_TERMS = ("loss_type", "importance_level", "eps_low", "eps_high", "beta", "kl_estimator")
+_REDUCTION = ("loss_type", "num_items", "max_completion_length")
+
+
 def policy_loss(
     logp: torch.Tensor,
     old_logp: torch.Tensor,
@@ -82,6 +130,31 @@ def policy_loss(
     the part of grpo_loss after the log-probs, for a caller that has them already."""
     m = mask.to(torch.float32)
     a = advantages.to(torch.float32)[:, None]
+    per_token = token_terms(
+        logp, old_logp, ref_logp, a, m, loss_type=loss_type, importance_level=importance_level, eps_low=eps_low,
+        eps_high=eps_high, beta=beta, kl_estimator=kl_estimator,
+    )  # fmt: skip
+    return reduce_tokens(per_token, m, loss_type=loss_type, num_items=num_items,
+                         max_completion_length=max_completion_length)  # fmt: skip
+
+
+def token_terms(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor | None,
+    a: torch.Tensor,
+    m: torch.Tensor,
+    *,
+    loss_type: str,
+    importance_level: str,
+    eps_low: float,
+    eps_high: float,
+    beta: float,
+    kl_estimator: str,
+) -> torch.Tensor:
+    """Each token's loss times its mask m (float32), from logp, the advantages `a` broadcast to
+    the tokens and the data: [B, T] tensors, or any rows of them under importance_level="token"
+    (then every op is per token: the eager path calls it on a chunk of rows)."""
     log_ratio = logp - old_logp.to(torch.float32)
     if importance_level == "sequence":
         log_ratio = (log_ratio * m).sum(-1, keepdim=True) / m.sum(-1, keepdim=True).clamp(min=1.0)
@@ -93,7 +166,14 @@ def policy_loss(
     if beta > 0.0:
         d = ref_logp.to(torch.float32) - logp
         per_token = per_token + beta * (-d if kl_estimator == "k1" else torch.exp(d) - d - 1.0)
-    per_token = per_token * m
+    return per_token * m
+
+
+def reduce_tokens(
+    per_token: torch.Tensor, m: torch.Tensor, *, loss_type: str, num_items=None, max_completion_length=None
+) -> torch.Tensor:
+    """The loss from the masked per-token losses [B, T] (token_terms) and the mask m: the
+    reduction of the module docstring. Linear in per_token."""
     if loss_type == "grpo":
         return (per_token.sum(-1) / m.sum(-1).clamp(min=1.0)).mean()
     if loss_type == "bnpo":
@@ -101,6 +181,130 @@ def policy_loss(
     if loss_type == "dr_grpo":
         return per_token.sum() / (m.shape[0] * (max_completion_length or m.shape[1]))
     return per_token.sum() / (m.sum().clamp(min=1.0) if num_items is None else num_items)
+
+
+def token_coefficients(m: torch.Tensor, reduction: dict) -> torch.Tensor:
+    """d loss / d (masked per-token loss) [B, T], float32: the reduction's gradient, taken by
+    autograd from reduce_tokens itself (it is linear, so any per-token values give it), so each
+    denominator is divided in exactly as the recompute path's backward divides it."""
+    with torch.enable_grad():
+        leaf = torch.zeros_like(m, requires_grad=True)
+        (coef,) = torch.autograd.grad(reduce_tokens(leaf, m, **reduction), leaf)
+    return coef
+
+
+class EagerGRPOFunction(torch.autograd.Function):
+    """path="eager" (module docstring): the loss and, in forward, its gradients of hidden,
+    weight and bias; backward only scales them by the upstream scalar. forward(...) returns the
+    float32 scalar loss. Replaceable parts, as class attributes (a planted bug in
+    suites/grpo/mutants.py is a subclass that overrides one): TOKEN_TERMS, the per-token
+    formula the weights dL/dlogp are taken from; SCALE, the in-place rescaling by the upstream."""
+
+    TOKEN_TERMS = staticmethod(token_terms)
+    SCALE = staticmethod(scale_)
+
+    @classmethod
+    def forward(cls, ctx, hidden, weight, bias, target, old_logp, ref_logp, advantages, mask, options, need,
+                chunk_bytes, grad_weight_accum):  # fmt: skip
+        if options["importance_level"] != "token":
+            raise ValueError("the eager path takes importance_level='token' only (module docstring)")
+        temperature = options["temperature"]
+        t2 = _validate_flp(hidden, weight, bias, target, temperature, None, 1.0)
+        check_accum(grad_weight_accum)
+        h = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+        w = weight.contiguous()
+        b32 = None if bias is None else bias.float()
+        n, v = h.shape[0], w.shape[0]
+        chunk, accum = plan(n, v, h.shape[1], SHARED_LOGIT_BYTES, chunk_bytes, None, grad_weight_accum)
+        need_h, need_w, need_b = need
+        grads = ChunkGrads(h, w, need_h=need_h, need_w=need_w, need_b=need_b, accum=accum,
+                           bias_dtype=None if bias is None else bias.dtype)  # fmt: skip
+        terms = {k: options[k] for k in _TERMS}
+        m = mask.to(torch.float32)
+        # per-token data as rows [N], so a chunk of rows is a slice
+        coef = token_coefficients(m, {k: options[k] for k in _REDUCTION}).reshape(-1)
+        a = advantages.to(torch.float32)[:, None].expand(m.shape).reshape(-1)
+        old, m_rows = old_logp.reshape(-1), m.reshape(-1)
+        ref = None if ref_logp is None else ref_logp.reshape(-1)
+        opts = dict(temperature=temperature, softcap=None, logit_scale=1.0, ignore_index=IGNORE)
+        dev = h.device
+        logp = torch.empty(n, 1, dtype=torch.float32, device=dev)
+        rows_max = min(chunk, n)
+        buf = torch.empty(rows_max * v, dtype=torch.float32, device=dev)
+        entropy = torch.empty(rows_max, dtype=torch.float32, device=dev)  # written by the kernel, unused
+        stats = torch.empty(rows_max, N_STATS, dtype=torch.float32, device=dev)
+        for start, stop in _spans(n, chunk):
+            k, rows, h_c = stop - start, slice(start, stop), h[start:stop]
+            x = buf[: k * v].view(k, v)
+            logits_fp32(h_c, w, b32, x)
+            log_probs_rows(x, t2[rows], **opts, out=(logp[rows], entropy[:k], stats[:k]))
+            if not any(need):
+                continue
+            with torch.enable_grad():
+                lp = logp[rows, 0].detach().requires_grad_(True)
+                per_token = cls.TOKEN_TERMS(lp, old[rows], None if ref is None else ref[rows], a[rows], m_rows[rows],
+                                            **terms)  # fmt: skip
+                (dlogp,) = torch.autograd.grad(per_token, lp, grad_outputs=coef[rows])
+            dlogp = dlogp.reshape(k, 1).contiguous()  # as the kernel reads it: float32 [k, 1]
+            # dL/dz into the float32 logits' own storage (16-bit: the lower half of each row's
+            # bytes, fp32_products.grad_under_logits: the kernel walks a row forwards)
+            g = grad_under_logits(x, h.dtype)
+            log_probs_grad_rows(x, t2[rows], stats[:k], dlogp, None, g, **opts)
+            grads.add(start, stop, h_c, g, w)
+        del buf  # before the fp32 accumulator's conversion: the two never coexist
+        ctx.grads = grads.result()
+        ctx.hidden_shape = hidden.shape
+        options = {k: options[k] for k in (*_TERMS, *_REDUCTION)}
+        return policy_loss(logp.view(mask.shape), old_logp, ref_logp, advantages, mask, **options)
+
+    @classmethod
+    def backward(cls, ctx, grad_loss):
+        grads, ctx.grads = ctx.grads, None
+        if grads is None:
+            raise RuntimeError(
+                "grpo_loss (path='eager') backward ran twice on one forward: the gradients are formed "
+                "in forward and scaled in place, so they can be used once"
+            )
+        for g in grads:
+            if g is not None and g.numel():
+                cls.SCALE(g, grad_loss)  # on the device: no host sync, nothing written when it is 1
+        grad_h, grad_w, grad_b = grads
+        grad_h = None if grad_h is None else grad_h.view(ctx.hidden_shape)
+        return (grad_h, grad_w, grad_b) + (None,) * 9
+
+
+def _requires_grad(t) -> bool:
+    return isinstance(t, torch.Tensor) and t.requires_grad
+
+
+def resolve_path(path: str, importance_level: str, grad_needed: bool, data_requires_grad: bool) -> str:
+    """ "eager" or "recompute" for `path` (module docstring): "auto" takes "eager" where it
+    applies (token-level ratios, a gradient wanted, old_logp / ref_logp / advantages /
+    num_items without gradients), else "recompute"."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    fits = importance_level == "token" and not data_requires_grad
+    if path == "eager" and not fits:
+        raise ValueError(
+            "path='eager' needs importance_level='token' (a sequence's tokens share one ratio) and "
+            "old_logp, ref_logp, advantages and num_items without gradients: use path='recompute'"
+        )
+    if path != "auto":
+        return path
+    return "eager" if fits and grad_needed else "recompute"
+
+
+# torch.compile around a caller runs the eager path as it is, outside the graph (a graph break), as
+# fused_linear_log_probs: dynamo cannot trace Triton's interpreter (CPU), and the launches are what we verified.
+@torch.compiler.disable
+def eager_loss(function, hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, bias, options,
+               chunk_bytes, grad_weight_accum):  # fmt: skip
+    """The loss through `function` (EagerGRPOFunction or a variant of it); `options`: every
+    loss option of grpo_loss, temperature included."""
+    need = tuple(torch.is_grad_enabled() and _requires_grad(t) for t in (hidden, weight, bias))
+    target = torch.where(mask.bool(), completion_ids, IGNORE)
+    return function.apply(hidden, weight, bias, target, old_logp, ref_logp, advantages, mask, options, need,
+                          chunk_bytes, grad_weight_accum)  # fmt: skip
 
 
 def grpo_loss(
@@ -122,20 +326,36 @@ def grpo_loss(
     temperature: float = 1.0,
     num_items=None,
     max_completion_length: int | None = None,
+    path: Path = "auto",
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    grad_weight_accum: GradWeightAccum = "auto",
 ) -> torch.Tensor:
-    """The policy loss of the module docstring, the log-probs from our fused op."""
+    """The policy loss of the module docstring, the log-probs from our fused op.
+
+    path: "auto" (default), "eager" or "recompute": how the gradients are formed (module
+    docstring); "auto" takes "eager" wherever it applies. chunk_bytes: the working memory
+    budget beyond the gradients (default DEFAULT_CHUNK_BYTES, 192 MiB): the eager path's row
+    chunk of float32 logits, the recompute path's vocabulary slices. grad_weight_accum: the
+    eager path's weight-gradient accumulation, "auto", "dtype" or "fp32", as
+    fused_linear_cross_entropy's (the recompute path forms each slice's once)."""
     shapes = {"completion_ids": tuple(completion_ids.shape), "old_logp": tuple(old_logp.shape),
               "ref_logp": None if ref_logp is None else tuple(ref_logp.shape), "mask": tuple(mask.shape),
               "advantages": tuple(advantages.shape)}  # fmt: skip
     _check(loss_type, importance_level, kl_estimator, eps_low, eps_high, beta, temperature, shapes)
     if beta > 0.0 and ref_logp is None:
         raise ValueError("beta > 0 needs ref_logp (the reference policy's log-probs)")
-    from .fused_linear_log_probs import fused_linear_log_probs
-
-    target = torch.where(mask.bool(), completion_ids, -100)
-    logp, _ = fused_linear_log_probs(hidden, weight, target, bias=bias, temperature=temperature)
-    return policy_loss(
-        logp, old_logp, ref_logp, advantages, mask, loss_type=loss_type, importance_level=importance_level,
-        eps_low=eps_low, eps_high=eps_high, beta=beta, kl_estimator=kl_estimator, num_items=num_items,
-        max_completion_length=max_completion_length,
-    )  # fmt: skip
+    options = dict(loss_type=loss_type, importance_level=importance_level, eps_low=eps_low, eps_high=eps_high,
+                   beta=beta, kl_estimator=kl_estimator, num_items=num_items,
+                   max_completion_length=max_completion_length)  # fmt: skip
+    grad_needed = torch.is_grad_enabled() and any(_requires_grad(t) for t in (hidden, weight, bias))
+    data_grad = any(_requires_grad(t) for t in (old_logp, ref_logp, advantages, mask, num_items))
+    if resolve_path(path, importance_level, grad_needed, data_grad) == "eager":
+        return eager_loss(
+            EagerGRPOFunction, hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, bias=bias,
+            options={**options, "temperature": temperature}, chunk_bytes=chunk_bytes,
+            grad_weight_accum=grad_weight_accum,
+        )  # fmt: skip
+    target = torch.where(mask.bool(), completion_ids, IGNORE)
+    logp, _ = fused_linear_log_probs(hidden, weight, target, bias=bias, temperature=temperature,
+                                     chunk_bytes=chunk_bytes)  # fmt: skip
+    return policy_loss(logp, old_logp, ref_logp, advantages, mask, **options)

@@ -1,6 +1,6 @@
 """Issue 16: no host sync on any default path of our kernels on a GPU (forward and backward of
-cross_entropy, fused_linear_cross_entropy, the vocab-parallel CE in one process and the
-transformers patch), and out-of-range targets still caught there, on the device.
+cross_entropy, fused_linear_cross_entropy, the vocab-parallel CE in one process, grpo_loss's two
+paths and the transformers patch), and out-of-range targets still caught there, on the device.
 
 Each call runs once first (Triton compiles; cuBLAS makes its handles), then again under
 `torch.cuda.set_sync_debug_mode("error")`, where any synchronizing call (.item(), bool(tensor),
@@ -116,6 +116,44 @@ def test_fused_linear_forward_backward_never_syncs(opts):
         bb = None if b is None else b.clone().requires_grad_()
         loss = fused_linear_cross_entropy(hh, ww, target, bias=bb, **opts)
         loss.backward(torch.rand_like(loss) if loss.dim() else None)
+        return hh.grad, ww.grad
+
+    gh, gw = _twice(step)
+    assert torch.isfinite(gh).all() and torch.isfinite(gw).all() and gw.abs().sum() > 0
+
+
+GRPO_OPTIONS = [
+    {"path": "eager"},
+    {"path": "eager", "chunk_bytes": 2**16, "loss_type": "grpo", "beta": 0.04, "bias": True},  # several chunks
+    {"path": "eager", "loss_type": "cispo", "num_items": "tensor"},
+    {"path": "recompute"},
+]
+
+
+@pytest.mark.parametrize("opts", GRPO_OPTIONS, ids=[str(sorted(o.items())) for o in GRPO_OPTIONS])
+def test_grpo_loss_forward_backward_never_syncs(opts):
+    from ligerbench.kernels.grpo_loss import grpo_loss
+
+    opts = dict(opts)
+    b_dim, t_dim, h_dim, v = 4, 24, 64, 1000
+    g = torch.Generator(device="cuda").manual_seed(2)
+    h = torch.randn(b_dim, t_dim, h_dim, device="cuda", generator=g).bfloat16()
+    w = (torch.randn(v, h_dim, device="cuda", generator=g) / 8).bfloat16()
+    b = torch.randn(v, device="cuda", generator=g).bfloat16() if opts.pop("bias", False) else None
+    ids = torch.randint(0, v, (b_dim, t_dim), device="cuda", generator=g)
+    old = 0.1 * torch.randn(b_dim, t_dim, device="cuda", generator=g) - 7.0  # log-probs near log(1/v): r ~ 1
+    ref = old + 0.1
+    adv = torch.randn(b_dim, device="cuda", generator=g)
+    mask = torch.ones(b_dim, t_dim, dtype=torch.long, device="cuda")
+    mask[1, t_dim // 2 :] = 0
+    if opts.get("num_items") == "tensor":
+        opts["num_items"] = mask.sum()
+
+    def step():
+        hh, ww = h.clone().requires_grad_(), w.clone().requires_grad_()
+        bb = None if b is None else b.clone().requires_grad_()
+        loss = grpo_loss(hh, ww, ids, old, ref, adv, mask, bias=bb, **opts)
+        loss.backward(torch.full((), 0.5, device="cuda"))
         return hh.grad, ww.grad
 
     gh, gw = _twice(step)

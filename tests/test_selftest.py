@@ -106,6 +106,8 @@ MUST_KILL = {
     "mutant_grpo_eps_high_ignored": "correctness",
     "mutant_grpo_clip_max": "gradients",
     "mutant_grpo_temperature_ignored": "gradients",
+    "mutant_grpo_eager_upstream_ignored": "invariance",  # the split step's losses are scaled (1/2)
+    "mutant_grpo_eager_cispo_ratio_kept": "gradients",
     # preference losses (suites/pref/mutants.py, issue 23)
     "mutant_pref_label_smoothing_ignored": "correctness",
     "mutant_pref_kto_weights_ignored": "correctness",

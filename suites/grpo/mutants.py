@@ -1,5 +1,7 @@
 """Planted bugs of `grpo` (issue 23), each a wrapper around the public op that does what a real
-trainer or kernel got wrong; each must be killed by verify (tests/test_selftest.py, MUST_KILL)."""
+trainer or kernel got wrong, or (mutant_grpo_eager_*) the op's eager path with one of its parts
+replaced (a subclass of kernels/grpo_loss.py's EagerGRPOFunction); each must be killed by verify
+(tests/test_selftest.py, MUST_KILL)."""
 
 from __future__ import annotations
 
@@ -64,6 +66,40 @@ def _clip_max(hidden, weight, completion_ids, old_logp, ref_logp, advantages, ma
     return (per_token.sum(-1) / mask.sum(-1).clamp(min=1)).mean()
 
 
+def _eager_with(**parts):
+    """The eager path (gradients formed in forward) with some of its parts replaced."""
+    from ligerbench.kernels.chunking import DEFAULT_CHUNK_BYTES
+    from ligerbench.kernels.grpo_loss import EagerGRPOFunction, eager_loss
+
+    buggy = type("Buggy", (EagerGRPOFunction,), parts)
+
+    def call(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, **options):
+        options = {"num_items": None, "max_completion_length": None, **options}
+        return eager_loss(buggy, hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, bias=None,
+                          options=options, chunk_bytes=DEFAULT_CHUNK_BYTES, grad_weight_accum="auto")  # fmt: skip
+
+    return call
+
+
+def _upstream_ignored(g, up):
+    # the gradients formed in forward handed back as they are: right only for loss.backward() on
+    # the loss itself, wrong once it is scaled (gradient accumulation's 1/k, DDP's 1/world)
+    return None
+
+
+def _cispo_ratio_kept(logp, old_logp, ref_logp, a, m, **terms):
+    # CISPO's clipped ratio left in the graph when the weights dL/dlogp are taken: the loss is
+    # unchanged, the gradient gains the ratio's own term (what a hand-derived weight that forgets
+    # the stop-gradient gives)
+    from ligerbench.kernels.grpo_loss import token_terms
+
+    per_token = token_terms(logp, old_logp, ref_logp, a, m, **terms)
+    if terms["loss_type"] != "cispo":
+        return per_token
+    w = torch.clamp(torch.exp(logp - old_logp), max=1.0 + terms["eps_high"])
+    return per_token - (w - w.detach()) * a * logp * m
+
+
 def _mutant(name: str, description: str, fn, *targets) -> Provider:
     return Provider(name=f"mutant_grpo_{name}", kernel="grpo", description=description, load=lambda: fn,
                     mutant=True, targets=targets)  # fmt: skip
@@ -82,4 +118,9 @@ PROVIDERS = (
             {"loss_type": "grpo", "importance_level": "token", "kl": "none"}),
     _mutant("temperature_ignored", "log-probs at temperature 1 whatever the sampling temperature",
             _temperature_ignored, {"temperature": 0.7}),
+    _mutant("eager_upstream_ignored", "the eager path's gradients not scaled by the upstream gradient of the loss",
+            _eager_with(SCALE=staticmethod(_upstream_ignored)), {"importance_level": "token", "split": "dp2"}),
+    _mutant("eager_cispo_ratio_kept", "the eager path's weights taken through CISPO's clipped ratio (no stop-gradient)",
+            _eager_with(TOKEN_TERMS=staticmethod(_cispo_ratio_kept)), {"importance_level": "token",
+                                                                       "loss_type": "cispo"}),
 )  # fmt: skip
