@@ -2,13 +2,18 @@
 T=0.7), fwd+bwd, beside the peers (issue 23: 8 x 1024 tokens at the Llama-3-8B head).
 
 FLOP model (matrix products only), as for flp: 6 * B * T * H * V for a full step (forward 2,
-backward 4); ours recomputes the logits in backward and is credited with 6, as every provider is.
+backward 4). Ours does that, forming the gradients in forward (kernels/grpo_loss.py, path="eager");
+ours_recompute (path="recompute") recomputes the logits in backward, 8 * B * T * H * V, and is
+credited with 6, as every provider is. ours_liger_memory is ours at a budget that brings its extra
+memory to about Liger's Triton GRPO's.
 
     ligerbench bench --kernel grpo                   # B=8, T=1024, H=4096, V=128256, bf16
     ligerbench bench --kernel grpo --tokens 4096     # B*T = 4096 (B=4)
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 
@@ -81,15 +86,32 @@ def _compiled():
     return torch.compile(eager_bf16_product, dynamic=False)
 
 
+# Liger's Triton GRPO took 3136 MiB beyond the inputs at the Llama-3-8B head, N=8192, bf16 (H100,
+# docs/peers.md); the gradients alone are 1066 MiB there. A 1.5 GiB budget gives ours 3 row chunks
+# of 3136 tokens there (3 passes of the weight-gradient accumulation, not 22) and about 2600 MiB
+# extra, under Liger's.
+LIGER_MEMORY_CHUNK_BYTES = 3 * 2**29
+
+
+def _ours_liger_memory():
+    from ligerbench.kernels.grpo_loss import grpo_loss
+
+    return functools.partial(grpo_loss, chunk_bytes=LIGER_MEMORY_CHUNK_BYTES)
+
+
 VARIANTS = (
     Provider(name="eager_bf16_product", kernel="grpo", bench_only=True, load=lambda: eager_bf16_product,
              description="PyTorch: bf16 product, float32 logits, log_softmax, the same loss (plain PyTorch)"),
     Provider(name="compile_bf16_product", kernel="grpo", bench_only=True, load=_compiled, devices=("cuda",),
              description="torch.compile of eager_bf16_product"),
+    Provider(name="ours_liger_memory", kernel="grpo", bench_only=True, load=_ours_liger_memory,
+             settings={"chunk_mib": LIGER_MEMORY_CHUNK_BYTES // 2**20},
+             description="ours with chunk_bytes = 1.5 GiB: about the extra memory of Liger's Triton GRPO"),
 )  # fmt: skip
 
 EXCLUDED = {
     "eager": "the verification yardstick (fp32 operands, no tensor cores): eager_bf16_product is the peer",
+    "ours_small_chunks": "a verification setting (a quarter of the tokens a chunk); name it with --provider to time it",
 }
 
 SPEC = BenchSpec(
