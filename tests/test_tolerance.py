@@ -1,5 +1,6 @@
 import math
 
+import pytest
 import torch
 
 from ligerbench import tolerance
@@ -71,3 +72,51 @@ def test_a_large_tensor_is_compared_a_block_at_a_time_with_the_same_result(monke
     assert math.isclose(tolerance.rel_error(out, ref), whole, rel_tol=1e-12)
     out[30, 7] = float("nan")
     assert tolerance.rel_error(out, ref) == math.inf
+
+
+def test_nudged_moves_each_finite_nonzero_float32_value_one_ulp_and_keeps_the_rest():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Problem:
+        student: torch.Tensor
+        teacher: torch.Tensor
+        labels: torch.Tensor
+        half: torch.Tensor
+        t: float
+
+    x = torch.tensor([1.0, -2.5, 0.0, float("-inf"), float("nan"), 3e-39, 1e30]).requires_grad_(True)
+    p = Problem(x, x, torch.tensor([1, 2]), torch.ones(3, dtype=torch.bfloat16), 2.0)
+    q = tolerance.nudged(p)
+    moved = q.student.detach()
+    finite = torch.isfinite(x.detach()) & (x.detach() != 0)
+    ups, downs = (
+        torch.nextafter(x.detach(), torch.tensor(math.inf)),
+        torch.nextafter(x.detach(), torch.tensor(-math.inf)),
+    )
+    assert bool(((moved == ups) | (moved == downs))[finite].all())  # one ulp, either way
+    assert not torch.equal(moved[finite], x.detach()[finite])
+    assert moved[2] == 0 and moved[3] == -math.inf and torch.isnan(moved[4])
+    assert q.teacher is q.student  # one tensor in two fields moves once
+    assert q.student.requires_grad and q.labels is p.labels and q.half is p.half and q.t == 2.0
+    torch.testing.assert_close(
+        tolerance.nudged(p).student.detach(), moved, rtol=0, atol=0, equal_nan=True
+    )  # a fixed seed
+
+
+def test_the_nudged_yardstick_counts_up_to_its_cap_and_only_there():
+    from types import SimpleNamespace
+
+    from ligerbench.verify.engine import Yardsticks
+
+    truth = torch.tensor([1.0], dtype=torch.float64)
+    exact = SimpleNamespace(values={"loss": truth.float()})
+
+    def off(rel):
+        return SimpleNamespace(values={"loss": (truth * (1 + rel)).double()})
+
+    conditioned = Yardsticks(exact, None, off(3e-7)).errors("loss", truth)[0]
+    assert conditioned == pytest.approx(3e-7, rel=1e-6)
+    crossed = Yardsticks(exact, None, off(0.3)).errors("loss", truth)[0]  # a branch crossed: not counted
+    assert crossed == 0.0
+    assert Yardsticks(exact, None, None).errors("loss", truth)[0] == 0.0
