@@ -19,6 +19,10 @@ for s in "${steps[@]}"; do
       step timeout 60 $L selftest --kernel flkd --device cuda --preset quick --out "$R" 2>&1 | tail -4 ;;
     bench)
       step timeout 200 $L bench --kernel flkd --sweep heads --out "$R" 2>&1 | tail -24 ;;
+    probe)
+      step timeout 200 python3 results/examples/issue35-gpu/flkd_rows_probe.py 2>&1 | tail -12 ;;
+    converge-*)
+      step timeout 280 $L converge llama-mini --distill "${s#converge-}" --device cuda --out "$R" 2>&1 | tail -14 ;;
     converge)
       for d in jsd forward_kl reverse_kl; do
         step timeout 240 $L converge llama-mini --distill "$d" --device cuda --out "$R" 2>&1 | tail -14
