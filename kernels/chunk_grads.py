@@ -24,7 +24,8 @@ class ChunkGrads:
     def __init__(self, h, w, *, need_h: bool, need_w: bool, need_b: bool, accum: str, bias_dtype=None):
         self.w_dtype, self.bias_dtype = w.dtype, bias_dtype
         self.accum = accum
-        self.grad_h = torch.empty(h.shape, dtype=h.dtype, device=h.device) if need_h else None  # contiguous: scale_ views it
+        # contiguous whatever h's strides: scale_ views it
+        self.grad_h = torch.empty(h.shape, dtype=h.dtype, device=h.device) if need_h else None
         if need_w:
             self.grad_w = torch.zeros_like(w, dtype=torch.float32) if accum == "fp32" else torch.zeros_like(w)
         else:

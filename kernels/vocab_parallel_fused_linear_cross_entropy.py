@@ -68,12 +68,12 @@ from types import SimpleNamespace
 
 import torch
 
+from .chunk_grads import scale_
 from .cross_entropy import CheckTargets, Reduction
 from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
 from .fused_linear_cross_entropy import (
     DEFAULT_CHUNK_BYTES,
     GradWeightAccum,
-    _scale_,
     _validate,
     check_accum,
     plan,
@@ -292,7 +292,7 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
             ctx.grads = None
             for g in (grad_h, grad_w, grad_b):
                 if g is not None and g.numel():
-                    _scale_(g, grad_loss)
+                    scale_(g, grad_loss)
         if grad_h is not None:
             grad_h = grad_h.view(ctx.hidden_shape)
         return (grad_h, grad_w, grad_b) + (None,) * 14

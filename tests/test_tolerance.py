@@ -115,8 +115,8 @@ def test_the_nudged_yardstick_counts_up_to_its_cap_and_only_there():
     def off(rel):
         return SimpleNamespace(values={"loss": (truth * (1 + rel)).double()})
 
-    conditioned = Yardsticks(exact, None, off(3e-7)).errors("loss", truth)[0]
-    assert conditioned == pytest.approx(3e-7, rel=1e-6)
-    crossed = Yardsticks(exact, None, off(0.3)).errors("loss", truth)[0]  # a branch crossed: not counted
+    drawn = Yardsticks(exact, None, (off(1e-7), off(3e-7), exact)).errors("loss", truth)[0]
+    assert drawn == pytest.approx(3e-7, rel=1e-6)  # the largest draw
+    crossed = Yardsticks(exact, None, (off(0.3),)).errors("loss", truth)[0]  # a branch crossed: not counted
     assert crossed == 0.0
-    assert Yardsticks(exact, None, None).errors("loss", truth)[0] == 0.0
+    assert Yardsticks(exact, None).errors("loss", truth)[0] == 0.0
