@@ -89,7 +89,8 @@ SPEC = BenchSpec(
     kernel="flkd",
     make_inputs=make_inputs,
     work=flops,
-    work_formula="FLOPs: forward 2*N*V*(Hs + Ht), backward 4*N*Hs*V (ours_recompute recomputes both heads: 2*N*V*(Hs + Ht) more)",
+    work_formula="FLOPs: forward 2*N*V*(Hs + Ht), backward 4*N*Hs*V "
+    "(ours_recompute recomputes both heads: 2*N*V*(Hs + Ht) more)",
     rate_unit="TFLOP/s",
     rate_scale=1e9,
     ceiling="matmul_tflops",
