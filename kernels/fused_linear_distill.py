@@ -47,6 +47,13 @@ Design. Two ways to form the gradients, `gradients`:
   Default 224 MiB: at N=8192 and a Qwen2.5-7B head for both (H=3584, V=152064, bf16) r=128,
   R=256, 32 groups, extra memory the gradients (1096 MiB) + 224 MiB, under the gradients + 25%
   (1370 MiB). `chunk_rows` forces r = R (tests use it for many and partial groups).
+- what the budget costs (H200, N=8192, Qwen2.5-7B heads for both, bf16, JSD, mean; time of
+  forward + backward, extra memory with the gradients; results/examples/issue35-gpu/
+  flkd_rows_probe.py): default 100.3 ms / 1319 MiB; chunk_rows=256 87.3 / 1468; 384 80.4 / 1653;
+  "backward" 116.2 / 1428; Liger's fused linear JSD (bf16 logits) 83.3 / 3465 in the same run.
+  A 128-row product reads the whole weight (1.09 GB) for 2 * 128 FLOPs a byte, under the GPU's
+  balance (~180 on an H200): the logits products are bound by memory there, and a 256-row one
+  does not fit the memory target in float32 (8 bytes a logit).
 """
 
 from __future__ import annotations
