@@ -15,7 +15,7 @@ steps=("$@"); [ ${#steps[@]} -eq 0 ] && steps=(verify bench converge)
 for s in "${steps[@]}"; do
   case "$s" in
     verify)
-      step timeout 150 $L verify --kernel flkd --device cuda --preset quick --out "$R" 2>&1 | tail -12
+      step timeout 210 $L verify --kernel flkd --device cuda --preset quick --out "$R" 2>&1 | tail -12
       step timeout 60 $L selftest --kernel flkd --device cuda --preset quick --out "$R" 2>&1 | tail -4 ;;
     bench)
       step timeout 200 $L bench --kernel flkd --sweep heads --out "$R" 2>&1 | tail -24 ;;
