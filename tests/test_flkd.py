@@ -72,10 +72,10 @@ def test_auto_takes_forward_for_scalar_losses_and_backward_for_rows(monkeypatch)
     args = _inputs(n=6, v=64)
     _run(fused_linear_distill, torch.float32, *args, reduction="mean")
     _run(fused_linear_distill, torch.float32, *args, reduction="none")
-    # a budget of 1-row groups (40 > 32) with no room for a float32 accumulator: backward
-    _run(fused_linear_distill, torch.bfloat16, *_inputs(n=40, v=64), reduction="sum", chunk_bytes=600)
+    # a budget of 1-row groups (34 > 32) with no room for a float32 accumulator: backward
+    _run(fused_linear_distill, torch.bfloat16, *_inputs(n=34, v=16), reduction="sum", chunk_bytes=170)
     # the same rows forced: the float32 accumulator is taken, in forward
-    _run(fused_linear_distill, torch.bfloat16, *_inputs(n=40, v=64), reduction="sum", chunk_rows=1)
+    _run(fused_linear_distill, torch.bfloat16, *_inputs(n=34, v=16), reduction="sum", chunk_rows=1)
     assert taken == [True, False, False, True]
 
 
