@@ -120,3 +120,46 @@ def test_the_nudged_yardstick_counts_up_to_its_cap_and_only_there():
     crossed = Yardsticks(exact, None, (off(0.3),)).errors("loss", truth)[0]  # a branch crossed: not counted
     assert crossed == 0.0
     assert Yardsticks(exact, None).errors("loss", truth)[0] == 0.0
+
+
+def test_on_cpu_copies_the_tensors_keeps_shared_ones_shared_and_refuses_large_problems(monkeypatch):
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Problem:
+        student: torch.Tensor
+        teacher: torch.Tensor
+        labels: torch.Tensor
+        options: dict
+
+    x = torch.randn(3, 4).requires_grad_(True)
+    p = Problem(x, x, torch.tensor([0, 1, 2]), {"t": 2.0})
+    q = tolerance.on_cpu(p)
+    assert q.student.device.type == "cpu" and q.student is not x and torch.equal(q.student, x.detach())
+    assert q.teacher is q.student and q.student.requires_grad and q.options == {"t": 2.0}
+    monkeypatch.setattr(tolerance, "CPU_DRAW_ELEMENTS", 14)  # 12 + 3 distinct elements
+    assert tolerance.on_cpu(p) is None
+
+
+def test_on_a_gpu_the_careful_yardstick_is_also_drawn_on_the_cpu(monkeypatch):
+    """The engine's draws: three nudges, and off the CPU one run on a CPU copy (a device whose
+    careful run lands on the truth every time no longer sets the limit alone)."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from ligerbench.verify import engine
+
+    @dataclasses.dataclass
+    class Problem:
+        x: torch.Tensor
+
+    seen = []
+    spec = SimpleNamespace(eager=lambda p: seen.append(p.x.device.type) or SimpleNamespace(values={}))
+    assert len(engine._float32_draws(spec, Problem(torch.ones(2)), torch.device("cpu"))) == tolerance.NUDGES
+    seen.clear()
+    # a run on another device (its tensors here on the CPU: this machine has no GPU)
+    draws = engine._float32_draws(spec, Problem(torch.ones(2)), torch.device("meta"))
+    assert len(draws) == tolerance.NUDGES + 1 and seen[-1] == "cpu"
+    # a problem whose copy cannot come to the CPU (meta tensors: no data): no CPU draw, no error
+    meta = Problem(torch.ones(2, device="meta"))
+    assert len(engine._float32_draws(spec, meta, torch.device("meta"))) == tolerance.NUDGES

@@ -111,9 +111,8 @@ def run_plan(
         try:
             problem = spec.make_problem(case, seed, device)
             ref = spec.reference(problem)
-            nudged = (tuple(spec.eager(tolerance.nudged(problem, seed)) for seed in range(tolerance.NUDGES))
-                      if DTYPES[case.dtype] == torch.float32 else ())  # fmt: skip
-            yard = Yardsticks(spec.eager(problem), spec.textbook(problem) if spec.textbook else None, nudged)
+            draws = _float32_draws(spec, problem, device) if DTYPES[case.dtype] == torch.float32 else ()
+            yard = Yardsticks(spec.eager(problem), spec.textbook(problem) if spec.textbook else None, draws)
         except Exception as exc:  # the case itself could not be set up: every row is an error
             for provider in plan.providers:
                 rows(provider, "error", f"reference/yardstick failed: {_describe(exc)}")
@@ -157,6 +156,19 @@ def run_plan(
         on_case(case)
 
 
+def _float32_draws(spec: KernelSpec, problem, device: torch.device) -> tuple:
+    """More draws of the careful yardstick's float32 roundings (ligerbench/tolerance.py): on
+    inputs nudged one ulp, and on a GPU once more on a CPU copy where that copy can run."""
+    draws = tuple(spec.eager(tolerance.nudged(problem, seed)) for seed in range(tolerance.NUDGES))
+    if device.type == "cpu" or (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return draws  # ranks: a CPU copy could call a collective one rank skips
+    try:
+        copy = tolerance.on_cpu(problem)
+        return draws if copy is None else (*draws, spec.eager(copy))
+    except Exception:  # a problem that only runs where it was made (a rank's share): no CPU draw
+        return draws
+
+
 @dataclass(frozen=True)
 class Yardsticks:
     """The two yardsticks' outcomes on one case (ligerbench/tolerance.py); textbook None where
@@ -164,8 +176,8 @@ class Yardsticks:
 
     careful: object
     textbook: object | None
-    # float32 cases: the careful yardstick on inputs one ulp away (tolerance.nudged), a few
-    # draws; the largest error counts where it is the larger (up to tolerance.NUDGE_COUNTS_UP_TO)
+    # float32 cases: more draws of the careful yardstick's roundings (nudged inputs; on a GPU a
+    # CPU copy); the largest error counts where it is the larger (up to NUDGE_COUNTS_UP_TO)
     nudged: tuple = ()
     # quantity -> (careful error, textbook error): formed once a case, whatever the providers
     # (a 2**31-element gradient is compared a block at a time, seconds each)
