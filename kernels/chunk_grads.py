@@ -1,6 +1,6 @@
 """The gradients of a linear head (hidden, weight, bias) summed chunk of rows by chunk of rows,
 shared by the fused kernels that form a chunk's dL/dlogits in forward (flce's token split,
-flkd's scalar reductions): grad_hidden[chunk] = dlogits @ W in one product; grad_weight +=
+grpo's eager path, flkd's scalar reductions): grad_hidden[chunk] = dlogits @ W in one product; grad_weight +=
 dlogits.T @ h_chunk in the weight's dtype ("dtype": addmm, the running sum rounded once a chunk)
 or into a float32 [V, H] accumulator ("fp32": rounded once at the end; the choice and its
 error are in kernels/fused_linear_cross_entropy.py's docstring, `plan`); grad_bias in float32
@@ -17,9 +17,9 @@ from .fp32_products import add_product_fp32
 
 class ChunkGrads:
     """Accumulates the gradients of h [N, H], w [V, H] and (if need_b) the bias [V], each only
-    where asked for; `add(start, stop, h_c, grad)` takes a chunk's dL/dlogits [rows, V] (the
-    inputs' dtype, any row stride), `result()` gives (grad_h, grad_w, grad_b), None where not
-    needed, in the dtypes of the tensors they belong to."""
+    where asked for; `add(start, stop, h_c, grad, w)` takes rows [start, stop)'s hidden h_c and
+    dL/dlogits grad [rows, V] (the inputs' dtype, any row stride); `result()` gives (grad_h,
+    grad_w, grad_b), None where not needed, in the dtypes of the tensors they belong to."""
 
     def __init__(self, h, w, *, need_h: bool, need_w: bool, need_b: bool, accum: str, bias_dtype=None):
         self.w_dtype, self.bias_dtype = w.dtype, bias_dtype

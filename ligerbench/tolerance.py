@@ -164,28 +164,41 @@ def yardstick(run, problem, upcast: dict[str, torch.Tensor | None]):
     return dataclasses.replace(out, values=values)
 
 
+def _tensor_fields(problem, wanted) -> dict[str, torch.Tensor]:
+    """problem's (a dataclass) tensor fields that `wanted` accepts, by name."""
+    import dataclasses
+
+    fields = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
+    return {k: t for k, t in fields.items() if isinstance(t, torch.Tensor) and wanted(t)}
+
+
+def _replace_tensors(problem, tensors: dict[str, torch.Tensor], make):
+    """A copy of `problem` with each of `tensors` replaced by make(tensor); one tensor in two
+    fields (a teacher that is the student) is made once and stays one."""
+    import dataclasses
+
+    done = {}
+    for t in tensors.values():
+        if id(t) not in done:
+            done[id(t)] = make(t)
+    return dataclasses.replace(problem, **{name: done[id(t)] for name, t in tensors.items()})
+
+
 def nudged(problem, seed: int = 0):
     """A copy of `problem` (a dataclass) whose float32 tensors have each finite nonzero element
     moved one ulp up or down (a random direction, a fixed seed): the inputs after one rounding
     (module docstring). Other fields, and zeros, infinities and NaNs, are kept as they are (a
     mask, a -inf padding column); requires_grad is kept."""
-    import dataclasses
-
     gen = torch.Generator().manual_seed(seed)
-    moved, done = {}, {}  # one tensor in two fields (a teacher that is the student) moves once
-    for f in dataclasses.fields(problem):
-        t = getattr(problem, f.name)
-        if not (isinstance(t, torch.Tensor) and t.dtype == torch.float32 and t.numel()):
-            continue
-        if id(t) in done:
-            moved[f.name] = done[id(t)]
-            continue
+
+    def nudge(t):
         x = t.detach()
         up = torch.rand(x.shape, generator=gen).to(x.device) < 0.5
         step = torch.nextafter(x, torch.where(up, math.inf, -math.inf).to(x.dtype))
         keep = ~torch.isfinite(x) | (x == 0) | ~torch.isfinite(step)
-        moved[f.name] = done[id(t)] = torch.where(keep, x, step).requires_grad_(t.requires_grad)
-    return dataclasses.replace(problem, **moved)
+        return torch.where(keep, x, step).requires_grad_(t.requires_grad)
+
+    return _replace_tensors(problem, _tensor_fields(problem, lambda t: t.dtype == torch.float32 and t.numel()), nudge)
 
 
 CPU_DRAW_ELEMENTS = 2**20  # inputs; the yardstick's intermediates ([N, V] logits) are larger: keep the CPU draw cheap
@@ -195,17 +208,10 @@ def on_cpu(problem):
     """A copy of `problem` (a dataclass) with its tensors on the CPU (requires_grad kept; one
     tensor in two fields stays one), or None when its tensors hold more than CPU_DRAW_ELEMENTS
     elements in all (module docstring)."""
-    import dataclasses
-
-    tensors = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)}
-    tensors = {k: t for k, t in tensors.items() if isinstance(t, torch.Tensor)}
+    tensors = _tensor_fields(problem, lambda t: True)
     if sum(t.numel() for t in {id(t): t for t in tensors.values()}.values()) > CPU_DRAW_ELEMENTS:
         return None
-    done = {}
-    for t in tensors.values():
-        if id(t) not in done:
-            done[id(t)] = t.detach().cpu().requires_grad_(t.requires_grad)
-    return dataclasses.replace(problem, **{name: done[id(t)] for name, t in tensors.items()})
+    return _replace_tensors(problem, tensors, lambda t: t.detach().cpu().requires_grad_(t.requires_grad))
 
 
 RULES = ("default", "strict")

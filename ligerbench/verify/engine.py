@@ -178,7 +178,7 @@ class Yardsticks:
     textbook: object | None
     # float32 cases: more draws of the careful yardstick's roundings (nudged inputs; on a GPU a
     # CPU copy); the largest error counts where it is the larger (up to NUDGE_COUNTS_UP_TO)
-    nudged: tuple = ()
+    draws: tuple = ()
     # quantity -> (careful error, textbook error): formed once a case, whatever the providers
     # (a 2**31-element gradient is compared a block at a time, seconds each)
     _errors: dict = field(default_factory=dict, compare=False, repr=False)
@@ -186,7 +186,7 @@ class Yardsticks:
     def errors(self, quantity: str, truth: torch.Tensor, scale: float | None = None) -> tuple[float, float]:
         if quantity not in self._errors:
             careful = tolerance.rel_error(self.careful.values.get(quantity), truth, scale)
-            for outcome in self.nudged:
+            for outcome in self.draws:
                 moved = tolerance.rel_error(outcome.values.get(quantity), truth, scale)
                 careful = max(careful, moved) if moved <= tolerance.NUDGE_COUNTS_UP_TO else careful
             self._errors[quantity] = (careful, self._textbook_error(quantity, truth, scale))

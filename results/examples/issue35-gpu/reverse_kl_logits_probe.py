@@ -40,12 +40,15 @@ def rel(x):
 
 
 for name, (xs, xt) in ways.items():
-    ulps = ((xs.double() - x64[0]).abs() / torch.finfo(torch.float32).eps / xs.abs().double().clamp_min(1e-30))
+    ulps = (xs.double() - x64[0]).abs() / torch.finfo(torch.float32).eps / xs.abs().double().clamp_min(1e-30)
     careful = semantics.reference(xs, xt, lbl, **o)
     ours = distill_loss(xs, xt, labels=lbl, **o)
-    print(f"{name:15s} logits vs float64: max {ulps.max().item():.2f} ulp-eps; careful {rel(careful)}; "
-          f"our kd kernel {rel(ours)}")
+    print(
+        f"{name:15s} logits vs float64: max {ulps.max().item():.2f} ulp-eps; careful {rel(careful)}; "
+        f"our kd kernel {rel(ours)}"
+    )
 a, b = ways["2d (ours)"][0], ways["3d (yardstick)"][0]
 print("2d vs 3d student logits differ in", int((a != b).sum()), "of", a.numel())
-print("careful on float64 logits rounded once to float32:", rel(semantics.reference(x64[0].float(), x64[1].float(), lbl, **o)))
+once = semantics.reference(x64[0].float(), x64[1].float(), lbl, **o)
+print("careful on float64 logits rounded once to float32:", rel(once))
 print("our fused op:", rel(fused_linear_distill(sh, sw, th, tw, p.labels, **o)))
