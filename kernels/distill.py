@@ -69,7 +69,7 @@ import triton.language as tl
 
 from .cross_entropy import _INTERPRETED, _launch_config
 from .log_probs import _col_offsets, _row_base, _view_3d
-from .triton_math import exp, log1p, to_store  # decides the Triton mode
+from .triton_math import log1p, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
 DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "tvd")
@@ -87,11 +87,11 @@ def _merge(m, r, z):
     # r is summed in float64: log s must hold to float32's ulp of the KL, not of log s (~7),
     # and the block's exponentials (float32) are what a float32 sum would round
     bm = tl.max(z, 0)
-    e = exp(z - tl.maximum(bm, -3.0e38))
+    e = tl.exp(z - tl.maximum(bm, -3.0e38))
     top = z == bm
     rb = tl.sum(tl.where(top, 0.0, e).to(tl.float64), 0) + (tl.sum(top.to(tl.float64), 0) - 1.0)
     rb = tl.where(bm > float("-inf"), rb, 0.0)
-    shrink = exp(tl.minimum(m, bm) - tl.maximum(tl.maximum(m, bm), -3.0e38)).to(tl.float64)
+    shrink = tl.exp(tl.minimum(m, bm) - tl.maximum(tl.maximum(m, bm), -3.0e38)).to(tl.float64)
     r = tl.where(bm > m, rb + (1.0 + r) * shrink, r + (1.0 + rb) * shrink)
     return tl.maximum(m, bm), r
 
@@ -105,7 +105,7 @@ def _log_mix(lp, lq, log_1mb, log_b):
     b = lq + log_b
     top = tl.maximum(a, b)
     gap = tl.where(a == b, 0.0, tl.abs(a - b))
-    return tl.where(lp == lq, lp, top + log1p(exp(-gap)))
+    return tl.where(lp == lq, lp, top + log1p(tl.exp(-gap)))
 
 
 @device_function
@@ -139,8 +139,8 @@ def _terms(lp, lq, d, log_1mb, log_b, beta, DIV: tl.constexpr):
     d = log p - log q formed from the logits' difference (_gap: the KLs keep their digits).
     aux_s / aux_t are the row sums backward needs: reverse_kl: the divergence / -; forward_kl:
     - / the divergence; jsd: KL(p || m) / KL(q || m); tvd: sum p g / sum q g, g = sign(p - q) / 2."""
-    p = exp(lp)
-    q = exp(lq)
+    p = tl.exp(lp)
+    q = tl.exp(lq)
     if DIV == 0:  # forward KL
         t = tl.where(q > 0.0, -q * d, 0.0)
         return t, t, t
@@ -160,8 +160,8 @@ def _terms(lp, lq, d, log_1mb, log_b, beta, DIV: tl.constexpr):
 @device_function
 def _grads(lp, lq, d, log_1mb, log_b, beta, aux_s, aux_t, DIV: tl.constexpr):
     """Per column: (dL/dz_student, dL/dz_teacher), z = logits / T, through each softmax."""
-    p = exp(lp)
-    q = exp(lq)
+    p = tl.exp(lp)
+    q = tl.exp(lq)
     if DIV == 0:
         return p - q, tl.where(q > 0.0, q * (-d - aux_t), 0.0)
     elif DIV == 1:
@@ -267,7 +267,7 @@ def _kd_fwd_kernel(
             lq = (xt * inv_t - m_t) - ls_t.to(tl.float32)
             d = _gap(xs, xt, inv_t, _row_gap(m_s, ls_s, m_t, ls_t))
             t, a, c = _terms(lp, lq, d, log_1mb, log_b, beta, DIV)
-            off = 1.0 - tl.sum(exp(lp).to(tl.float64), 0)
+            off = 1.0 - tl.sum(tl.exp(lp).to(tl.float64), 0)
             loss, aux_s = _off_support(tl.sum(t.to(tl.float64), 0), tl.sum(a.to(tl.float64), 0), off, beta, log_1mb,
                                        DIV)  # fmt: skip
             aux_t = tl.sum(c.to(tl.float64), 0)

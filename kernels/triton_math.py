@@ -18,18 +18,6 @@ _LIBDEVICE_TANH: tl.constexpr = tl.constexpr(_MODE == "compiled")
 
 
 @device_function
-def exp(x):
-    # Compiled, tl.exp is ex2.approx of x * log2(e): the product's rounding alone is |x| * 1.44
-    # ulps of the result. The distillation terms p * (log p - log q) of a confident row at T = 2
-    # summed those into a float32 loss 3 ulps off on an H200 (issue 35) where careful PyTorch
-    # (CUDA's expf) lands within one. libdevice's exp is CUDA's expf; the interpreter has no
-    # libdevice, and its tl.exp is numpy's, accurate already.
-    if _LIBDEVICE_TANH:
-        return libdevice.exp(x)
-    return tl.exp(x)
-
-
-@device_function
 def expm1(x):
     # Kahan's expm1 from exp and log: exact to a few ulps near 0, where exp(x) - 1 alone loses
     # every digit. (Neither Triton release we support has an expm1 we can rely on.)
