@@ -76,7 +76,7 @@ from .fp32_products import add_product_fp32, logits_fp32
 from .fused_linear_cross_entropy import AUTO_DTYPE_MAX_CHUNKS, plan
 from .fused_linear_log_probs import _spans
 
-DEFAULT_CHUNK_BYTES = 224 * 2**20
+DEFAULT_CHUNK_BYTES = 260 * 2**20
 SUB_ROWS = 128  # "forward": rows of a float32 logits sub-chunk when the budget holds them
 GRADIENTS = ("auto", "forward", "backward")
 

@@ -1,0 +1,60 @@
+"""The distillation kernels' launch config on a GPU (kernels/distill.py: one program per row,
+BLOCK_V columns a step over num_warps warps; ce's config by default): forward and backward timed
+apart, JSD, at flkd's sub-chunk (128 rows of float32 logits, V=152064: the shape the fused op
+hands them at a Qwen2.5-7B head) and at kd's bench shape (2048 rows of bf16 logits).
+CUDA events, median of 20 after 3 warm-ups.
+
+    PYTHONPATH=$PWD python3 results/examples/issue35-gpu/kd_config_sweep.py
+"""
+
+import statistics
+
+import torch
+import triton
+
+from ligerbench.kernels import distill
+
+V = 152064
+CONFIGS = [None, (4096, 8), (2048, 8), (2048, 4), (1024, 4), (8192, 16), (1024, 2)]
+
+
+def timed(fn, reps=20):
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    real = distill._launch_config
+    print(torch.cuda.get_device_name(), "V", V, "JSD beta 0.5")
+    for n, dtype in ((128, torch.float32), (2048, torch.bfloat16)):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        xs = torch.randn(n, V, device="cuda", generator=g).to(dtype)
+        xt = torch.randn(n, V, device="cuda", generator=g).to(dtype)
+        labels = torch.randint(0, V, (n,), device="cuda", generator=g)
+        opts = dict(divergence="jsd", beta=0.5, temperature=1.0, ignore_index=-100)
+        scale = torch.full((n,), 1.0 / n, device="cuda")
+        grad = torch.empty(n, V, device="cuda", dtype=torch.bfloat16)
+        for cfg in CONFIGS:
+            if cfg is None:
+                distill._launch_config = real
+            else:
+                distill._launch_config = lambda n_cols, dev, c=cfg: (min(triton.next_power_of_2(n_cols), c[0]), c[1])
+            rows, stats = distill.distill_rows(xs, xt, None, labels, **opts)
+            fwd = timed(lambda: distill.distill_rows(xs, xt, None, labels, **opts, out=(rows, stats)))
+            bwd = timed(lambda: distill.distill_grad_rows(xs, xt, None, labels, stats, scale, grad, None, **opts))
+            name = "default " + str(real(V, xs.device)) if cfg is None else str(cfg)
+            print(f"n={n:5d} {str(dtype)[6:]:9s} {name:22s} fwd {fwd:7.3f} ms  bwd {bwd:7.3f} ms  loss {rows.sum().item():.6f}",
+                  flush=True)
+    distill._launch_config = real
+
+
+main()
