@@ -68,7 +68,7 @@ import triton
 import triton.language as tl
 
 from .cross_entropy import _INTERPRETED, _launch_config
-from .log_probs import _blocks, _col_offsets, _row_base, _view_3d, split_blocks
+from .log_probs import _col_offsets, _row_base, _view_3d
 from .triton_math import log1p, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -76,8 +76,6 @@ DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "tvd")
 REDUCTIONS = ("none", "sum", "mean", "batchmean")
 FKL, RKL, JSD, TVD = 0, 1, 2, 3
 N_STATS = 6  # per row, float64: student (m, r), teacher (m, r), aux_s, aux_t (see _terms)
-# (BLOCK_V, num_warps) of a one-block-a-program backward (log_probs.split_blocks) by device type
-BWD_SPLIT: dict[str, tuple[int, int]] = {}
 
 
 @device_function
@@ -339,10 +337,8 @@ def _kd_bwd_kernel(
     BLOCK_V: tl.constexpr,
     BLOCK_K: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
-    ONE_BLOCK: tl.constexpr,  # one block a program (grid axis 1), else one program walks the row
 ):
     row = tl.program_id(0).to(tl.int64)
-    b_first, b_stop = _blocks(V, BLOCK_V, ONE_BLOCK)
     offs = tl.arange(0, BLOCK_V)
     gs_row = gs_ptr + row * stride_gs
     gt_row = gt_ptr + row * stride_gt
@@ -352,12 +348,12 @@ def _kd_bwd_kernel(
     if HAS_LABELS:
         ignored = tl.load(lbl_ptr + row) == ignore_index
     if ignored:
-        for b in range(b_first, b_stop):
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             tl.store(gs_row + cols, tl.zeros([BLOCK_V], dtype=s_ty), mask=cols < V)
             if TEACHER_GRAD and not TOPK:
                 tl.store(gt_row + cols, tl.zeros([BLOCK_V], dtype=t_ty), mask=cols < V)
-        if TEACHER_GRAD and TOPK and b_first == 0:
+        if TEACHER_GRAD and TOPK:
             kk = tl.arange(0, BLOCK_K)
             tl.store(gt_row + kk, tl.zeros([BLOCK_K], dtype=t_ty), mask=kk < K)
     else:
@@ -372,7 +368,7 @@ def _kd_bwd_kernel(
         c_row = _row_gap(m_s, ls_s, m_t, ls_t)
         ls_s = ls_s.to(tl.float32)
         ls_t = ls_t.to(tl.float32)
-        for b in range(b_first, b_stop):
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             in_row = cols < V
             xs = tl.load(s_row + _col_offsets(cols, s_sv, UNIT_S), mask=in_row, other=float("-inf")).to(tl.float32)
@@ -391,7 +387,7 @@ def _kd_bwd_kernel(
             tl.store(gs_row + cols, to_store(gs * chain, s_ty, ROUND_BY_HAND), mask=in_row)
             if TEACHER_GRAD and not TOPK:
                 tl.store(gt_row + cols, to_store(gt * chain, t_ty, ROUND_BY_HAND), mask=in_row)
-        if TEACHER_GRAD and TOPK and b_first == 0:  # the teacher's K log-probs, once a row
+        if TEACHER_GRAD and TOPK:  # the teacher's K log-probs
             kk = tl.arange(0, BLOCK_K)
             xt = tl.load(t_ptr + row * K + kk, mask=kk < K, other=float("-inf")).to(tl.float32)
             ids = tl.load(ids_ptr + row * K + kk, mask=kk < K, other=0).to(tl.int64)
@@ -516,13 +512,8 @@ def distill_grad_rows(
     k = teacher_ids.shape[1] if topk else 1
     gs = grad_student.reshape(n_rows, n_cols)
     gt = None if grad_teacher is None else grad_teacher.reshape(n_rows, -1)
-    split = BWD_SPLIT.get(student.device.type)
-    one_block = split_blocks(student, grad_student, split) and (
-        grad_teacher is None or split_blocks(teacher, grad_teacher, split))
-    block_v, num_warps = split if one_block else _launch_config(n_cols, student.device)
-    block_v = min(block_v, triton.next_power_of_2(n_cols))
-    grid = (n_rows, triton.cdiv(n_cols, block_v)) if one_block else (n_rows,)
-    _kd_bwd_kernel[grid](
+    block_v, num_warps = _launch_config(n_cols, student.device)
+    _kd_bwd_kernel[(n_rows,)](
         s, s.shape[1], s.stride(0), s.stride(1), s.stride(2),
         t, t_sb, t_st, t_sv,
         teacher_ids if topk else stats, k,
@@ -533,7 +524,7 @@ def distill_grad_rows(
         n_cols, col_start, 1.0 / temperature, beta, log_1mb, log_b,
         DIV=div, TOPK=topk, HAS_LABELS=labels is not None, TEACHER_GRAD=gt is not None,
         UNIT_S=s.stride(2) == 1, UNIT_T=topk or t_sv == 1, BLOCK_V=block_v,
-        BLOCK_K=triton.next_power_of_2(k), ROUND_BY_HAND=_INTERPRETED, ONE_BLOCK=one_block, num_warps=num_warps,
+        BLOCK_K=triton.next_power_of_2(k), ROUND_BY_HAND=_INTERPRETED, num_warps=num_warps,
         enable_fp_fusion=False,
     )  # fmt: skip
 

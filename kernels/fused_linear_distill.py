@@ -44,16 +44,29 @@ Design. Two ways to form the gradients, `gradients`:
   logit of the sub-chunk (r = SUB_ROWS, or fewer when the budget is small) plus the dtype's
   bytes a logit of the group (R: the most the rest of the budget holds); "backward" 8 bytes a
   logit forward and 8, or 10 for 16-bit inputs, backward, plus its float32 [N, H] accumulator.
-  Default 224 MiB: at N=8192 and a Qwen2.5-7B head for both (H=3584, V=152064, bf16) r=128,
-  R=256, 32 groups, extra memory the gradients (1096 MiB) + 224 MiB, under the gradients + 25%
-  (1370 MiB). `chunk_rows` forces r = R (tests use it for many and partial groups).
-- what the budget costs (H200, N=8192, Qwen2.5-7B heads for both, bf16, JSD, mean; time of
-  forward + backward, extra memory with the gradients; results/examples/issue35-gpu/
-  flkd_rows_probe.py): default 100.3 ms / 1319 MiB; chunk_rows=256 87.3 / 1468; 384 80.4 / 1653;
-  "backward" 116.2 / 1428; Liger's fused linear JSD (bf16 logits) 83.3 / 3465 in the same run.
-  A 128-row product reads the whole weight (1.09 GB) for 2 * 128 FLOPs a byte, under the GPU's
-  balance (~180 on an H200): the logits products are bound by memory there, and a 256-row one
-  does not fit the memory target in float32 (8 bytes a logit).
+  Default 260 MiB: at N=8192 and a Qwen2.5-7B head for both (H=3584, V=152064, bf16) r=128,
+  R=384, 22 groups (224 MiB gave R=256, 32 groups: 10 more passes over grad_weight); extra
+  memory the gradients (1096 MiB) + 260 MiB = 1356 MiB, under the gradients + 25% (1370 MiB).
+  At a Llama-3-8B head r=128, R=512: 1317 MiB against 1332. `chunk_rows` forces r = R (tests
+  use it for many and partial groups).
+- what the budget costs (N=8192, Qwen2.5-7B heads for both, bf16, JSD, mean; time of forward +
+  backward, extra memory with the gradients; results/examples/issue35-gpu/flkd_rows_probe.py):
+  H100: 224 MiB 125.0 ms / 1319 MiB, 260 MiB 113.9 / 1356, 280 MiB 121.3 / 1375;
+  chunk_rows=256 100.8 / 1468, 384 85.4 / 1653; "backward" 124.3 / 1468; Liger's fused linear
+  JSD (bf16 logits) 87.1 / 3465 in the same run. H200 (session 15, 224 MiB): 100.3 ms, 384 rows
+  80.4, Liger 83.3.
+  Where the time goes (H100 profile at 224 MiB, results/examples/issue35-gpu/heads_profile.py):
+  the 128 logits products 54 ms (43%), the 32 grad_weight passes 36 ms, the grad_hidden products
+  13 ms, the divergence kernels 21 ms (with libdevice's exp, since reverted). A 128-row product
+  reads the whole weight (1.09 GB) for 2 * 128 FLOPs a byte, under the GPU's balance (~200 on
+  an H200, ~300 on an H100): bound by memory. A 256-row product for both heads needs 8 bytes
+  a logit x 256 rows = 297 MiB, and the memory target leaves 274 MiB: so within the target the
+  products stay bound by memory, and a larger budget (`chunk_rows=384`: 1653 MiB) buys Liger's
+  time at half Liger's memory.
+  Products of different row counts for the two heads (the student's at R rows, the teacher's at
+  r) were tried and dropped: a self-distilled teacher's logits then differ from the student's in
+  the last bit (a product's rounding depends on its shape), and TVD's gradient at p == q is 0
+  only when they do not (verify's `self` cases failed on CPU).
 """
 
 from __future__ import annotations
@@ -76,7 +89,7 @@ from .fp32_products import add_product_fp32, logits_fp32
 from .fused_linear_cross_entropy import AUTO_DTYPE_MAX_CHUNKS, plan
 from .fused_linear_log_probs import _spans
 
-DEFAULT_CHUNK_BYTES = 260 * 2**20
+DEFAULT_CHUNK_BYTES = 260 * 2**20  # the module docstring: under the memory target at Qwen2.5-7B and Llama-3-8B heads
 SUB_ROWS = 128  # "forward": rows of a float32 logits sub-chunk when the budget holds them
 GRADIENTS = ("auto", "forward", "backward")
 
@@ -268,7 +281,7 @@ def fused_linear_distill(
     teacher_hidden [.., Ht] (the student's rows), teacher_weight [V, Ht], one dtype (may differ
     from the student's). Gradients flow to the student's hidden and weight only. divergence,
     beta, temperature, ignore_index and reduction as in distill_loss; chunk_bytes bounds the
-    working buffers (default 224 MiB); gradients ("auto", "forward", "backward") chooses where
+    working buffers (default 260 MiB); gradients ("auto", "forward", "backward") chooses where
     the gradients are formed and chunk_rows forces the rows of a chunk (module docstring)."""
     args = (divergence, beta, temperature, ignore_index, reduction, chunk_bytes, gradients, chunk_rows)
     heads = (student_hidden, student_weight, teacher_hidden, teacher_weight)

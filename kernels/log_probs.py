@@ -109,18 +109,6 @@ def _count_valid(tgt_row, K, ignore_index):
 _LP_NOT_SPECIALISED = ["T", "K", "col_start", "ignore_index", "stride_v"]
 
 
-@device_function
-def _blocks(V, BLOCK_V: tl.constexpr, ONE_BLOCK: tl.constexpr):
-    # the blocks of a row this program writes: its own (grid axis 1), or all of them in order
-    if ONE_BLOCK:
-        first = tl.program_id(1)
-        stop = first + 1
-    else:
-        first = 0
-        stop = tl.cdiv(V, BLOCK_V)
-    return first, stop
-
-
 @triton.jit(
     do_not_specialize=_LP_NOT_SPECIALISED,
     do_not_specialize_on_alignment=["tgt_ptr", "logp_ptr", "ent_ptr", "stats_ptr", "zt_ptr"],
@@ -262,17 +250,15 @@ def _lp_bwd_kernel(
     UNIT_STRIDE: tl.constexpr,
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
-    ONE_BLOCK: tl.constexpr,  # one block a program (grid axis 1), else one program walks the row
 ):
     row = tl.program_id(0).to(tl.int64)
-    b_first, b_stop = _blocks(V, BLOCK_V, ONE_BLOCK)
     x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
     g_row = grad_ptr + row * stride_g
     tgt_row = tgt_ptr + row * K
     offs = tl.arange(0, BLOCK_V)
     out_ty = grad_ptr.dtype.element_ty
     if _count_valid(tgt_row, K, ignore_index) == 0:
-        for b in range(b_first, b_stop):
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=out_ty), mask=cols < V)
     else:
@@ -290,7 +276,7 @@ def _lp_bwd_kernel(
         if HAS_DENT:
             d_ent = tl.load(dent_ptr + row)
         chain = scale * inv_t
-        for b in range(b_first, b_stop):
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             in_row = cols < V
             x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=in_row, other=float("-inf"))
@@ -330,9 +316,6 @@ def _lp_bwd_kernel(
 # several programs did not help (1.97 ms at 4 blocks a program). The interpreter keeps ce's.
 _GPU_FWD = (2048, 8)
 _GPU_BWD = (4096, 8)
-# (BLOCK_V, num_warps) of a one-block-a-program backward (split_blocks) by device type; absent:
-# one program walks each row (tests set "cpu" to run the split under the interpreter)
-BWD_SPLIT: dict[str, tuple[int, int]] = {}
 
 
 def _config(n_cols: int, device: torch.device, gpu: tuple[int, int]) -> tuple[int, int]:
@@ -437,14 +420,8 @@ def log_probs_grad_rows(
     if n_rows == 0:
         return grad
     g = grad.reshape(n_rows, n_cols)  # a view: grad is dense along its rows
-    split = BWD_SPLIT.get(logits.device.type)
-    one_block = split_blocks(logits, grad, split)
-    if one_block:
-        block_v, num_warps = min(triton.next_power_of_2(max(n_cols, 1)), split[0]), split[1]
-    else:
-        block_v, num_warps = _config(n_cols, logits.device, _GPU_BWD)
-    grid = (n_rows, triton.cdiv(n_cols, block_v)) if one_block else (n_rows,)
-    _lp_bwd_kernel[grid](
+    block_v, num_warps = _config(n_cols, logits.device, _GPU_BWD)
+    _lp_bwd_kernel[(n_rows,)](
         x,
         x.shape[1],
         x.stride(0),
@@ -469,25 +446,10 @@ def log_probs_grad_rows(
         UNIT_STRIDE=x.stride(2) == 1,
         BLOCK_V=block_v,
         ROUND_BY_HAND=_INTERPRETED,
-        ONE_BLOCK=one_block,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
     )
     return grad
-
-
-def split_blocks(logits: torch.Tensor, grad: torch.Tensor, config) -> bool:
-    """Whether a backward that writes each column from that column alone runs one block a
-    program (a 2-D grid, `config` = (BLOCK_V, num_warps): BWD_SPLIT) rather than one program a
-    row: only with a config, and only where the gradient does not share the logits' storage
-    other than as the logits themselves (fp32_products.grad_under_logits lays a block's gradient
-    over logits of earlier blocks of its row: only a program walking the row in order may write
-    there)."""
-    if config is None:
-        return False
-    if grad.untyped_storage().data_ptr() != logits.untyped_storage().data_ptr():
-        return True
-    return grad.data_ptr() == logits.data_ptr() and grad.dtype == logits.dtype and grad.stride() == logits.stride()
 
 
 # ----------------------------------------------------------------------------- checks

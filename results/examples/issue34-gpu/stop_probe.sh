@@ -15,7 +15,7 @@ import pandas as pd
 out, t0, t1, after, rc = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 run = sorted(glob.glob(f"{out}/*bench-flce*"))[-1]
 env = json.load(open(f"{run}/env.json"))
-m = env.get("manifest", env)
+m = env["run"]
 rows = pd.read_csv(f"{run}/records.csv") if glob.glob(f"{run}/records.csv") else pd.DataFrame()
 print(f"exit {rc}; ended {t1 - t0 - after:.1f} s after SIGTERM (sent at {after:.0f} s)")
 print("manifest:", {k: m.get(k) for k in ("unit", "planned", "completed", "rows", "interrupted", "finished")},

@@ -1,3 +1,4 @@
+# ruff: noqa: B023 -- each closure is timed within its own iteration
 """The distillation kernels' launch config on a GPU (kernels/distill.py: one program per row,
 BLOCK_V columns a step over num_warps warps; ce's config by default): forward and backward timed
 apart, JSD, at flkd's sub-chunk (128 rows of float32 logits, V=152064: the shape the fused op
@@ -52,8 +53,8 @@ def main():
             fwd = timed(lambda: distill.distill_rows(xs, xt, None, labels, **opts, out=(rows, stats)))
             bwd = timed(lambda: distill.distill_grad_rows(xs, xt, None, labels, stats, scale, grad, None, **opts))
             name = "default " + str(real(V, xs.device)) if cfg is None else str(cfg)
-            print(f"n={n:5d} {str(dtype)[6:]:9s} {name:22s} fwd {fwd:7.3f} ms  bwd {bwd:7.3f} ms  loss {rows.sum().item():.6f}",
-                  flush=True)
+            loss = rows.sum().item()
+            print(f"n={n:5d} {str(dtype)[6:]:9s} {name:22s} fwd {fwd:7.3f} ms  bwd {bwd:7.3f} ms  loss {loss:.6f}")
     distill._launch_config = real
 
 
