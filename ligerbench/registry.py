@@ -67,6 +67,12 @@ class KernelSpec:
     hints: Callable[[Case, str], tuple[str, ...]] | None = None
 
 
+class NotRun(Exception):
+    """Raised by a provider's callable for a case it cannot run as itself (torch.compile past
+    its recompile limit would run it eagerly: suites/compiled.py): verify records the case as
+    skip, with the message as the reason, never as that provider's pass."""
+
+
 @dataclass(frozen=True)
 class Provider:
     """One implementation of a kernel. `load()` imports it and returns the callable; an

@@ -23,7 +23,7 @@ from ligerbench import tolerance
 from ligerbench.cases import DTYPES, Case
 from ligerbench.problems import same_bits
 from ligerbench.records import Record, RecordWriter, settings_text
-from ligerbench.registry import KernelSpec, Provider, Registry, Suite
+from ligerbench.registry import KernelSpec, NotRun, Provider, Registry, Suite
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,10 @@ def run_plan(
                 continue
             try:
                 outcome = spec.run(provider.load(), problem)
+            except NotRun as exc:  # the provider cannot run this case as itself: not a check
+                rows(provider, "skip", str(exc))
+                _free(device)
+                continue
             except Exception as exc:
                 rows(provider, "error", _describe(exc))
                 _free(device)

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites.ce.spec import ce_torch
+from ligerbench.suites.compiled import compiled
 
 
 def _load_ours(inplace: bool):
@@ -39,7 +38,7 @@ def _load_eager():
 
 @functools.cache
 def _load_compiled():
-    return torch.compile(ce_torch, dynamic=False)
+    return compiled(ce_torch, dynamic=False)
 
 
 def _load_liger():

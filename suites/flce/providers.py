@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
+from ligerbench.suites.compiled import compiled
 from ligerbench.suites.flce.spec import flce_torch
 
 # Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/flce/
@@ -90,7 +89,7 @@ def _load_eager():
 
 @functools.cache
 def _load_compiled():
-    return torch.compile(flce_torch, dynamic=False)
+    return compiled(flce_torch, dynamic=False)
 
 
 def _load_liger():

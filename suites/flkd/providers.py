@@ -9,6 +9,7 @@ import torch
 
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import distill_semantics as semantics
+from ligerbench.suites.compiled import compiled
 from ligerbench.suites.kd.providers import textbook_supports
 
 
@@ -29,7 +30,7 @@ def eager_fp32(student_hidden, student_weight, teacher_hidden, teacher_weight, l
 def _compiled():
     if not torch.cuda.is_available():
         raise ImportError("torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain)")
-    return torch.compile(eager_fp32, dynamic=True)
+    return compiled(eager_fp32, dynamic=True)
 
 
 PROVIDERS = (

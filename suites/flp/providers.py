@@ -10,6 +10,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.compiled import compiled
 
 
 def _ours(**settings):
@@ -54,7 +55,7 @@ def _compiled():
         raise ImportError(
             "torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)"
         )
-    return torch.compile(eager_fp32, dynamic=True)
+    return compiled(eager_fp32, dynamic=True)
 
 
 PROVIDERS = (

@@ -8,6 +8,7 @@ import torch
 
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import distill_semantics as semantics
+from ligerbench.suites.compiled import compiled
 
 
 def _ours():
@@ -33,7 +34,7 @@ def textbook_supports(case) -> str | None:
 def _compiled():
     if not torch.cuda.is_available():
         raise ImportError("torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain)")
-    return torch.compile(eager_fp32, dynamic=True)
+    return compiled(eager_fp32, dynamic=True)
 
 
 PROVIDERS = (

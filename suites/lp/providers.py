@@ -8,6 +8,7 @@ import torch
 
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.compiled import compiled
 
 
 def _ours():
@@ -29,7 +30,7 @@ def _compiled():
         raise ImportError(
             "torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)"
         )
-    return torch.compile(eager_fp32, dynamic=True)
+    return compiled(eager_fp32, dynamic=True)
 
 
 PROVIDERS = (

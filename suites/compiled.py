@@ -1,0 +1,33 @@
+"""torch.compile as a verify provider, honestly: past torch._dynamo's recompile limit (8 compiles
+of one function by default) dynamo runs a call eagerly, and verify would record eager PyTorch's
+result as torch.compile's. A quick grid varies shapes, dtypes and options, so the limit is met
+within a few cases. Here that call raises NotRun instead: the case is a skip that says why."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import torch
+
+from ligerbench.registry import NotRun
+
+
+def compiled(fn: Callable, **options) -> Callable:
+    """torch.compile(fn, **options), raising NotRun for a call dynamo would run eagerly because
+    fn reached the recompile limit (torch._dynamo.config.recompile_limit)."""
+    graph = torch.compile(fn, **options)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        import torch._dynamo
+
+        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+            try:
+                return graph(*args, **kwargs)
+            except torch._dynamo.exc.FailOnRecompileLimitHit as exc:
+                limit = torch._dynamo.config.recompile_limit
+                raise NotRun(f"torch.compile reached its recompile limit ({limit} compiles of {fn.__name__}): "
+                             "dynamo would run this case eagerly") from exc  # fmt: skip
+
+    return call
