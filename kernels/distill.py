@@ -67,6 +67,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config
 from .log_probs import _col_offsets, _row_base, _view_3d
 from .triton_math import log1p, to_store  # decides the Triton mode
@@ -652,9 +653,7 @@ class DistillFunction(torch.autograd.Function):
         return (gs if want_s else None), gt, *(None,) * 8
 
 
-# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
-# cannot trace Triton's interpreter (CPU), and the op's own launches are what we verified.
-@torch.compiler.disable
+@opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
 def distill_loss(
     student: torch.Tensor,
     teacher: torch.Tensor,

@@ -75,6 +75,7 @@ import torch
 
 from .chunk_grads import ChunkGrads, scale_
 from .chunking import chunk_size
+from .compile_boundary import opaque
 from .distill import (
     N_STATS,
     counted_rows,
@@ -255,9 +256,7 @@ def _backward_pass(ctx, dloss, need_h, need_w):
     return grad_h, grad_w
 
 
-# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
-# cannot trace Triton's interpreter (CPU), and the op's own launches are what we verified.
-@torch.compiler.disable
+@opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
 def fused_linear_distill(
     student_hidden: torch.Tensor,
     student_weight: torch.Tensor,

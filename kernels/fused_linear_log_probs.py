@@ -52,6 +52,7 @@ from typing import Literal
 import torch
 
 from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
+from .compile_boundary import opaque
 from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
 from .log_probs import (
     N_STATS,
@@ -242,9 +243,7 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
         return (grad_h, grad_w, grad_b) + none[3:]
 
 
-# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
-# cannot trace Triton's interpreter (CPU), and the op's own launches are what we verified.
-@torch.compiler.disable
+@opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
 def fused_linear_log_probs(
     hidden: torch.Tensor,
     weight: torch.Tensor,

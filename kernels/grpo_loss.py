@@ -71,6 +71,7 @@ import torch
 
 from .chunk_grads import ChunkGrads, scale_
 from .chunking import DEFAULT_CHUNK_BYTES
+from .compile_boundary import opaque
 from .fp32_products import SHARED_LOGIT_BYTES, grad_under_logits, logits_fp32
 from .fused_linear_cross_entropy import GradWeightAccum, check_accum, plan
 from .fused_linear_log_probs import _spans, fused_linear_log_probs
@@ -294,9 +295,7 @@ def resolve_path(path: str, importance_level: str, grad_needed: bool, data_requi
     return "eager" if fits and grad_needed else "recompute"
 
 
-# torch.compile around a caller runs the eager path as it is, outside the graph (a graph break), as
-# fused_linear_log_probs: dynamo cannot trace Triton's interpreter (CPU), and the launches are what we verified.
-@torch.compiler.disable
+@opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
 def eager_loss(function, hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, bias, options,
                chunk_bytes, grad_weight_accum):  # fmt: skip
     """The loss through `function` (EagerGRPOFunction or a variant of it); `options`: every

@@ -52,6 +52,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config
 from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
 from .triton_mode import device_function
@@ -534,9 +535,7 @@ class LogProbsFunction(torch.autograd.Function):
         return (grad,) + (None,) * 5
 
 
-# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
-# cannot trace Triton's interpreter (CPU), and the op's own launches are what we verified.
-@torch.compiler.disable
+@opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
 def log_probs(
     logits: torch.Tensor,
     target: torch.Tensor,

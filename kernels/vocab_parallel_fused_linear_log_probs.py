@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import torch
 
+from .compile_boundary import opaque
 from .fp32_products import add_product_fp32, chunk_buffers, logits_fp32
 from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES
 from .fused_linear_log_probs import _spans, _validate, plan_cols
@@ -224,9 +225,7 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
         return (grad_h, grad_w, grad_b) + none[3:]
 
 
-# torch.compile around a caller runs this op as it is, outside the graph (a graph break): dynamo
-# cannot trace Triton's interpreter (CPU) nor the collectives of a simulated group.
-@torch.compiler.disable
+@opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
 def vocab_parallel_fused_linear_log_probs(
     hidden: torch.Tensor,
     weight_shard: torch.Tensor,
