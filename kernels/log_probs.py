@@ -48,6 +48,8 @@ gradient once: 3 passes over N * V):
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -322,8 +324,19 @@ def _lp_bwd_kernel(
 # blocks over 8 warps ran it in 1.28 ms against 1.48 ms at 4096 over 16 (ce's config); the
 # backward ran 1.66 ms at 4096 over 8 against 1.75 ms over 16. Splitting a row's backward over
 # several programs did not help (1.97 ms at 4 blocks a program). The interpreter keeps ce's.
+# The backward's best config differs by GPU: on an H100 (session 16, the single target read once
+# a row; results/examples/issue34-gpu/bwd_config_probe.py) 4096 over 16 ran 1.79 ms against 1.95
+# over 8 (TRL's backward ~1.9); the H200 figures above are from before that change. The
+# backward writes each column from that column alone, so its config changes no bit.
 _GPU_FWD = (2048, 8)
 _GPU_BWD = (4096, 8)
+_GPU_BWD_BY_NAME = (("H100", (4096, 16)),)  # (part of torch.cuda.get_device_name, config)
+
+
+@functools.cache
+def _gpu_bwd(index: int) -> tuple[int, int]:
+    name = torch.cuda.get_device_name(index)
+    return next((config for part, config in _GPU_BWD_BY_NAME if part in name), _GPU_BWD)
 
 
 def _config(n_cols: int, device: torch.device, gpu: tuple[int, int]) -> tuple[int, int]:
@@ -428,7 +441,9 @@ def log_probs_grad_rows(
     if n_rows == 0:
         return grad
     g = grad.reshape(n_rows, n_cols)  # a view: grad is dense along its rows
-    block_v, num_warps = _config(n_cols, logits.device, _GPU_BWD)
+    dev = logits.device
+    gpu = _gpu_bwd(torch.cuda.current_device() if dev.index is None else dev.index) if dev.type == "cuda" else _GPU_BWD
+    block_v, num_warps = _config(n_cols, dev, gpu)
     _lp_bwd_kernel[(n_rows,)](
         x,
         x.shape[1],
