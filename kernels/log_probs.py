@@ -326,8 +326,9 @@ def _lp_bwd_kernel(
 # several programs did not help (1.97 ms at 4 blocks a program). The interpreter keeps ce's.
 # The backward's best config differs by GPU: on an H100 (session 16, the single target read once
 # a row; results/examples/issue34-gpu/bwd_config_probe.py) 4096 over 16 ran 1.79 ms against 1.95
-# over 8 (TRL's backward ~1.9); the H200 figures above are from before that change. The
-# backward writes each column from that column alone, so its config changes no bit.
+# over 8 (TRL's backward ~1.9), though on a second H100 the two were equal (1.797, 1.794); the
+# H200 figures above are from before that change. The backward writes each column from that
+# column alone, so its config changes no bit.
 _GPU_FWD = (2048, 8)
 _GPU_BWD = (4096, 8)
 _GPU_BWD_BY_NAME = (("H100", (4096, 16)),)  # (part of torch.cuda.get_device_name, config)
