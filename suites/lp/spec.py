@@ -83,8 +83,34 @@ def _semantics(logits, target, **options):
 
 
 def reference(problem: LPProblem) -> Outcome:
-    """The float64 truth."""
-    return _in(problem, torch.float64)
+    """The float64 truth. With one class (V = 1) every log-prob and entropy is 0 and the gradient
+    exactly 0, whatever the logits: that gradient is judged against its natural size
+    (ligerbench/tolerance.py, "A truth that is exactly 0"), _one_class_scale."""
+    out = _in(problem, torch.float64)
+    if problem.logits.shape[-1] == 1:
+        scale = _one_class_scale(problem)
+        if scale > 0:
+            out.scales = {"grad_logits": scale}
+    return out
+
+
+def _one_class_scale(problem: LPProblem) -> float:
+    """The norm over rows of the upstream a row's gradient carries, |dlogp| over its counted
+    targets plus |dentropy|, times logit_scale / T: the size of the gradient's terms (p - 1 times
+    it, p the class's probability) as soon as a second class takes some of the mass. A one-class
+    gradient of 2**-24 (p = exp(x - lse) rounded to 1 - 2**-24, TRL's unfused path on a GPU) is a
+    rounding of that size, not a defect."""
+    dlogp, dentropy = problem.upstream
+    rows = problem.logits.shape[:-1]
+    per_row = torch.zeros(rows, dtype=torch.float64, device=problem.logits.device)
+    if dlogp is not None:
+        counted = (problem.target != IGNORE).to(torch.float64)
+        up = dlogp.to(torch.float64).abs() * counted
+        per_row += up.reshape(*rows, -1).sum(-1)
+    if dentropy is not None:
+        per_row += dentropy.to(torch.float64).abs().reshape(rows)
+    opts = problem.options
+    return float(torch.linalg.vector_norm(per_row)) * abs(opts["logit_scale"]) / opts["temperature"]
 
 
 def eager_in_dtype(problem: LPProblem) -> Outcome:
