@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from ligerbench.cli import app
@@ -75,28 +74,16 @@ def test_list_shows_the_log_prob_kernels_and_their_axes():
         assert axis in {a["name"] for a in kernels[name]["axes"]}
 
 
-class _AddToGradient(torch.autograd.Function):
-    """The identity forward; backward adds `eps` to every element of the gradient."""
-
-    @staticmethod
-    def forward(ctx, x, eps):
-        ctx.eps = eps
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad + ctx.eps, None
-
-
 @pytest.mark.parametrize("eps, passes", [(2.0**-24, True), (0.25, False)])
 def test_one_class_gradient_is_judged_against_its_natural_size(eps, passes):
     """V = 1: the gradient is exactly 0 whatever the logits (suites/lp/spec.py, _one_class_scale).
     A rounding of it (TRL's unfused path on an H100: 2**-24 where float64 gives 0) passes; a
     gradient of a class's size fails."""
+    from ligerbench.suites.input_mutants import with_upstream
     from ligerbench.suites.lp.providers import eager_fp32
 
-    def nudged(logits, target, **options):
-        return eager_fp32(_AddToGradient.apply(logits, eps), target, **options)
+    def nudged(logits, target, **options):  # the logits' gradient, plus eps everywhere
+        return eager_fp32(with_upstream(logits, lambda grad: grad + eps), target, **options)
 
     result = run_provider("lp", nudged, name="nudged", v=1, dtype="fp32")
     grads = result.records[result.records["quantity"] == "grad_logits"]

@@ -1,30 +1,20 @@
 # ruff: noqa: B023 -- each closure is timed within its own iteration
 """lp's backward launch config on a GPU (kernels/log_probs.py _GPU_BWD) after the single target's
 id and upstream moved out of the block loop: N=8192, V=151936, bf16, T=0.7, both upstreams; TRL's
-forward and forward + backward beside. CUDA events, median of 20 after 3 warm-ups.
+forward and forward + backward beside. Timed as `ligerbench bench` times (ligerbench/bench/timing.py:
+L2 flushed, median; the figures in results/examples/README.md came from a plain CUDA-event median).
 
     PYTHONPATH=/tmp/site:$PWD python3 results/examples/issue34-gpu/bwd_config_probe.py
 """
 
-import statistics
-
 import torch
 
+from ligerbench.bench.timing import time_region
 from ligerbench.kernels import log_probs as lp
 
 
-def timed(fn, reps=20):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+def timed(fn):
+    return time_region(fn, device=torch.device("cuda")).median_ms
 
 
 n, v, t = 8192, 151936, 0.7

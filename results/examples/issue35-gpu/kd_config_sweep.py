@@ -3,34 +3,24 @@
 BLOCK_V columns a step over num_warps warps; ce's config by default): forward and backward timed
 apart, JSD, at flkd's sub-chunk (128 rows of float32 logits, V=152064: the shape the fused op
 hands them at a Qwen2.5-7B head) and at kd's bench shape (2048 rows of bf16 logits).
-CUDA events, median of 20 after 3 warm-ups.
+Timed as `ligerbench bench` times (ligerbench/bench/timing.py: L2 flushed, median; the figures in
+kernels/distill.py came from a plain CUDA-event median).
 
     PYTHONPATH=$PWD python3 results/examples/issue35-gpu/kd_config_sweep.py
 """
 
-import statistics
-
 import torch
 import triton
 
+from ligerbench.bench.timing import time_region
 from ligerbench.kernels import distill
 
 V = 152064
 CONFIGS = [None, (4096, 8), (2048, 8), (2048, 4), (1024, 4), (8192, 16), (1024, 2)]
 
 
-def timed(fn, reps=20):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
+def timed(fn):
+    return time_region(fn, device=torch.device("cuda")).median_ms
 
 
 def main():
