@@ -81,7 +81,9 @@ def grad_under_logits(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     The gradient of columns [c, c+B) lands in bytes 2c .. 2c+2B, over the logits of columns
     < (c+B)/2 <= c (for c >= B), read already; the first block (c = 0) overwrites only logits of
     its own, which it reads before it writes; the logits still to be read (columns >= c+B) start
-    at byte 4c+4B, above every byte written so far. One program per row, so rows never meet."""
+    at byte 4c+4B, above every byte written so far. One program per row, so rows never meet;
+    within a program the kernel puts a barrier before each block's store (its warps run apart:
+    docs/bugs.md, bug 9)."""
     if dtype == torch.float32:
         return logits
     rows, v = logits.shape

@@ -21,9 +21,11 @@ forward, so backward recomputes the logits instead of keeping [N, V]):
   for bit those the statistics came from (a product of another shape may round differently:
   z - m for the max is then not 0, 1 - p loses a confident row's digits, V = 1 gets a gradient).
 - backward recomputes the logits (the same float32 product) and log_probs's backward kernel
-  writes dL/dx: into the float32 buffer itself for float32 inputs, else into a buffer in the
-  inputs' dtype (the operand dtype the gradient matmuls run at on tensor cores; one rounding of
-  the gradient, within the tests' rule of 2x a float32 yardstick). Two ways to cut the work,
+  writes dL/dx: into the float32 buffer itself for float32 inputs, else in the inputs' dtype
+  into the lower half of each row's bytes of that buffer (fp32_products.grad_under_logits; the
+  kernel puts a barrier before each block's store): the operand dtype the gradient matmuls
+  run at on tensor cores; one rounding of the gradient, within the tests' rule of 2x a float32
+  yardstick. Two ways to cut the work,
   `backward_split`:
     "rows"  row chunks [c, V]: grad_hidden[c] = dx @ W; grad_weight += dx.T @ h_c into a
             float32 [V, H] accumulator for 16-bit weights (rounded once at the end: 4*V*H
@@ -40,8 +42,10 @@ forward, so backward recomputes the logits instead of keeping [N, V]):
             beyond the gradients against 227.9 ms and 2080 MiB for "rows".
   The results depend on the cutting only through float32 summation order
   (tests/test_flp_kernel.py).
-- memory: `chunk_bytes` bounds the per-piece buffers (float32 logits, plus the 16-bit gradient
-  for 16-bit inputs: 6 bytes per logit, or 4 for float32); `chunk_rows` forces the rows per
+- memory: `chunk_bytes` bounds the per-piece buffer of float32 logits, 4 bytes a logit: the
+  gradient is written into the same storage (16-bit: the lower half of each row's bytes,
+  fp32_products.grad_under_logits; before session 17 it had a buffer of its own, 6 bytes a
+  logit, and the default budget cut 1.5x as many slices); `chunk_rows` forces the rows per
   chunk of "rows". Forward keeps 12 bytes per row (N_STATS float32).
 """
 
@@ -53,7 +57,7 @@ import torch
 
 from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .compile_boundary import opaque
-from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
+from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_under_logits, logits_fp32
 from .log_probs import (
     N_STATS,
     log_probs_grad_rows,
@@ -86,16 +90,17 @@ def _validate(hidden, weight, bias, target, temperature, softcap, logit_scale) -
     return targets_2d(target, tuple(hidden.shape[:-1]), "hidden")
 
 
-def plan_rows(n_rows: int, n_classes: int, dtype: torch.dtype, chunk_bytes: int, chunk_rows: int | None) -> int:
-    """Rows per chunk: `chunk_rows` if given, else the most whose buffers fit `chunk_bytes`
-    (float32 logits, plus the 16-bit gradient of the logits for 16-bit inputs)."""
-    return chunk_size(n_rows, n_classes, bytes_per_logit(dtype), chunk_bytes, chunk_rows)
+def plan_rows(n_rows: int, n_classes: int, chunk_bytes: int, chunk_rows: int | None) -> int:
+    """Rows per chunk: `chunk_rows` if given, else the most whose float32 logits fit
+    `chunk_bytes` (the gradient shares their storage: 4 bytes a logit)."""
+    return chunk_size(n_rows, n_classes, SHARED_LOGIT_BYTES, chunk_bytes, chunk_rows)
 
 
-def plan_cols(n_rows: int, n_classes: int, dtype: torch.dtype, chunk_bytes: int, chunk_cols: int | None) -> int:
+def plan_cols(n_rows: int, n_classes: int, chunk_bytes: int, chunk_cols: int | None) -> int:
     """Vocabulary columns per slice for backward_split="vocab" (every row at once): `chunk_cols`
-    if given, else the most whose [N, cols] buffers fit `chunk_bytes`."""
-    return chunk_size(n_classes, n_rows, bytes_per_logit(dtype), chunk_bytes, chunk_cols)
+    if given, else the most whose float32 [N, cols] logits fit `chunk_bytes` (4 bytes a logit:
+    the gradient shares their storage)."""
+    return chunk_size(n_classes, n_rows, SHARED_LOGIT_BYTES, chunk_bytes, chunk_cols)
 
 
 def _spans(n: int, step: int):
@@ -111,10 +116,10 @@ def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
     grad_h = torch.empty(n_rows, n_hidden, dtype=dtype, device=dev) if need_h else None
     grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=dev) if need_w else None
     grad_b = torch.zeros(n_classes, dtype=torch.float32, device=dev) if need_b else None
-    buf, gbuf = chunk_buffers(min(chunk, n_rows) * n_classes, dtype, dev)
+    buf = torch.empty(min(chunk, n_rows) * n_classes, dtype=torch.float32, device=dev)
     for start, stop in _spans(n_rows, chunk):
         x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
-        g = gbuf[: x.numel()].view(x.shape)
+        g = grad_under_logits(x, dtype)  # dL/dx in x's own storage (log_probs walks a row forwards)
         h_c = h[start:stop]
         logits_fp32(h_c, weight, b32, x)
         rows = slice(start, stop)
@@ -125,33 +130,35 @@ def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
             add_product_fp32(grad_w, g.t(), h_c)
         if need_b:
             grad_b += g.sum(0, dtype=torch.float32)
-    del buf, gbuf  # before the accumulator's conversion: the two never coexist with it
+    del buf  # before the accumulator's conversion: the two never coexist
     return grad_h, grad_w, grad_b
 
 
-def _backward_vocab(h, weight, b32, t2, stats, dl, de, opts, cols, need):
+def _backward_vocab(h, weight, b32, t2, stats, dl, de, opts, cols, need, vocab_start=0):
     """Vocabulary slices over every row: grad_weight[s] = dx_s.T @ h in one product (K = N,
     float32 accumulation inside the matmul, one rounding, no accumulator); grad_hidden +=
-    dx_s @ W_s into a float32 [N, H] accumulator for 16-bit inputs; grad_bias[s] = dx_s.sum(0)."""
+    dx_s @ W_s into a float32 [N, H] accumulator (grad_h comes back float32, whatever the
+    inputs' dtype); grad_bias[s] = dx_s.sum(0). vocab_start: the vocabulary id of weight's
+    row 0 (a vocab-parallel shard)."""
     need_h, need_w, need_b = need
     (n_rows, n_hidden), n_classes, dev, dtype = h.shape, weight.shape[0], h.device, h.dtype
     grad_h = torch.zeros(n_rows, n_hidden, dtype=torch.float32, device=dev) if need_h else None
     grad_w = torch.empty(weight.shape, dtype=dtype, device=dev) if need_w else None
     grad_b = torch.empty(n_classes, dtype=torch.float32, device=dev) if need_b else None
-    buf, gbuf = chunk_buffers(n_rows * min(cols, n_classes), dtype, dev)
+    buf = torch.empty(n_rows * min(cols, n_classes), dtype=torch.float32, device=dev)
     for c0, c1 in _spans(n_classes, cols):
         x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
-        g = gbuf[: x.numel()].view(x.shape)
+        g = grad_under_logits(x, dtype)  # dL/dx in x's own storage (log_probs walks a row forwards)
         w_s = weight[c0:c1]
         logits_fp32(h, w_s, None if b32 is None else b32[c0:c1], x)
-        log_probs_grad_rows(x, t2, stats, dl, de, g, **opts, col_start=c0)
+        log_probs_grad_rows(x, t2, stats, dl, de, g, **opts, col_start=vocab_start + c0)
         if need_w:
             torch.mm(g.t(), h, out=grad_w[c0:c1])
         if need_h:
             add_product_fp32(grad_h, g, w_s)
         if need_b:
             grad_b[c0:c1] = g.sum(0, dtype=torch.float32)
-    del buf, gbuf
+    del buf
     return grad_h, grad_w, grad_b
 
 
@@ -199,7 +206,7 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
         # shape may round differently: then z - m for the max is not 0 and 1 - p loses the
         # digits of a confident row, and a V = 1 row gets a nonzero gradient).
         if backward_split == "rows":
-            span = plan_rows(n_rows, n_classes, hidden.dtype, chunk_bytes, chunk_rows)
+            span = plan_rows(n_rows, n_classes, chunk_bytes, chunk_rows)
             buf = torch.empty(min(span, n_rows) * n_classes, dtype=torch.float32, device=dev)
             for start, stop in _spans(n_rows, span):
                 x = buf[: (stop - start) * n_classes].view(stop - start, n_classes)
@@ -207,7 +214,7 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
                 rows = slice(start, stop)
                 log_probs_rows(x, t2[rows], **opts, out=(logp[rows], entropy[rows], stats[rows]))
         else:
-            span = plan_cols(n_rows, n_classes, hidden.dtype, chunk_bytes, None)
+            span = plan_cols(n_rows, n_classes, chunk_bytes, None)
             buf = torch.empty(n_rows * min(span, n_classes), dtype=torch.float32, device=dev)
             zt = torch.full(t2.shape, float("nan"), dtype=torch.float32, device=dev)
             for c0, c1 in _spans(n_classes, span):
@@ -267,7 +274,7 @@ def fused_linear_log_probs(
     Returns float32 logp (target's shape) and float32 entropy (the row shape); gradients flow
     into hidden, weight and bias through either or both (each in its own dtype).
     chunk_bytes: the budget for the per-piece buffers (default DEFAULT_CHUNK_BYTES, 192 MiB:
-    float32 logits, plus their 16-bit gradient for 16-bit inputs).
+    float32 logits, their gradient in the same storage).
     backward_split: how the logits are cut, forward and backward alike: "vocab" (default:
     vocabulary slices of every row, sized by chunk_bytes; a float32 [N, H] accumulator for
     16-bit hidden) or "rows" (row chunks, sized by chunk_bytes or forced by chunk_rows; a

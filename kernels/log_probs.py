@@ -55,7 +55,7 @@ import triton
 import triton.language as tl
 
 from .compile_boundary import opaque
-from .cross_entropy import _INTERPRETED, _launch_config
+from .cross_entropy import _INTERPRETED, _launch_config, _sync_level
 from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -254,6 +254,7 @@ def _lp_bwd_kernel(
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
     ONE_TARGET: tl.constexpr,  # K == 1: the target's id and upstream read once a row, not once a block
+    SYNC: tl.constexpr,  # the gradient lies over the logits with another element size (a barrier a block)
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
@@ -305,6 +306,12 @@ def _lp_bwd_kernel(
             if HAS_DENT:
                 g -= d_ent * p * tl.where(p > 0.0, zm + mean_gap, 0.0)
             g = g * slope * chain
+            # A 16-bit gradient laid under float32 logits (fp32_products.grad_under_logits) lands
+            # on logits of this block and earlier ones; a program's warps run apart, so without
+            # the barrier a warp ahead could store over logits a warp behind has yet to load
+            # (cross_entropy's pass 2 met that race on an H100: docs/bugs.md, bug 9).
+            if SYNC:
+                tl.debug_barrier()
             tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=in_row)
 
 
@@ -432,10 +439,11 @@ def log_probs_grad_rows(
 ) -> torch.Tensor:
     """Low-level backward: writes d(sum dlogp * logp + sum dentropy * entropy) / d logits into
     `grad` ([N, V] rows, unit column stride, any float dtype; it may be `logits` itself, which
-    is read block by block before the same block is written). dlogp [N, K] and dentropy [N] are
-    float32 and contiguous, or None (no gradient through that output). `logits` may be the
-    columns [col_start, col_start + V) of the vocabulary only (the statistics are the whole
-    row's, the targets vocabulary ids). No host sync."""
+    is read block by block before the same block is written, or lie under float32 logits,
+    fp32_products.grad_under_logits: then each block's store waits for every warp's load).
+    dlogp [N, K] and dentropy [N] are float32 and contiguous, or None (no gradient through
+    that output). `logits` may be the columns [col_start, col_start + V) of the vocabulary
+    only (the statistics are the whole row's, the targets vocabulary ids). No host sync."""
     x = _view_3d(logits)
     n_cols = x.shape[-1]
     n_rows, k = target.shape
@@ -471,6 +479,7 @@ def log_probs_grad_rows(
         BLOCK_V=block_v,
         ROUND_BY_HAND=_INTERPRETED,
         ONE_TARGET=k == 1,
+        SYNC=_sync_level(grad, logits) == 2,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
     )

@@ -56,8 +56,8 @@ Collectives: forward one all_gather of N * (3 + K) floats (plus one of the shard
 requires_grad, the same targets and options, and the same upstream gradients (a loss used the
 same way on every rank gives them). Cost per rank: 8 * N * H * V_local FLOPs (the logits made
 twice, then the two gradient products), as the single-GPU op on a V_local head. Memory per rank
-beyond the gradients: one slice's float32 logits (and their 16-bit gradient for 16-bit inputs)
-within `chunk_bytes`, the float32 [N, H] accumulator, and N * (3 + K) * (world + 2) floats of
+beyond the gradients: one slice's float32 logits (their gradient in the same storage) within
+`chunk_bytes`, the float32 [N, H] accumulator, and N * (3 + K) * (world + 2) floats of
 statistics. No host sync (with `vocab_start` given).
 
 `group`: a torch.distributed ProcessGroup, None for the default group (or a single process when
@@ -71,10 +71,10 @@ from __future__ import annotations
 import torch
 
 from .compile_boundary import opaque
-from .fp32_products import add_product_fp32, chunk_buffers, logits_fp32
+from .fp32_products import logits_fp32
 from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES
-from .fused_linear_log_probs import _spans, _validate, plan_cols
-from .log_probs import N_STATS, log_probs_grad_rows, log_probs_rows, upstream_2d
+from .fused_linear_log_probs import _backward_vocab, _spans, _validate, plan_cols
+from .log_probs import N_STATS, log_probs_rows, upstream_2d
 from .vocab_parallel_cross_entropy import all_gather, all_reduce_, group_rank_size, shard_offsets
 
 
@@ -163,7 +163,7 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
         stats = torch.zeros(n_rows, N_STATS, dtype=torch.float32, device=dev)
         stats[:, 0] = float("-inf")
         zt = torch.full((n_rows, k), float("nan"), dtype=torch.float32, device=dev)
-        span = plan_cols(n_rows, v_local, hidden.dtype, chunk_bytes, chunk_cols)
+        span = plan_cols(n_rows, v_local, chunk_bytes, chunk_cols)
         if v_local > 0 and n_rows > 0:
             buf = torch.empty(n_rows * min(span, v_local), dtype=torch.float32, device=dev)
             for c0, c1 in _spans(v_local, span):
@@ -196,27 +196,14 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
         h = hidden.reshape(-1, hidden.shape[-1])
         (n_rows, n_hidden), v_local, dev, dtype = h.shape, weight.shape[0], h.device, h.dtype
         dl, de = upstream_2d(dlogp, dentropy, n_rows, ctx.t2.shape[1])
-        b32 = None if bias is None else bias.float()
-        work = v_local > 0 and n_rows > 0
-        alloc = torch.empty if work else torch.zeros  # no slice to fill them: the shard's gradients are 0
-        grad_h = torch.zeros(n_rows, n_hidden, dtype=torch.float32, device=dev) if need_h else None
-        grad_w = alloc(weight.shape, dtype=dtype, device=dev) if need_w else None
-        grad_b = alloc(v_local, dtype=torch.float32, device=dev) if need_b else None
-        if work:
-            buf, gbuf = chunk_buffers(n_rows * min(ctx.span, v_local), dtype, dev)
-            for c0, c1 in _spans(v_local, ctx.span):
-                x = buf[: n_rows * (c1 - c0)].view(n_rows, c1 - c0)
-                g = gbuf[: x.numel()].view(x.shape)
-                w_s = weight[c0:c1]
-                logits_fp32(h, w_s, None if b32 is None else b32[c0:c1], x)
-                log_probs_grad_rows(x, ctx.t2, ctx.stats, dl, de, g, **ctx.opts, col_start=ctx.vocab_start + c0)
-                if need_w:
-                    torch.mm(g.t(), h, out=grad_w[c0:c1])
-                if need_h:
-                    add_product_fp32(grad_h, g, w_s)
-                if need_b:
-                    grad_b[c0:c1] = g.sum(0, dtype=torch.float32)
-            del buf, gbuf
+        if v_local > 0 and n_rows > 0:
+            b32 = None if bias is None else bias.float()
+            grad_h, grad_w, grad_b = _backward_vocab(h, weight, b32, ctx.t2, ctx.stats, dl, de, ctx.opts, ctx.span,
+                                                     (need_h, need_w, need_b), vocab_start=ctx.vocab_start)  # fmt: skip
+        else:  # no slice to fill them: the shard's gradients are 0
+            grad_h = torch.zeros(n_rows, n_hidden, dtype=torch.float32, device=dev) if need_h else None
+            grad_w = torch.zeros(weight.shape, dtype=dtype, device=dev) if need_w else None
+            grad_b = torch.zeros(v_local, dtype=torch.float32, device=dev) if need_b else None
         if need_h:
             cls.REDUCE(grad_h, ctx.group)  # the one collective of backward, in float32
             grad_h = grad_h.to(hidden.dtype).view(hidden.shape)
