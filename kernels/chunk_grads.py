@@ -1,11 +1,12 @@
 """The gradients of a linear head (hidden, weight, bias) summed chunk of rows by chunk of rows,
 shared by the fused kernels that form a chunk's dL/dlogits in forward (flce's token split,
-grpo's eager path, flkd's scalar reductions): grad_hidden[chunk] = dlogits @ W in one product; grad_weight +=
-dlogits.T @ h_chunk in the weight's dtype ("dtype": addmm, the running sum rounded once a chunk)
-or into a float32 [V, H] accumulator ("fp32": rounded once at the end; the choice and its
-error are in kernels/fused_linear_cross_entropy.py's docstring, `plan`); grad_bias in float32
-with Kahan compensation (a plain running sum drifted past eager's single reduction over 820
-chunks on an H100: 1.1x the tolerance). No host sync."""
+grpo's eager path, flkd's scalar reductions): grad_hidden[chunk] = dlogits @ W in one product;
+grad_weight += dlogits.T @ h_chunk (the first chunk's product written, not added) in the
+weight's dtype ("dtype": addmm, the running sum rounded once a chunk) or into a float32 [V, H]
+accumulator ("fp32": rounded once at the end; the choice and its error are in
+kernels/fused_linear_cross_entropy.py's docstring, `plan`); grad_bias in float32 with Kahan
+compensation (a plain running sum drifted past eager's single reduction over 820 chunks on an
+H100: 1.1x the tolerance). No host sync."""
 
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ class ChunkGrads:
         self.accum = accum
         # contiguous whatever h's strides: scale_ views it
         self.grad_h = torch.empty(h.shape, dtype=h.dtype, device=h.device) if need_h else None
-        if need_w:
-            self.grad_w = torch.zeros_like(w, dtype=torch.float32) if accum == "fp32" else torch.zeros_like(w)
-        else:
-            self.grad_w = None
+        # the first chunk's product is written, not added (no pass zeroing the [V, H] gradient,
+        # none reading those zeros back); a weight no chunk reached is zeroed by result()
+        self.grad_w = torch.empty_like(w, dtype=torch.float32 if accum == "fp32" else w.dtype) if need_w else None
+        self.w_written = False
         self.grad_b = torch.zeros(w.shape[0], dtype=torch.float32, device=h.device) if need_b else None
         self.carry = torch.zeros_like(self.grad_b) if need_b else None
 
@@ -37,8 +38,11 @@ class ChunkGrads:
         if self.grad_h is not None:
             torch.mm(grad, w, out=self.grad_h[start:stop])
         if self.grad_w is not None:
+            first, self.w_written = not self.w_written, True
             if self.accum == "fp32":
-                add_product_fp32(self.grad_w, grad.t(), h_c)
+                add_product_fp32(self.grad_w, grad.t(), h_c, first=first)
+            elif first:
+                torch.mm(grad.t(), h_c, out=self.grad_w)
             else:
                 self.grad_w.addmm_(grad.t(), h_c)
         if self.grad_b is not None:
@@ -49,6 +53,8 @@ class ChunkGrads:
 
     def result(self):
         grad_w, grad_b = self.grad_w, self.grad_b
+        if grad_w is not None and not self.w_written:
+            grad_w.zero_()  # no rows: the gradient is 0
         if grad_w is not None and grad_w.dtype != self.w_dtype:
             grad_w = grad_w.to(self.w_dtype)
         if grad_b is not None:

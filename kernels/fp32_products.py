@@ -10,22 +10,26 @@ import torch
 _FP32_OUT_MM: dict[tuple[str, str], bool] = {}  # (device type, "addmm" | "mm") -> whether out_dtype runs there
 
 
-def add_product_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+def add_product_fp32(acc: torch.Tensor, a: torch.Tensor, b: torch.Tensor, *, first: bool = False) -> None:
     """acc (float32) += a @ b for 16-bit a, b, with the product accumulated in fp32 and never
-    rounded to 16 bits. cuBLAS does it directly (torch's out_dtype matmul, CUDA only); elsewhere
-    the operands are upcast first (exact, slower, 2x the operand memory: fine on CPU)."""
+    rounded to 16 bits; first=True: acc = a @ b (acc's old values, e.g. of torch.empty, never
+    read). cuBLAS does it directly (torch's out_dtype matmul, CUDA only); elsewhere the operands
+    are upcast first (exact, slower, 2x the operand memory: fine on CPU)."""
     if a.dtype == torch.float32:
-        acc.addmm_(a, b)
+        torch.mm(a, b, out=acc) if first else acc.addmm_(a, b)
         return
-    kind = (acc.device.type, "addmm")
+    kind = (acc.device.type, "mm" if first else "addmm")
     if _FP32_OUT_MM.get(kind, True):
         try:
-            torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+            if first:
+                torch.mm(a, b, out_dtype=torch.float32, out=acc)
+            else:
+                torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
             _FP32_OUT_MM[kind] = True
             return
         except (RuntimeError, TypeError, NotImplementedError):
             _FP32_OUT_MM[kind] = False
-    acc.addmm_(a.float(), b.float())
+    torch.mm(a.float(), b.float(), out=acc) if first else acc.addmm_(a.float(), b.float())
 
 
 def logits_fp32(h_c: torch.Tensor, w: torch.Tensor, b32: torch.Tensor | None, out: torch.Tensor) -> None:

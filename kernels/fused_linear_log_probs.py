@@ -114,7 +114,9 @@ def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
     need_h, need_w, need_b = need
     (n_rows, n_hidden), n_classes, dev, dtype = h.shape, weight.shape[0], h.device, h.dtype
     grad_h = torch.empty(n_rows, n_hidden, dtype=dtype, device=dev) if need_h else None
-    grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=dev) if need_w else None
+    # the first chunk's product is written, not added: nothing to zero unless no chunk runs
+    alloc = torch.empty if n_rows > 0 else torch.zeros
+    grad_w = alloc(weight.shape, dtype=torch.float32, device=dev) if need_w else None
     grad_b = torch.zeros(n_classes, dtype=torch.float32, device=dev) if need_b else None
     buf = torch.empty(min(chunk, n_rows) * n_classes, dtype=torch.float32, device=dev)
     for start, stop in _spans(n_rows, chunk):
@@ -127,7 +129,7 @@ def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
         if need_h:
             torch.mm(g, weight, out=grad_h[start:stop])
         if need_w:
-            add_product_fp32(grad_w, g.t(), h_c)
+            add_product_fp32(grad_w, g.t(), h_c, first=start == 0)
         if need_b:
             grad_b += g.sum(0, dtype=torch.float32)
     del buf  # before the accumulator's conversion: the two never coexist
@@ -142,7 +144,7 @@ def _backward_vocab(h, weight, b32, t2, stats, dl, de, opts, cols, need, vocab_s
     row 0 (a vocab-parallel shard)."""
     need_h, need_w, need_b = need
     (n_rows, n_hidden), n_classes, dev, dtype = h.shape, weight.shape[0], h.device, h.dtype
-    grad_h = torch.zeros(n_rows, n_hidden, dtype=torch.float32, device=dev) if need_h else None
+    grad_h = torch.empty(n_rows, n_hidden, dtype=torch.float32, device=dev) if need_h else None  # slice 0 writes it
     grad_w = torch.empty(weight.shape, dtype=dtype, device=dev) if need_w else None
     grad_b = torch.empty(n_classes, dtype=torch.float32, device=dev) if need_b else None
     buf = torch.empty(n_rows * min(cols, n_classes), dtype=torch.float32, device=dev)
@@ -155,7 +157,7 @@ def _backward_vocab(h, weight, b32, t2, stats, dl, de, opts, cols, need, vocab_s
         if need_w:
             torch.mm(g.t(), h, out=grad_w[c0:c1])
         if need_h:
-            add_product_fp32(grad_h, g, w_s)
+            add_product_fp32(grad_h, g, w_s, first=c0 == 0)
         if need_b:
             grad_b[c0:c1] = g.sum(0, dtype=torch.float32)
     del buf

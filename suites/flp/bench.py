@@ -4,7 +4,9 @@ both outputs (what a policy loss with an entropy bonus hands backward), beside t
 FLOP model (matrix products only): forward 2*N*H*V, backward 4*N*H*V (grad of hidden and of the
 weight): 6*N*H*V, the least any design does. Ours recomputes the logits in backward (8*N*H*V:
 the upstream gradients are unknown in forward), so its rate reads at most 6/8 of the matmul
-ceiling; it is credited with 6, as every provider is.
+ceiling; it is credited with 6, as every provider is. ours_large_slices is ours at a 1 GiB
+budget; ours_trl_call is that, called on the counted rows only, as TRL's trainer calls its
+chunked kernel (trl_chunked): the comparison with it at its memory or less is made there.
 
     ligerbench bench --kernel flp                    # heads at N=8192, bf16, T=0.7
     ligerbench bench --kernel flp --sweep tokens     # N = 2048..8192 at the qwen2.5-7b head
@@ -86,6 +88,31 @@ def _compiled_bf16_product():
     return torch.compile(eager_bf16_product, dynamic=False)
 
 
+# ours at a budget that still keeps its extra memory well under TRL's chunked head's (at N=8192:
+# ~2.2 GiB against its 3.4-3.7 GiB, most of that a float32 [V, H] accumulator): vocabulary
+# slices of 32768 columns at the Llama-3-8B head, 4 of them where the default cuts 21
+LARGE_CHUNK_BYTES = 2**30
+
+
+def _ours_large_slices():
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+
+    return functools.partial(fused_linear_log_probs, chunk_bytes=LARGE_CHUNK_BYTES)
+
+
+def counted_rows(fn):
+    """`fn` called as TRL's add_fused_lm_head calls its chunked kernel on a GPU: on the counted
+    rows only (hidden[mask]: a host sync, as there), the results scattered back with 0 at the
+    ignored rows. The work shrinks with the ignored share (10% in this bench)."""
+
+    def call(hidden, weight, target, *, ignore_index=-100, **options):
+        mask = target != ignore_index
+        logp, entropy = fn(hidden[mask], weight, target[mask], ignore_index=ignore_index, **options)
+        return tuple(x.new_zeros(mask.shape).masked_scatter(mask, x) for x in (logp, entropy))
+
+    return call
+
+
 VARIANTS = (
     Provider(name="eager_bf16_product", kernel="flp", bench_only=True, load=lambda: eager_bf16_product,
              description="PyTorch: bf16 product, then float32 logits (issue 22's eager peer)"),
@@ -94,6 +121,14 @@ VARIANTS = (
     Provider(name="chunked_checkpoint_2048", kernel="flp", bench_only=True,
              description="eager_bf16_product over 2048-row chunks under torch.utils.checkpoint (issue 22's peer)",
              load=lambda: functools.partial(chunked_checkpoint, chunk_rows=2048, body=eager_bf16_product)),
+    Provider(name="ours_large_slices", kernel="flp", bench_only=True, load=_ours_large_slices,
+             settings={"chunk_mib": LARGE_CHUNK_BYTES // 2**20},
+             description="ours with chunk_bytes = 1 GiB: wider vocabulary slices, extra memory still under TRL's "
+             "chunked head's"),
+    Provider(name="ours_trl_call", kernel="flp", bench_only=True, load=lambda: counted_rows(_ours_large_slices()),
+             settings={"chunk_mib": LARGE_CHUNK_BYTES // 2**20},
+             description="ours_large_slices called as TRL's trainer calls its chunked kernel: the counted rows only "
+             "(hidden[mask], a host sync), as trl_chunked is called"),
 )  # fmt: skip
 
 EXCLUDED = {
@@ -124,8 +159,12 @@ SPEC = BenchSpec(
                source="issue 22: extra memory <= the gradients of hidden and weight + 25%"),
         Target(("ours",), metric="time_ms", peers=("torch_compile", "compile_bf16_product"), factor=1.0,
                source="issue 34: no slower than torch.compile at every head"),
-        # ours' extra memory is ~0.38x TRL's chunked head's: "at its memory or less" holds for ours
-        Target(("ours",), metric="time_ms", peers=("trl_chunked",), factor=1.0,
+        # issue 34: at the memory TRL's chunked kernel uses or less, no slower than it. TRL's
+        # trainer hands its kernel the counted rows only; ours_trl_call is ours called the same
+        # way, at a 1 GiB budget (both figures judged). ours (all rows, 192 MiB) is shown beside.
+        Target(("ours_trl_call",), metric="time_ms", peers=("trl_chunked",), factor=1.0,
                source="issue 34: at the memory TRL's chunked kernel uses or less, no slower than it"),
+        Target(("ours_trl_call",), metric="extra_mib", peers=("trl_chunked",), factor=1.0,
+               source="issue 34: ours_trl_call's extra memory <= TRL's chunked kernel's"),
     ),
 )  # fmt: skip

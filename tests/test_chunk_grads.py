@@ -1,0 +1,47 @@
+"""kernels/chunk_grads.py: the weight gradient's first chunk is written, not added to zeros,
+so its storage starts as torch.empty. Filled with NaN here, any read of it before the first
+write (an addmm where an mm belongs) shows in the result."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ligerbench.kernels import chunk_grads
+from ligerbench.kernels.chunk_grads import ChunkGrads
+
+
+@pytest.fixture
+def nan_empty(monkeypatch):
+    real = torch.empty_like
+
+    def poisoned(t, **kw):
+        out = real(t, **kw)
+        return out.fill_(float("nan")) if out.is_floating_point() else out
+
+    monkeypatch.setattr(chunk_grads.torch, "empty_like", poisoned)
+
+
+@pytest.mark.parametrize("accum", ["dtype", "fp32"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_chunks_sum_to_the_whole_product(nan_empty, accum, dtype):
+    g = torch.Generator().manual_seed(3)
+    h = torch.randn(10, 8, generator=g).to(dtype)
+    w = torch.randn(12, 8, generator=g).to(dtype)
+    grad = torch.randn(10, 12, generator=g).to(dtype)
+    grads = ChunkGrads(h, w, need_h=True, need_w=True, need_b=True, accum=accum, bias_dtype=dtype)
+    for start, stop in ((0, 4), (4, 8), (8, 10)):
+        grads.add(start, stop, h[start:stop], grad[start:stop], w)
+    grad_h, grad_w, grad_b = grads.result()
+    exact_w = grad.double().t() @ h.double()
+    tol = 1e-5 if dtype == torch.float32 else 3 * 2**-8  # bf16: a few roundings of the running sum
+    assert grad_w.dtype == dtype and not grad_w.isnan().any()
+    assert ((grad_w.double() - exact_w).abs().max() / exact_w.abs().max()).item() <= tol
+    assert torch.allclose(grad_h.double(), grad.double() @ w.double(), rtol=tol, atol=tol)
+    assert torch.allclose(grad_b.double(), grad.double().sum(0), rtol=tol, atol=tol)
+
+
+def test_no_chunk_gives_a_zero_weight_gradient(nan_empty):
+    h, w = torch.randn(0, 8), torch.randn(12, 8)
+    _, grad_w, _ = ChunkGrads(h, w, need_h=True, need_w=True, need_b=False, accum="dtype").result()
+    assert torch.equal(grad_w, torch.zeros_like(w))
