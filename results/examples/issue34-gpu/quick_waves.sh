@@ -12,7 +12,7 @@ for pass in cold warm; do
       t0=$(date +%s.%N)
       timeout "${LIMIT:-270}" $L verify --kernel "$k" --preset quick --device cuda --out "$R/$pass-$k" > "$R/$pass-$k.log" 2>&1
       rc=$?
-      echo "$k $pass: rc=$rc $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s; $(grep -E 'PASSED|FAILED|ERROR|checks' "$R/$pass-$k.log" | tail -2 | tr '\n' ' ' | cut -c1-220)"
+      echo "$k $pass: rc=$rc $(python3 -c "print(f'{$(date +%s.%N) - $t0:.1f}')") s; $(grep -ho 'Status: [A-Z]*.*cases run' "$R/$pass-$k"/*/summary.md 2>/dev/null | cut -c1-120)"
     ) &
   done
   wait
