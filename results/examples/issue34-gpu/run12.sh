@@ -5,7 +5,7 @@
 . results/examples/gpu_call.sh  # wheels, environment, $L, $R, step, finish
 step timeout 150 $L bench --kernel flp --sweep heads --provider ours_large_slices --provider ours_trl_call \
     --provider trl_chunked --out "$R" 2>&1 | grep -v "^$\|^|---" | tail -24
-finish
+finish && mv "$OUT/runs.tgz" "$OUT/runs-bench.tgz"
 KERNELS="vp_ce vp_flce vp_flp pref kd" LIMIT=200 bash results/examples/issue34-gpu/quick_waves.sh
 mv "$OUT/runs.tgz" "$OUT/runs-waves.tgz"
 export TRITON_CACHE_DIR=/tmp/qc/triton TORCHINDUCTOR_CACHE_DIR=/tmp/qc/inductor
