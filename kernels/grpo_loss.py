@@ -31,7 +31,8 @@ Shapes: hidden [B, T, H] (any strides), weight [V, H], completion_ids / old_logp
 [B, T], advantages [B]; old_logp, ref_logp and advantages are data (no gradient). Returns the
 float32 scalar loss; gradients reach hidden, weight and bias. No host sync.
 
-Design, two paths (`path`; "auto", the default, takes "eager" wherever it applies):
+Design, two paths (`path`; "auto", the default, takes "eager" wherever it applies and, on a GPU,
+where its chunks are large enough to pay: eager_pays):
 - "eager" (6*N*H*V FLOPs, N = B*T): the loss is a scalar and, with token-level ratios, each
   token's dL/dlogp_i depends only on its own logp_i, its data and constants known before the
   forward (the denominators), so forward forms the gradients, as fused_linear_cross_entropy does
@@ -58,19 +59,22 @@ Design, two paths (`path`; "auto", the default, takes "eager" wherever it applie
   the logits by vocabulary slices. Taken for importance_level="sequence" (a sequence's tokens
   share one ratio: a token's weight depends on the whole sequence's logp), when no gradient is
   wanted (no_grad, or none of hidden, weight, bias requires one), and when old_logp, ref_logp,
-  advantages, mask or num_items requires a gradient (the data then takes part in autograd).
+  advantages, mask or num_items requires a gradient (the data then takes part in autograd),
+  and on a GPU where eager's chunks are too small to pay for their weight-gradient passes
+  (eager_pays: fewer rows than ~2 x matmul rate / HBM bandwidth; an H100 at the default budget).
 The two agree to float32 summation order (tests/test_grpo_eager.py); in 16-bit the eager
 weight gradient is a running sum rounded once a chunk ("dtype"), as flce's.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import torch
 
 from .chunk_grads import ChunkGrads, scale_
-from .chunking import DEFAULT_CHUNK_BYTES
+from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .compile_boundary import opaque
 from .fp32_products import SHARED_LOGIT_BYTES, grad_under_logits, logits_fp32
 from .fused_linear_cross_entropy import GradWeightAccum, check_accum, plan
@@ -278,10 +282,39 @@ def _requires_grad(t) -> bool:
     return isinstance(t, torch.Tensor) and t.requires_grad
 
 
-def resolve_path(path: str, importance_level: str, grad_needed: bool, data_requires_grad: bool) -> str:
+# On a GPU the eager path's weight-gradient accumulation reads and writes the [V, H] gradient once
+# a chunk (~4*V*H bytes that cuBLAS does not hide behind the product); the recompute path instead
+# makes the logits twice (2*N*H*V more FLOPs). Eager pays when a chunk holds at least ~2 x the
+# GPU's matmul rate / its HBM bandwidth rows: ~527 on an H100 (790 TFLOP/s, 3.0 TB/s), ~367 on an
+# H200 (4.3 TB/s). Measured at the Llama-3-8B head, N=8192, bf16, the default budget (384 rows a
+# chunk): H100 eager 54.26 ms, recompute 51.07 (session 17); H200 eager 48.51, recompute 51.22
+# (session 15).
+EAGER_MIN_ROWS = 384
+EAGER_MIN_ROWS_BY_NAME = (("H100", 512),)  # (part of torch.cuda.get_device_name, rows)
+
+
+def eager_min_rows(device_name: str) -> int:
+    return next((rows for part, rows in EAGER_MIN_ROWS_BY_NAME if part in device_name), EAGER_MIN_ROWS)
+
+
+@functools.cache
+def _gpu_min_rows(index: int) -> int:
+    return eager_min_rows(torch.cuda.get_device_name(index))
+
+
+def eager_pays(n_rows: int, n_classes: int, chunk_bytes: int, min_rows: int) -> bool:
+    """Whether "auto" should take the eager path on a GPU: its chunk of float32 logits (4 bytes a
+    logit within `chunk_bytes`) holds every row or at least `min_rows` (eager_min_rows)."""
+    rows = chunk_size(n_rows, n_classes, SHARED_LOGIT_BYTES, chunk_bytes, None)
+    return rows >= n_rows or rows >= min_rows
+
+
+def resolve_path(
+    path: str, importance_level: str, grad_needed: bool, data_requires_grad: bool, eager_fast: bool = True
+) -> str:
     """ "eager" or "recompute" for `path` (module docstring): "auto" takes "eager" where it
     applies (token-level ratios, a gradient wanted, old_logp / ref_logp / advantages /
-    num_items without gradients), else "recompute"."""
+    num_items without gradients) and `eager_fast` (eager_pays; always on CPU), else "recompute"."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     fits = importance_level == "token" and not data_requires_grad
@@ -292,7 +325,7 @@ def resolve_path(path: str, importance_level: str, grad_needed: bool, data_requi
         )
     if path != "auto":
         return path
-    return "eager" if fits and grad_needed else "recompute"
+    return "eager" if fits and grad_needed and eager_fast else "recompute"
 
 
 @opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
@@ -332,7 +365,8 @@ def grpo_loss(
     """The policy loss of the module docstring, the log-probs from our fused op.
 
     path: "auto" (default), "eager" or "recompute": how the gradients are formed (module
-    docstring); "auto" takes "eager" wherever it applies. chunk_bytes: the working memory
+    docstring); "auto" takes "eager" wherever it applies and, on a GPU, its chunks hold enough
+    rows to beat the recompute (eager_pays). chunk_bytes: the working memory
     budget beyond the gradients (default DEFAULT_CHUNK_BYTES, 192 MiB): the eager path's row
     chunk of float32 logits, the recompute path's vocabulary slices. grad_weight_accum: the
     eager path's weight-gradient accumulation, "auto", "dtype" or "fp32", as
@@ -348,7 +382,13 @@ def grpo_loss(
                    max_completion_length=max_completion_length)  # fmt: skip
     grad_needed = torch.is_grad_enabled() and any(_requires_grad(t) for t in (hidden, weight, bias))
     data_grad = any(_requires_grad(t) for t in (old_logp, ref_logp, advantages, mask, num_items))
-    if resolve_path(path, importance_level, grad_needed, data_grad) == "eager":
+    eager_fast = True
+    if path == "auto" and hidden.is_cuda:
+        n_rows = completion_ids.numel()
+        index = hidden.device.index if hidden.device.index is not None else torch.cuda.current_device()
+        min_rows = _gpu_min_rows(index)
+        eager_fast = eager_pays(n_rows, weight.shape[0], chunk_bytes, min_rows)
+    if resolve_path(path, importance_level, grad_needed, data_grad, eager_fast) == "eager":
         return eager_loss(
             EagerGRPOFunction, hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, bias=bias,
             options={**options, "temperature": temperature}, chunk_bytes=chunk_bytes,

@@ -252,3 +252,18 @@ def test_a_planted_bug_in_the_eager_path_changes_the_gradient(mutant, options, u
     loss_r, grads_r = run(p, path="recompute", upstream=upstream, **options)
     assert rel_error(loss_b, loss_r) < 1e-6
     assert rel_error(grads_b[1], grads_r[1]) > 1e-2
+
+
+def test_auto_takes_eager_on_a_gpu_only_where_its_chunks_pay():
+    """At the Llama-3-8B head (V=128256), N=8192, the default budget holds 384 rows a chunk: eager
+    on an H200 (measured faster there), recompute on an H100 (measured faster there); a budget of
+    512 rows or one chunk of every row takes eager on both."""
+    v, n = 128256, 8192
+    assert G.eager_min_rows("NVIDIA H100 80GB HBM3") == 512
+    assert G.eager_min_rows("NVIDIA H200") == G.EAGER_MIN_ROWS == 384
+    assert G.eager_pays(n, v, G.DEFAULT_CHUNK_BYTES, 384)
+    assert not G.eager_pays(n, v, G.DEFAULT_CHUNK_BYTES, 512)
+    assert G.eager_pays(n, v, 512 * v * 4, 512)
+    assert G.eager_pays(100, v, 128 * v * 4, 512)  # every row in one chunk
+    assert G.resolve_path("auto", "token", True, False, eager_fast=False) == "recompute"
+    assert G.resolve_path("eager", "token", True, False, eager_fast=False) == "eager"  # asked for: kept
