@@ -5,7 +5,7 @@
 set -o pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl3/*.whl
 export PYTHONUNBUFFERED=1 PYTHONPATH="/tmp/site:$PWD"
-export LIGERBENCH_COMMIT="${LIGERBENCH_COMMIT:-unknown}"
+export LIGERBENCH_COMMIT="${LIGERBENCH_COMMIT:-unknown}"  # pass the hash from here: the device copy's git metadata can be stale
 L="python3 -m ligerbench.cli"
 R="$OUT/r"
 mkdir -p "$R"
