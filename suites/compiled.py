@@ -1,7 +1,14 @@
 """torch.compile as a verify provider, honestly: past torch._dynamo's recompile limit (8 compiles
 of one function by default) dynamo runs a call eagerly, and verify would record eager PyTorch's
 result as torch.compile's. A quick grid varies shapes, dtypes and options, so the limit is met
-within a few cases. Here that call raises NotRun instead: the case is a skip that says why."""
+within a few cases. Here that call raises NotRun instead: the case is a skip that says why.
+
+Float arguments (a temperature, a softcap) are compiled in as constants (dynamo's
+specialize_float), as a first compile does for a user's `torch.compile(fn)`. Left symbolic under
+dynamic=True, each becomes a 0-d float64 CPU tensor that inductor converts in a C++ kernel, and
+that one kernel sends every process through inductor's CPU toolchain checks: ~40 s of g++ test
+builds a verify on the H100 box (results/examples/issue34-gpu/run15.sh, run16.sh). A new value
+is a recompile."""
 
 from __future__ import annotations
 
@@ -22,7 +29,7 @@ def compiled(fn: Callable, **options) -> Callable:
     def call(*args, **kwargs):
         import torch._dynamo
 
-        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True, specialize_float=True):
             try:
                 return graph(*args, **kwargs)
             except torch._dynamo.exc.FailOnRecompileLimitHit as exc:

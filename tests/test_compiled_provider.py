@@ -42,3 +42,27 @@ def test_verify_records_a_case_not_run_as_skip_with_the_reason():
     assert len(skipped) > 0 and set(skipped["verdict"]) == {"skip"}
     assert result.failures.empty and result.compared > 0
     assert records[records["v"] <= 100]["verdict"].isin(["pass"]).any()
+
+
+def test_a_float_argument_is_compiled_in_not_passed_as_a_cpu_tensor():
+    """Under dynamic=True a symbolic float reaches the graph as a 0-d float64 CPU tensor, whose
+    conversion inductor compiles as a C++ kernel (and so runs its CPU toolchain checks); compiled
+    specializes it: the graph's inputs hold no such tensor, and a new value recompiles."""
+    inputs = []
+
+    def backend(gm, example_inputs):
+        inputs.append(example_inputs)
+        return gm.forward
+
+    def scaled(x, temperature):
+        return x / temperature
+
+    torch._dynamo.reset()
+    graph = compiled(scaled, backend=backend, dynamic=True)
+    x = torch.ones(3)
+    assert torch.equal(graph(x, 0.5), torch.full((3,), 2.0))
+    assert torch.equal(graph(x, 0.25), torch.full((3,), 4.0))
+    assert len(inputs) == 2  # one graph per value
+    for example in inputs:
+        assert not any(isinstance(t, torch.Tensor) and t.dim() == 0 and t.dtype == torch.float64 for t in example)
+    torch._dynamo.reset()
