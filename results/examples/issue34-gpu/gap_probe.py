@@ -8,20 +8,14 @@ the kernels' busy time.
     python3 results/examples/issue34-gpu/gap_probe.py grpo llama3-8b ours_liger_memory liger_triton
 """
 
-import importlib
 import sys
 
 import torch
+from bench_point import point_of, step_of
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ligerbench.bench.spec import call
-from ligerbench.builtin import default_registry
-
 kernel, label, *names = sys.argv[1:]
-spec = importlib.import_module(f"ligerbench.suites.{kernel}.bench").SPEC
-points = next(iter(spec.sweeps.values()))("bf16", None, False)
-point = next((p for p in points if p.label == label), points[0])
-reg = default_registry()
+spec, point = point_of(kernel, label)
 dev = torch.device("cuda")
 print(torch.cuda.get_device_name(), kernel, point.case.id, flush=True)
 
@@ -36,15 +30,12 @@ def busy_union(spans):
 
 
 def probe(name: str) -> None:
-    inputs = spec.make_inputs(point.case, 0, dev)
-    fn = reg.provider(kernel, name).load()
+    forward = step_of(kernel, spec, point, name, dev)
 
     def step():
-        for t in inputs.leaves:
-            t.grad = None
         torch.cuda.synchronize()
         with record_function("region"):
-            call(fn, inputs).backward()
+            forward().backward()
             torch.cuda.synchronize()
 
     for _ in range(3):

@@ -7,34 +7,24 @@ torch.profiler; the events' sum, not the wall time (bench gives that).
     python3 results/examples/issue34-gpu/head_profile.py flp llama3-8b ours ours_large_slices
 """
 
-import importlib
 import sys
 from collections import defaultdict
 
 import torch
+from bench_point import point_of, step_of
 from torch.profiler import ProfilerActivity, profile
 
-from ligerbench.bench.spec import call
-from ligerbench.builtin import default_registry
-
 kernel, label, *names = sys.argv[1:]
-spec = importlib.import_module(f"ligerbench.suites.{kernel}.bench").SPEC
-sweep = next(iter(spec.sweeps.values()))
-points = sweep("bf16", None, False)
-point = next((p for p in points if p.label == label), points[0])
-reg = default_registry()
+spec, point = point_of(kernel, label)
 dev = torch.device("cuda")
 print(torch.cuda.get_device_name(), kernel, point.label, point.case.id, flush=True)
 
 
 def profile_one(name: str) -> None:
-    inputs = spec.make_inputs(point.case, 0, dev)
-    fn = reg.provider(kernel, name).load()
+    forward = step_of(kernel, spec, point, name, dev)
 
     def step():
-        for t in inputs.leaves:
-            t.grad = None
-        call(fn, inputs).backward()
+        forward().backward()
 
     for _ in range(3):
         step()
