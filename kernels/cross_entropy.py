@@ -27,6 +27,7 @@ logits dtype); the gradient has the logits' dtype.
 
 from __future__ import annotations
 
+import weakref
 from typing import Literal
 
 import torch
@@ -231,7 +232,7 @@ def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
 # grid's ignore_index (-100, -1, 0) and token-weight strides (0, 1, a column's) made 301 variants
 # of this kernel in ce's quick verify, 233 without (results/examples/issue34-gpu). The strides of
 # the rows and V stay specialised: they let rows be read in 16-byte vectors.
-@triton.jit(do_not_specialize=["stride_tw", "ignore_index"])
+@triton.jit(do_not_specialize=["stride_tw", "ignore_index", "stride_only"])
 def _ce_fwd_kernel(
     # logits [N, V] with rows `stride_x` elements apart; gradient [N, V] (may alias the logits)
     x_ptr,
@@ -268,26 +269,36 @@ def _ce_fwd_kernel(
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
     SYNC: tl.constexpr,  # barriers for a gradient that shares the logits' storage (_sync_level)
+    # ONLY_RESCALED: rows whose factor at only_ptr (`stride_only` apart) is exactly 1 are left as
+    # they are (their gradient formed already); the others are formed anew (rescale_formed_grad)
+    only_ptr,
+    stride_only,
+    ONLY_RESCALED: tl.constexpr,
 ):
     """One program per row: pass 1 (statistics), then loss and pass 2 (gradient)."""
     row = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
     x_row = x_ptr + row * stride_x
     g_row = grad_ptr + row * stride_g
     t = tl.load(tgt_ptr + row).to(tl.int64)
-    if t == ignore_index:
-        tl.store(loss_ptr + row, 0.0)
-        tl.store(zloss_ptr + row, 0.0)
-        tl.store(lse_ptr + row, 0.0)
-        if WRITE_GRAD:
-            _zero_row(g_row, V, grad_ptr, BLOCK_V)
-    else:
-        m, s_o, d, sum_w = _row_stats(x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, POLICY_KEEP)
-        _row_finish(
-            row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
-            denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
-            HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
-            ROUND_BY_HAND, POLICY_DROP, SYNC,
-        )  # fmt: skip
+    todo = True
+    if ONLY_RESCALED:
+        todo = (tl.load(only_ptr + row * stride_only).to(tl.float32) != 1.0) & (t != ignore_index)
+    if todo:
+        if t == ignore_index:
+            tl.store(loss_ptr + row, 0.0)
+            tl.store(zloss_ptr + row, 0.0)
+            tl.store(lse_ptr + row, 0.0)
+            if WRITE_GRAD:
+                _zero_row(g_row, V, grad_ptr, BLOCK_V)
+        else:
+            m, s_o, d, sum_w = _row_stats(x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W,
+                                          POLICY_KEEP)  # fmt: skip
+            _row_finish(
+                row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
+                denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
+                HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
+                ROUND_BY_HAND, POLICY_DROP, SYNC,
+            )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["V", "ignore_index"])  # one target a program
@@ -428,6 +439,7 @@ def cross_entropy_rows(
     label_smoothing: float = 0.0,
     softcap: float | None = None,
     z_loss_scale: float = 0.0,
+    only_where_not_one: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Low-level launch over a 2-D `logits` [N, V] (last dim contiguous).
 
@@ -436,6 +448,8 @@ def cross_entropy_rows(
     If `grad_out` is given ([N, V], last dim contiguous, may be `logits` itself) the gradient of
     sum(loss) -- or of sum(loss) / denom when `denom` is given -- is written into it.
     A target outside [0, V) that is not ignore_index gives its row NaN (loss and gradient).
+    only_where_not_one ([N] floats, any stride): only the counted rows whose value is not
+    exactly 1 are computed; the other rows of every output are left as they are.
     Used by the fused linear kernel on chunks of logits. No validation, no host sync."""
     n_rows, n_cols = logits.shape
     dev = logits.device
@@ -476,6 +490,9 @@ def cross_entropy_rows(
         POLICY_KEEP="evict_last" if _L2_HINTS else "",
         POLICY_DROP="evict_first" if _L2_HINTS else "",
         SYNC=_sync_level(grad_out, logits) if write_grad else 0,
+        only_ptr=only_where_not_one if only_where_not_one is not None else loss,
+        stride_only=only_where_not_one.stride(0) if only_where_not_one is not None else 0,
+        ONLY_RESCALED=only_where_not_one is not None,
         num_warps=num_warps,
     )
     return loss, zloss, lse
@@ -602,9 +619,14 @@ class CrossEntropyFunction(torch.autograd.Function):
             grad = x if inplace_backward else torch.empty_like(x)
         loss_rows, zloss_rows, _ = cross_entropy_rows(x, t, grad_out=grad, denom=denom, token_weight=tw, **options)
         ctx.deferred = deferred
+        ctx.options = options
+        ctx.source = None
         if deferred:
             ctx.save_for_backward(x, t, tw)
-            ctx.options = options
+        elif grad is not None and not inplace_backward and grad.element_size() < 4:
+            # rescale_formed_grad: the caller's logits, if the caller still holds them then
+            # (a weak reference: kept alive by nobody here), unchanged (their version)
+            ctx.source = (weakref.ref(logits), logits._version, t, tw, denom)
         return finish_forward(ctx, loss_rows, zloss_rows, reduction, denom, grad, shape)
 
     @staticmethod
@@ -616,8 +638,32 @@ class CrossEntropyFunction(torch.autograd.Function):
             cross_entropy_rows(x, t, grad_out=grad, token_weight=up if tw is None else tw * up, **ctx.options)
         else:
             grad = take_formed_grad(ctx, "cross_entropy")
-            scale_rows_(grad, grad_loss)
+            if not rescale_formed_grad(ctx, grad, grad_loss):
+                scale_rows_(grad, grad_loss)
         return grad.view(ctx.grad_shape), None, None, None, None, None, None, None, None, None, None
+
+
+def rescale_formed_grad(ctx, grad: torch.Tensor, grad_loss: torch.Tensor) -> bool:
+    """A 16-bit gradient formed in forward for an upstream of 1 and then scaled by another is
+    rounded twice: one step of the dtype off on many elements (docs/bugs.md, bug 13). Where the
+    caller's logits are still alive and unchanged, the rows whose upstream is not 1 are formed
+    again from them with it, rounded once; rows whose upstream is 1 are left untouched (decided
+    on the device: no host sync). False where the logits are gone or changed: the caller scales."""
+    if ctx.source is None:
+        return False
+    ref, version, t, tw, denom = ctx.source
+    ctx.source = None
+    logits = ref()
+    if logits is None or logits._version != version:
+        return False
+    x = logits.reshape(-1, logits.shape[-1])
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    up = grad_loss.reshape(-1).float()
+    up = up.expand(x.shape[0]) if up.numel() == 1 else up
+    cross_entropy_rows(x, t, grad_out=grad, denom=denom, token_weight=up if tw is None else tw * up,
+                       only_where_not_one=up, **ctx.options)  # fmt: skip
+    return True
 
 
 def finish_forward(ctx, loss_rows, zloss_rows, reduction: str, denom, grad, shape):

@@ -200,6 +200,57 @@ def test_reduction_none_rounds_a_bf16_gradient_once(device):
     assert (_ulps_off(twice, xd.grad) > 0).float().mean() > 0.05
 
 
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_a_scalar_upstream_rounds_a_bf16_gradient_once_while_the_logits_live(device, reduction):
+    """sum / mean form the gradient in forward for an upstream of 1; under another scalar
+    (loss * 0.7) the rows are formed again from the caller's logits, rounded once: the bits
+    of reduction="none" with that upstream on every row (docs/bugs.md, bug 13)."""
+    logits, target = _inputs(device, torch.bfloat16, n=64, v=512, frac_ignored=0.1)
+    opts = dict(label_smoothing=0.1, softcap=20.0, z_loss_scale=1e-3)
+    x = logits.clone().requires_grad_()
+    (cross_entropy(x, target, reduction=reduction, **opts) * 0.7).backward()
+    y = logits.clone().requires_grad_()
+    scale = 0.7 / (target != -100).sum() if reduction == "mean" else 0.7
+    cross_entropy(y, target, reduction="none", **opts).backward(torch.full((64,), 1.0, device=device) * scale)
+    assert torch.equal(x.grad, y.grad)
+    xd = logits.double().requires_grad_()
+    (F.cross_entropy(xd, target, reduction=reduction) * 0.7).backward()
+    plain = logits.clone().requires_grad_()
+    (cross_entropy(plain, target, reduction=reduction) * 0.7).backward()
+    assert (_ulps_off(plain.grad, xd.grad) == 0).float().mean() > 0.999
+
+
+def test_a_unit_upstream_leaves_the_formed_gradient_and_gone_logits_fall_back_to_scaling(device):
+    """loss.backward() (upstream 1) keeps the gradient formed in forward, bit for bit; logits the
+    caller no longer holds, or changed in place since, are never read: the formed gradient is
+    scaled instead (rounded twice in 16-bit)."""
+    from ligerbench.kernels.cross_entropy import cross_entropy_rows, scale_rows_
+
+    logits, target = _inputs(device, torch.bfloat16, n=64, v=512, frac_ignored=0.1)
+    formed = torch.empty_like(logits)
+    cross_entropy_rows(logits, target, grad_out=formed)
+    x = logits.clone().requires_grad_()
+    cross_entropy(x, target, reduction="sum").backward()
+    assert torch.equal(x.grad, formed)
+
+    scaled = formed.clone()
+    scale_rows_(scaled, torch.tensor(0.7, device=device))
+    leaf = logits.clone().requires_grad_()
+    gone = leaf * 1.0  # a temporary the caller drops after the loss
+    loss = cross_entropy(gone, target, reduction="sum") * 0.7
+    del gone
+    loss.backward()
+    assert torch.equal(leaf.grad, scaled)
+
+    changed = logits.clone().requires_grad_()
+    held = changed * 1.0
+    loss = cross_entropy(held, target, reduction="sum") * 0.7
+    with torch.no_grad():
+        held.add_(5.0)  # changed in place after the forward: its version moves
+    loss.backward()
+    assert torch.equal(changed.grad, scaled)
+
+
 def test_module_and_z_loss_output(device):
     logits, target = _inputs(device)
     module = CrossEntropyLoss(reduction="sum", z_loss_scale=0.1, return_z_loss=True)
