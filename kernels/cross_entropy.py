@@ -730,7 +730,10 @@ def cross_entropy(
     (ValueError naming the value). "host": the host check on any device (ValueError;
     one host sync on a GPU). "device": the device check on any device (on CPU a RuntimeError).
     False: no check; such rows give NaN loss and gradient.
-    The gradient is formed in forward, so one backward per forward.
+    The gradient is formed in forward, so one backward per forward. reduction="none" (not in
+    place) forms it in backward instead, where each row's upstream is known; under a scalar
+    upstream other than 1, sum and mean form a 16-bit gradient again from `logits` while the
+    caller still holds them unchanged (rescale_formed_grad), so it is rounded once.
     """
     loss, zloss = CrossEntropyFunction.apply(
         logits,
