@@ -74,7 +74,7 @@ from typing import Literal
 import torch
 
 from .chunk_grads import ChunkGrads, scale_
-from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
+from .chunking import DEFAULT_CHUNK_BYTES
 from .compile_boundary import opaque
 from .fp32_products import SHARED_LOGIT_BYTES, grad_under_logits, logits_fp32
 from .fused_linear_cross_entropy import GradWeightAccum, check_accum, plan
@@ -302,10 +302,11 @@ def _gpu_min_rows(index: int) -> int:
     return eager_min_rows(torch.cuda.get_device_name(index))
 
 
-def eager_pays(n_rows: int, n_classes: int, chunk_bytes: int, min_rows: int) -> bool:
-    """Whether "auto" should take the eager path on a GPU: its chunk of float32 logits (4 bytes a
-    logit within `chunk_bytes`) holds every row or at least `min_rows` (eager_min_rows)."""
-    rows = chunk_size(n_rows, n_classes, SHARED_LOGIT_BYTES, chunk_bytes, None)
+def eager_pays(n_rows: int, n_classes: int, n_hidden: int, chunk_bytes: int, accum: str, min_rows: int) -> bool:
+    """Whether "auto" should take the eager path on a GPU: the chunk its forward would cut (the
+    same `plan`: float32 logits at 4 bytes a logit within `chunk_bytes`, less an fp32
+    accumulator's share where plan takes one) holds every row or at least `min_rows`."""
+    rows, _ = plan(n_rows, n_classes, n_hidden, SHARED_LOGIT_BYTES, chunk_bytes, None, accum)
     return rows >= n_rows or rows >= min_rows
 
 
@@ -387,7 +388,8 @@ def grpo_loss(
         n_rows = completion_ids.numel()
         index = hidden.device.index if hidden.device.index is not None else torch.cuda.current_device()
         min_rows = _gpu_min_rows(index)
-        eager_fast = eager_pays(n_rows, weight.shape[0], chunk_bytes, min_rows)
+        check_accum(grad_weight_accum)
+        eager_fast = eager_pays(n_rows, weight.shape[0], weight.shape[1], chunk_bytes, grad_weight_accum, min_rows)
     if resolve_path(path, importance_level, grad_needed, data_grad, eager_fast) == "eager":
         return eager_loss(
             EagerGRPOFunction, hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, bias=bias,

@@ -258,12 +258,12 @@ def test_auto_takes_eager_on_a_gpu_only_where_its_chunks_pay():
     """At the Llama-3-8B head (V=128256), N=8192, the default budget holds 384 rows a chunk: eager
     on an H200 (measured faster there), recompute on an H100 (measured faster there); a budget of
     512 rows or one chunk of every row takes eager on both."""
-    v, n = 128256, 8192
+    v, n, h = 128256, 8192, 4096
     assert G.eager_min_rows("NVIDIA H100 80GB HBM3") == 512
     assert G.eager_min_rows("NVIDIA H200") == G.EAGER_MIN_ROWS == 384
-    assert G.eager_pays(n, v, G.DEFAULT_CHUNK_BYTES, 384)
-    assert not G.eager_pays(n, v, G.DEFAULT_CHUNK_BYTES, 512)
-    assert G.eager_pays(n, v, 512 * v * 4, 512)
-    assert G.eager_pays(100, v, 128 * v * 4, 512)  # every row in one chunk
+    assert G.eager_pays(n, v, h, G.DEFAULT_CHUNK_BYTES, "auto", 384)
+    assert not G.eager_pays(n, v, h, G.DEFAULT_CHUNK_BYTES, "auto", 512)
+    assert G.eager_pays(n, v, h, 512 * v * 4, "auto", 512)
+    assert G.eager_pays(100, v, h, 128 * v * 4, "auto", 512)  # every row in one chunk
     assert G.resolve_path("auto", "token", True, False, eager_fast=False) == "recompute"
     assert G.resolve_path("eager", "token", True, False, eager_fast=False) == "eager"  # asked for: kept
