@@ -648,7 +648,9 @@ def rescale_formed_grad(ctx, grad: torch.Tensor, grad_loss: torch.Tensor) -> boo
     rounded twice: one step of the dtype off on many elements (docs/bugs.md, bug 13). Where the
     caller's logits are still alive and unchanged, the rows whose upstream is not 1 are formed
     again from them with it, rounded once; rows whose upstream is 1 are left untouched (decided
-    on the device: no host sync). False where the logits are gone or changed: the caller scales."""
+    on the device: no host sync). False where the logits are gone or changed, or are not rows
+    of unit column stride the kernel reads as they are (a copy would be a pass over [N, V] even
+    when every upstream is 1): the caller scales."""
     if ctx.source is None:
         return False
     ref, version, t, tw, denom = ctx.source
@@ -656,9 +658,12 @@ def rescale_formed_grad(ctx, grad: torch.Tensor, grad_loss: torch.Tensor) -> boo
     logits = ref()
     if logits is None or logits._version != version:
         return False
-    x = logits.reshape(-1, logits.shape[-1])
+    try:
+        x = logits.view(-1, logits.shape[-1])
+    except RuntimeError:  # not viewable as rows: reshape would copy
+        return False
     if x.stride(-1) != 1:
-        x = x.contiguous()
+        return False
     up = grad_loss.reshape(-1).float()
     up = up.expand(x.shape[0]) if up.numel() == 1 else up
     cross_entropy_rows(x, t, grad_out=grad, denom=denom, token_weight=up if tw is None else tw * up,

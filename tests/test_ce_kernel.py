@@ -274,3 +274,25 @@ def test_no_gradient_requested_writes_nothing(device):
 def test_fp16_on_gpu(device):
     logits, target = _inputs(device, torch.float16)
     check_against_truth(cross_entropy, logits, target, reduction="mean")
+
+
+def test_logits_that_would_need_a_copy_are_not_read_again(device, monkeypatch):
+    """Column-strided logits: re-forming the rows would first copy [N, V] (a pass even when the
+    upstream is 1), so backward scales the formed gradient instead; the kernel is not launched."""
+    from ligerbench.kernels import cross_entropy as C
+
+    logits, target = _inputs(device, torch.bfloat16, n=16, v=256, frac_ignored=0.1)
+    strided = logits.t().contiguous().t().requires_grad_()  # [N, V] with column stride N
+    launches = []
+    real = C.cross_entropy_rows
+
+    def counted(*args, **kw):
+        launches.append(kw.get("only_where_not_one") is not None)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(C, "cross_entropy_rows", counted)
+    (cross_entropy(strided, target, reduction="sum") * 0.7).backward()
+    assert launches == [False]  # forward only
+    held = logits.clone().requires_grad_()
+    (cross_entropy(held, target, reduction="sum") * 0.7).backward()
+    assert launches == [False, False, True]  # forward, then backward re-forms the rows
