@@ -153,6 +153,22 @@ def capped(x: torch.Tensor, softcap: float) -> torch.Tensor:
     return softcap * _StableTanh.apply(x / softcap)
 
 
+TEXTBOOK_FORMS = (True, "logsumexp")  # the ways users write it: each a textbook yardstick
+
+
+def _rows_by_logsumexp(x, target, w, ignore_index, label_smoothing):
+    """F.cross_entropy(reduction="none")'s rows with each log-probability formed as
+    x_j - logsumexp(x): the same semantics, the closing formula's roundings (its lse rounded
+    where the logits sit, not where log-softmax keeps x_t - max exact)."""
+    logp = x - torch.logsumexp(x, dim=-1, keepdim=True)
+    rows = F.nll_loss(logp, target, weight=w, ignore_index=ignore_index, reduction="none")
+    if not label_smoothing:
+        return rows
+    smooth = -(logp * w if w is not None else logp).sum(-1) / x.shape[-1]
+    smooth = torch.where(target != ignore_index, smooth, 0.0)
+    return (1.0 - label_smoothing) * rows + label_smoothing * smooth
+
+
 def ce_torch(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -168,8 +184,10 @@ def ce_torch(
 ):
     """The semantics above in plain PyTorch ops, in the dtype of `logits`.
     Returns (loss, z_loss). Used in float64 as the truth and in the case dtype as 'eager'.
-    textbook: the softcap as users write it, its slope through autograd's tanh (1 - tanh^2,
-    which cancels where |tanh| -> 1): the default verdict's yardstick (ligerbench/tolerance.py)."""
+    textbook: the default verdict's yardsticks (ligerbench/tolerance.py), the softcap as users
+    write it, its slope through autograd's tanh (1 - tanh^2, which cancels where |tanh| -> 1):
+    True, F.cross_entropy; "logsumexp", each row's loss as logsumexp(x) - x_t (by hand, and every
+    online-softmax kernel's closing formula: TEXTBOOK_FORMS)."""
     shape = target.shape
     if logits.dim() != 2:  # [B, T, V]: flattened row-major, as torch.nn.functional would see [B*T, V]
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
@@ -180,13 +198,16 @@ def ce_torch(
         x = softcap * torch.tanh(x / softcap) if textbook else capped(x, softcap)
     w = weight.to(dt) if weight is not None else None
     counted = target != ignore_index
-    if reduction == "mean" and z_loss_scale == 0.0 and token_weight is None:
+    if textbook == "logsumexp":
+        rows = _rows_by_logsumexp(x, target, w, ignore_index, label_smoothing)
+    elif reduction == "mean" and z_loss_scale == 0.0 and token_weight is None:
         # exactly what transformers and most users run
         loss = F.cross_entropy(x, target, weight=w, ignore_index=ignore_index, label_smoothing=label_smoothing)
         return loss, torch.zeros((), dtype=dt, device=x.device)
-    rows = F.cross_entropy(
-        x, target, weight=w, ignore_index=ignore_index, reduction="none", label_smoothing=label_smoothing
-    )
+    else:
+        rows = F.cross_entropy(
+            x, target, weight=w, ignore_index=ignore_index, reduction="none", label_smoothing=label_smoothing
+        )
     z_rows = torch.zeros_like(rows)
     if z_loss_scale:
         z_rows = torch.where(counted, z_loss_scale * torch.logsumexp(x, dim=-1) ** 2, 0.0).to(dt)
@@ -240,7 +261,7 @@ CHUNK_ELEMENTS = 2**26
 
 
 def rowwise(problem: CEProblem, dtype: torch.dtype, *, chunk_elements: int = CHUNK_ELEMENTS,
-            textbook: bool = False) -> Outcome:  # fmt: skip
+            textbook: bool | str = False) -> Outcome:  # fmt: skip
     """ce_torch's loss, z-loss and logits gradient in `dtype`, a block of rows at a time: each
     block's rows by reduction="none", reduced as ce_torch reduces them, then each block's
     gradient by backward through its rows weighted by what the reduction and the upstream give
@@ -307,10 +328,14 @@ def eager_in_dtype(problem: CEProblem) -> Outcome:
     return yardstick(lambda p: run_ce(ce_torch, p), problem, {"logits": problem.logits})
 
 
-def textbook(problem: CEProblem) -> Outcome:
-    """The default verdict's yardstick (ligerbench/tolerance.py): ce_torch as users write it
-    (textbook=True: the softcap's slope through autograd), otherwise as eager_in_dtype."""
-    if problem.logits.numel() >= CHUNKED_FROM:
-        return yardstick(lambda p: rowwise(p, p.logits.dtype, textbook=True), problem, {"logits": problem.logits})
-    return yardstick(lambda p: run_ce(functools.partial(ce_torch, textbook=True), p), problem,
-                     {"logits": problem.logits})  # fmt: skip
+def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
+    """The default verdict's yardsticks (ligerbench/tolerance.py): ce_torch in each way users
+    write it (TEXTBOOK_FORMS: F.cross_entropy, or logsumexp(x) - x_t; the softcap's slope through
+    autograd), otherwise as eager_in_dtype; a provider fails only where it is worse than all."""
+
+    def written(form):
+        if problem.logits.numel() >= CHUNKED_FROM:
+            return lambda p: rowwise(p, p.logits.dtype, textbook=form)
+        return lambda p: run_ce(functools.partial(ce_torch, textbook=form), p)
+
+    return tuple(yardstick(written(form), problem, {"logits": problem.logits}) for form in TEXTBOOK_FORMS)

@@ -40,7 +40,7 @@ from ligerbench.problems import (
     upstream_for,
     written,
 )
-from ligerbench.suites.ce.spec import ce_torch
+from ligerbench.suites.ce.spec import TEXTBOOK_FORMS, ce_torch
 from ligerbench.suites.flce.axes import LAYOUT
 from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
@@ -241,9 +241,9 @@ def reference(problem: FLCEProblem) -> Outcome:
     return run_flce(flce_torch, p64)
 
 
-def _careful(dtype: torch.dtype, textbook: bool = False):
+def _careful(dtype: torch.dtype, textbook: bool | str = False):
     """flce_torch on float32 operands whose logits' gradient is rounded once to `dtype`
-    (textbook: ce_torch's textbook softcap)."""
+    (textbook: one of ce_torch's textbook forms)."""
 
     def fn(hidden, weight, target, *, bias=None, class_weight=None, **options):
         options = {**options, "textbook": textbook}
@@ -264,9 +264,10 @@ def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     return yardstick(lambda p: run_flce(careful, p), problem, upcast)
 
 
-def textbook(problem: FLCEProblem) -> Outcome:
-    """The default verdict's yardstick (ligerbench/tolerance.py): as eager_in_dtype, the softcap
-    as users write it (its slope through autograd's tanh)."""
+def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
+    """The default verdict's yardsticks (ligerbench/tolerance.py): as eager_in_dtype, the loss in
+    each way users write it (ce's TEXTBOOK_FORMS: F.cross_entropy, or logsumexp(x) - x_t), the
+    softcap as users write it (its slope through autograd's tanh)."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
-    users = _careful(problem.hidden.dtype, textbook=True)
-    return yardstick(lambda p: run_flce(users, p), problem, upcast)
+    written = [_careful(problem.hidden.dtype, textbook=form) for form in TEXTBOOK_FORMS]
+    return tuple(yardstick(lambda p, users=users: run_flce(users, p), problem, upcast) for users in written)

@@ -99,9 +99,9 @@ def eager_in_dtype(problem: VPProblem) -> Outcome:
     return per_rank(ce.eager_in_dtype(problem.base), problem.world)
 
 
-def textbook(problem: VPProblem) -> Outcome:
-    """ce's textbook yardstick on the global problem (ligerbench/tolerance.py)."""
-    return per_rank(ce.textbook(problem.base), problem.world)
+def textbook(problem: VPProblem) -> tuple[Outcome, ...]:
+    """ce's textbook yardsticks on the global problem (ligerbench/tolerance.py)."""
+    return tuple(per_rank(form, problem.world) for form in ce.textbook(problem.base))
 
 
 def _forward(fn, problem: VPProblem, rank: int, group):

@@ -79,9 +79,9 @@ def eager_in_dtype(problem: VPFProblem) -> Outcome:
     return per_rank(flce.eager_in_dtype(problem.base), problem.world, _WHOLE)
 
 
-def textbook(problem: VPFProblem) -> Outcome:
-    """flce's textbook yardstick on the global problem (ligerbench/tolerance.py)."""
-    return per_rank(flce.textbook(problem.base), problem.world, _WHOLE)
+def textbook(problem: VPFProblem) -> tuple[Outcome, ...]:
+    """flce's textbook yardsticks on the global problem (ligerbench/tolerance.py)."""
+    return tuple(per_rank(form, problem.world, _WHOLE) for form in flce.textbook(problem.base))
 
 
 def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:

@@ -1,0 +1,79 @@
+"""The cross entropy's textbook yardsticks (ligerbench/tolerance.py): F.cross_entropy, and each
+row's loss as logsumexp(x) - x_t (ce_torch's TEXTBOOK_FORMS).
+
+Why two: on confident float32 rows F.cross_entropy's own error is a few coarse roundings (the sum
+of exponentials rounded next to 1), so one run of it is one draw of them, and PyTorch in another
+order lands several times farther. On the H100 (session 18) torch.compile of the very same
+flce_torch failed the default verdict at 1.56x; on CPU, F.cross_entropy over the vocabulary in
+another order failed it at up to 12x (5 checks of 704 over 8 seeds) before the second form."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ligerbench.suites.ce import spec as ce_spec
+from ligerbench.suites.ce.axes import case as ce_case
+from ligerbench.suites.ce.spec import TEXTBOOK_FORMS, ce_torch, make_problem, run_ce
+from ligerbench.testing import cases, run_provider
+from ligerbench.tolerance import rel_error
+
+IGNORE_AS_ITSELF = ["none", "random_10", "random_90", "leading_run", "middle_run", "all"]  # not index_is_class
+
+
+@pytest.mark.parametrize("option", ["plain", "label_smoothing", "softcap", "z_loss", "class_weight",
+                                    "token_weight", "smoothing_class_weight", "all"])  # fmt: skip
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_the_logsumexp_form_has_the_semantics_of_f_cross_entropy(option, reduction):
+    """In float64 both forms are the same function: loss, z-loss and gradient agree to 1e-12
+    relative (ignored rows, class weights, smoothing and the mean's denominator included)."""
+    upstream = "random" if reduction == "none" else "grad_scaler"
+    case = ce_case(n=16, v=1000, dtype="fp32", reduction=reduction, upstream=upstream, ignore_pattern="random_10",
+                   option=option, logits="normal")  # fmt: skip
+    problem = make_problem(case, 3, torch.device("cpu"))
+    problem.logits = problem.logits.double()
+    problem.upstream = problem.upstream.double()
+    for name in ("weight", "token_weight"):
+        if getattr(problem, name) is not None:
+            setattr(problem, name, getattr(problem, name).double())
+    forms = [run_ce(lambda *a, form=form, **k: ce_torch(*a, **k, textbook=form), problem) for form in TEXTBOOK_FORMS]
+    assert set(forms[0].values) == set(forms[1].values)
+    for name, value in forms[0].values.items():
+        assert rel_error(forms[1].values[name], value) < 1e-12, name
+
+
+def _in_another_vocabulary_order(logits, target, *, weight=None, ignore_index=-100, **options):
+    """PyTorch's cross entropy as users write it, over the vocabulary in another (fixed) order:
+    the same semantics, every reduction over V summed in another order."""
+    v = logits.shape[-1]
+    order = torch.randperm(v, generator=torch.Generator().manual_seed(1))
+    where = torch.empty_like(order)
+    where[order] = torch.arange(v)
+    moved = torch.where(target == ignore_index, target, where[target.clamp(0, v - 1)])
+    return ce_torch(logits[..., order], moved, weight=None if weight is None else weight[order],
+                    ignore_index=ignore_index, **options)  # fmt: skip
+
+
+def test_pytorch_in_another_order_passes_the_default_verdict_on_confident_float32_rows():
+    runs = [run_provider("ce", _in_another_vocabulary_order, seed=seed, dtype="fp32", logits="confident",
+                         ignore_pattern=IGNORE_AS_ITSELF) for seed in range(8)]  # fmt: skip
+    assert sum(r.compared for r in runs) > 500
+    failed = [f"seed {i}: {row.case} {row.quantity} {row.message}" for i, r in enumerate(runs)
+              for _, row in r.failures.iterrows()]  # fmt: skip
+    assert not failed, "\n".join(failed)
+
+
+def test_with_f_cross_entropy_alone_the_default_verdict_failed_it(monkeypatch):
+    """The test above can fail: with the first form alone, the same provider fails (seeds 2-5)."""
+    monkeypatch.setattr(ce_spec, "TEXTBOOK_FORMS", (True,))
+    failed = sum(len(run_provider("ce", _in_another_vocabulary_order, seed=seed, dtype="fp32", logits="confident",
+                                  ignore_pattern=IGNORE_AS_ITSELF).failures) for seed in (2, 3))  # fmt: skip
+    assert failed >= 2
+
+
+def test_every_textbook_form_runs_on_the_quick_grid():
+    """Each form is a yardstick on every case, not only where it was measured."""
+    grid = cases("ce", dtype="fp32", logits="confident")
+    assert grid
+    problem = make_problem(grid[0], 0, torch.device("cpu"))
+    assert len(ce_spec.textbook(problem)) == len(TEXTBOOK_FORMS) == 2
