@@ -77,3 +77,35 @@ def test_every_textbook_form_runs_on_the_quick_grid():
     assert grid
     problem = make_problem(grid[0], 0, torch.device("cpu"))
     assert len(ce_spec.textbook(problem)) == len(TEXTBOOK_FORMS) == 2
+
+
+# ----------------------------------------------------------------------------- one class: a truth exactly 0
+
+
+def _loss_moved_by(amount: float):
+    """PyTorch's cross entropy with `amount` times each row's |x_t| added to the loss: at one class
+    a loss of rounding noise (Liger's -5.9e-9 on the H100) or a bug's size (1e-3)."""
+
+    def fn(logits, target, *, ignore_index=-100, reduction="mean", **options):
+        loss, z = ce_torch(logits, target, ignore_index=ignore_index, reduction=reduction, **options)
+        rows = torch.where(target != ignore_index, logits.detach().reshape(target.shape + (-1,))[..., 0].abs(), 0.0)
+        counted = (target != ignore_index).sum()
+        moved = amount * {"none": rows, "sum": rows.sum(), "mean": rows.sum() / counted}[reduction]
+        return loss + moved, z
+
+    return fn
+
+
+def test_at_one_class_a_loss_of_rounding_noise_passes_and_a_bug_fails():
+    """At V=1 the cross entropy is exactly 0 (smoothing and class weights included). Held to
+    "2x a yardstick's error" relative to a truth of 0, one float32 rounding's noise was an infinite
+    error (Liger, H100 quick run, session 18: -5.9e-9); relative to the loss's natural magnitude
+    (tolerance.py) it is a rounding, and 1e-3 of it is a bug."""
+    filters = dict(v=1, dtype="fp32", option=["plain", "label_smoothing"],
+                   ignore_pattern=IGNORE_AS_ITSELF)  # fmt: skip
+    noise = run_provider("ce", _loss_moved_by(2.0**-26), **filters)
+    assert noise.compared > 20 and noise.failures.empty, noise.failures[["case", "quantity", "message"]].to_string()
+    bug = run_provider("ce", _loss_moved_by(1e-3), **filters)
+    failed = bug.failures[bug.failures.quantity == "loss"]
+    counted = bug.records[(bug.records.quantity == "loss") & (bug.records.ignore_pattern != "all")]
+    assert len(failed) == len(counted) > 0

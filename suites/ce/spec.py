@@ -15,6 +15,7 @@ evaluates it in the case's dtype, which sets the tolerance (ligerbench/tolerance
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -317,7 +318,36 @@ def reference(problem: CEProblem) -> Outcome:
     p64.weight = problem.weight.double() if problem.weight is not None else None
     p64.token_weight = problem.token_weight.double() if problem.token_weight is not None else None
     p64.upstream = problem.upstream.double()
-    return run_ce(ce_torch, p64)
+    out = run_ce(ce_torch, p64)
+    out.scales.update(_one_class_scales(p64))
+    return out
+
+
+def _one_class_scales(problem: CEProblem) -> dict[str, float]:
+    """With one class every counted row's cross entropy is exactly 0 (the log-softmax of a single
+    logit), smoothing and class weights included: without a z-loss the truth is 0 and has no
+    digits to be relative to (ligerbench/tolerance.py, "A truth that is exactly 0"). Its natural
+    magnitude: the loss with each counted row's term |x_t| (what logsumexp(x) - x_t cancels),
+    weighted and reduced as the loss is. {} elsewhere."""
+    x = problem.logits.detach()
+    if x.shape[-1] != 1 or problem.z_loss_scale:
+        return {}
+    x, t = x.reshape(-1), problem.target.reshape(-1)
+    if problem.softcap:
+        x = problem.softcap * torch.tanh(x / problem.softcap)
+    counted = t != problem.ignore_index
+    w = torch.ones_like(x) if problem.weight is None else problem.weight.to(x)[t.clamp(0, 0)]
+    rows = torch.where(counted, x.abs() * w, 0.0)
+    if problem.token_weight is not None:
+        rows = rows * problem.token_weight.reshape(-1).to(x)
+    if problem.reduction == "none":
+        size = torch.linalg.vector_norm(rows)
+    elif problem.reduction == "sum":
+        size = rows.sum().abs()
+    else:
+        size = rows.sum().abs() / torch.where(counted, w, 0.0).sum()
+    size = float(size)
+    return {"loss": size} if math.isfinite(size) and size > 0 else {}
 
 
 def eager_in_dtype(problem: CEProblem) -> Outcome:
