@@ -46,6 +46,7 @@ from ligerbench.problems import (
     written,
 )
 from ligerbench.suites.ce.axes import LAYOUT
+from ligerbench.suites.device_tanh import tanh_one_ulp_low
 from ligerbench.tolerance import yardstick
 
 
@@ -154,7 +155,12 @@ def capped(x: torch.Tensor, softcap: float) -> torch.Tensor:
     return softcap * _StableTanh.apply(x / softcap)
 
 
-TEXTBOOK_FORMS = (True, "logsumexp")  # the ways users write it: each a textbook yardstick
+TEXTBOOK_FORMS = (True, "logsumexp", "tanh_ulp")  # the ways users write it: each a textbook yardstick
+
+
+def textbook_forms(softcap: float | None) -> tuple:
+    """TEXTBOOK_FORMS that differ on a case: "tanh_ulp" only where there is a softcap."""
+    return tuple(f for f in TEXTBOOK_FORMS if softcap or f != "tanh_ulp")
 
 
 def _rows_by_logsumexp(x, target, w, ignore_index, label_smoothing):
@@ -188,7 +194,8 @@ def ce_torch(
     textbook: the default verdict's yardsticks (ligerbench/tolerance.py), the softcap as users
     write it, its slope through autograd's tanh (1 - tanh^2, which cancels where |tanh| -> 1):
     True, F.cross_entropy; "logsumexp", each row's loss as logsumexp(x) - x_t (by hand, and every
-    online-softmax kernel's closing formula: TEXTBOOK_FORMS)."""
+    online-softmax kernel's closing formula); "tanh_ulp", F.cross_entropy with the softcap's
+    tanh one ulp nearer 0, as a device's may be (suites/device_tanh.py): TEXTBOOK_FORMS."""
     shape = target.shape
     if logits.dim() != 2:  # [B, T, V]: flattened row-major, as torch.nn.functional would see [B*T, V]
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
@@ -196,7 +203,8 @@ def ce_torch(
     x = logits
     dt = x.dtype
     if softcap:
-        x = softcap * torch.tanh(x / softcap) if textbook else capped(x, softcap)
+        tanh = tanh_one_ulp_low if textbook == "tanh_ulp" else torch.tanh
+        x = softcap * tanh(x / softcap) if textbook else capped(x, softcap)
     w = weight.to(dt) if weight is not None else None
     counted = target != ignore_index
     if textbook == "logsumexp":
@@ -360,12 +368,14 @@ def eager_in_dtype(problem: CEProblem) -> Outcome:
 
 def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
     """The default verdict's yardsticks (ligerbench/tolerance.py): ce_torch in each way users
-    write it (TEXTBOOK_FORMS: F.cross_entropy, or logsumexp(x) - x_t; the softcap's slope through
-    autograd), otherwise as eager_in_dtype; a provider fails only where it is worse than all."""
+    write it (textbook_forms: F.cross_entropy, or logsumexp(x) - x_t; the softcap's slope through
+    autograd, its tanh as PyTorch's or one ulp off), otherwise as eager_in_dtype; a provider fails
+    only where it is worse than all."""
 
     def written(form):
         if problem.logits.numel() >= CHUNKED_FROM:
             return lambda p: rowwise(p, p.logits.dtype, textbook=form)
         return lambda p: run_ce(functools.partial(ce_torch, textbook=form), p)
 
-    return tuple(yardstick(written(form), problem, {"logits": problem.logits}) for form in TEXTBOOK_FORMS)
+    forms = textbook_forms(problem.softcap)
+    return tuple(yardstick(written(form), problem, {"logits": problem.logits}) for form in forms)

@@ -40,7 +40,7 @@ from ligerbench.problems import (
     upstream_for,
     written,
 )
-from ligerbench.suites.ce.spec import TEXTBOOK_FORMS, ce_torch
+from ligerbench.suites.ce.spec import ce_torch, textbook_forms
 from ligerbench.suites.flce.axes import LAYOUT
 from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
@@ -266,8 +266,9 @@ def eager_in_dtype(problem: FLCEProblem) -> Outcome:
 
 def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
     """The default verdict's yardsticks (ligerbench/tolerance.py): as eager_in_dtype, the loss in
-    each way users write it (ce's TEXTBOOK_FORMS: F.cross_entropy, or logsumexp(x) - x_t), the
-    softcap as users write it (its slope through autograd's tanh)."""
+    each way users write it (ce's textbook_forms: F.cross_entropy, or logsumexp(x) - x_t), the
+    softcap as users write it (its slope through autograd's tanh, that tanh PyTorch's or one ulp
+    off)."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
-    written = [_careful(problem.hidden.dtype, textbook=form) for form in TEXTBOOK_FORMS]
+    written = [_careful(problem.hidden.dtype, textbook=form) for form in textbook_forms(problem.softcap)]
     return tuple(yardstick(lambda p, users=users: run_flce(users, p), problem, upcast) for users in written)
