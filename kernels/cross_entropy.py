@@ -116,12 +116,12 @@ def _row_finish(
     smoothing,
     cap,
     z_scale,
+    has_token_w,
+    zloss,
+    mean,
     HAS_CLASS_W: tl.constexpr,
-    HAS_TOKEN_W: tl.constexpr,
     SMOOTH: tl.constexpr,
     SOFTCAP: tl.constexpr,
-    ZLOSS: tl.constexpr,
-    MEAN: tl.constexpr,
     WRITE_GRAD: tl.constexpr,
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
@@ -156,13 +156,10 @@ def _row_finish(
         loss = (1.0 - smoothing) * w_y * nll + smoothing / V * (sum_w * log_s + d)
     else:
         loss = w_y * nll
-    zl = 0.0
-    if ZLOSS:
-        zl = z_scale * lse * lse
-    if HAS_TOKEN_W:
-        tw = tl.load(token_w_ptr + row * stride_tw).to(tl.float32)
-    else:
-        tw = 1.0
+    # has_token_w, zloss, mean: per-row options, runtime flags (0 or 1), not constexprs: each
+    # constexpr doubles the variants a varied grid compiles, and these cost a row nothing
+    zl = tl.where(zloss != 0, z_scale * lse * lse, 0.0)
+    tw = tl.load(token_w_ptr + row * stride_tw, mask=has_token_w != 0, other=1.0).to(tl.float32)
     tl.store(loss_ptr + row, tw * (loss + zl))
     tl.store(zloss_ptr + row, tw * zl)
     tl.store(lse_ptr + row, lse)
@@ -178,12 +175,9 @@ def _row_finish(
         else:
             a = w_y
             g_y = w_y * (-s_o / s)
-        if ZLOSS:
-            a += 2.0 * z_scale * lse
-            g_y += 2.0 * z_scale * lse * p_y
-        scale = tw
-        if MEAN:
-            scale = scale / tl.load(denom_ptr).to(tl.float32)
+        a = tl.where(zloss != 0, a + 2.0 * z_scale * lse, a)
+        g_y = tl.where(zloss != 0, g_y + 2.0 * z_scale * lse * p_y, g_y)
+        scale = tw / tl.load(denom_ptr, mask=mean != 0, other=1.0).to(tl.float32)
         scale = tl.where(valid, scale, float("nan"))
         # Pass 2 walks the row last block first (those are the likeliest still in L2); its
         # reads and the gradient stores ask L2 not to keep their lines. The fused linear kernel
@@ -231,15 +225,19 @@ def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
 # by 16, one compiled variant each): read once a row, they gain nothing from it, and the verify
 # grid's ignore_index (-100, -1, 0) and token-weight strides (0, 1, a column's) made 301 variants
 # of this kernel in ce's quick verify, 233 without (results/examples/issue34-gpu). The strides of
-# the rows and V stay specialised: they let rows be read in 16-byte vectors.
-@triton.jit(do_not_specialize=["stride_tw", "ignore_index", "stride_only"])
+# the rows and V stay specialised: they let rows be read in 16-byte vectors. The per-row options
+# (has_token_w, zloss, mean, only_rescaled: 0 or 1) are runtime flags for the same reason: as
+# constexprs they made 323 compiled variants of this kernel in ce's cold quick verify on an H100,
+# ~0.25 s of Triton's compile each (run24); on CPU's count 264 -> 118.
+@triton.jit(do_not_specialize=["stride_tw", "ignore_index", "stride_only", "has_token_w", "zloss", "mean",
+                               "only_rescaled"])  # fmt: skip
 def _ce_fwd_kernel(
     # logits [N, V] with rows `stride_x` elements apart; gradient [N, V] (may alias the logits)
     x_ptr,
     stride_x,
     grad_ptr,
     stride_g,
-    # per-row inputs: target ids; token weights (only read if HAS_TOKEN_W), `stride_tw` apart: 0
+    # per-row inputs: target ids; token weights (only read if has_token_w), `stride_tw` apart: 0
     # for the upstream of loss.sum().backward() (a 1 expanded over the rows), or a column's stride
     tgt_ptr,
     token_w_ptr,
@@ -257,33 +255,31 @@ def _ce_fwd_kernel(
     smoothing,
     cap,
     z_scale,
+    has_token_w,
+    zloss,
+    mean,
     HAS_CLASS_W: tl.constexpr,
-    HAS_TOKEN_W: tl.constexpr,
     SMOOTH: tl.constexpr,
     SOFTCAP: tl.constexpr,
-    ZLOSS: tl.constexpr,
-    MEAN: tl.constexpr,
     WRITE_GRAD: tl.constexpr,
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
     SYNC: tl.constexpr,  # barriers for a gradient that shares the logits' storage (_sync_level)
-    # ONLY_RESCALED: rows whose factor at only_ptr (`stride_only` apart) is exactly 1 are left as
+    # only_rescaled: rows whose factor at only_ptr (`stride_only` apart) is exactly 1 are left as
     # they are (their gradient formed already); the others are formed anew (rescale_formed_grad)
     only_ptr,
     stride_only,
-    ONLY_RESCALED: tl.constexpr,
+    only_rescaled,
 ):
     """One program per row: pass 1 (statistics), then loss and pass 2 (gradient)."""
     row = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
     x_row = x_ptr + row * stride_x
     g_row = grad_ptr + row * stride_g
     t = tl.load(tgt_ptr + row).to(tl.int64)
-    todo = True
-    if ONLY_RESCALED:
-        todo = (tl.load(only_ptr + row * stride_only).to(tl.float32) != 1.0) & (t != ignore_index)
-    if todo:
+    factor = tl.load(only_ptr + row * stride_only, mask=only_rescaled != 0, other=0.0).to(tl.float32)
+    if (only_rescaled == 0) | ((factor != 1.0) & (t != ignore_index)):
         if t == ignore_index:
             tl.store(loss_ptr + row, 0.0)
             tl.store(zloss_ptr + row, 0.0)
@@ -295,9 +291,8 @@ def _ce_fwd_kernel(
                                           POLICY_KEEP)  # fmt: skip
             _row_finish(
                 row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
-                denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale,
-                HAS_CLASS_W, HAS_TOKEN_W, SMOOTH, SOFTCAP, ZLOSS, MEAN, WRITE_GRAD, BLOCK_V,
-                ROUND_BY_HAND, POLICY_DROP, SYNC,
+                denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale, has_token_w, zloss, mean,
+                HAS_CLASS_W, SMOOTH, SOFTCAP, WRITE_GRAD, BLOCK_V, ROUND_BY_HAND, POLICY_DROP, SYNC,
             )  # fmt: skip
 
 
@@ -478,12 +473,12 @@ def cross_entropy_rows(
         float(label_smoothing),
         float(softcap) if softcap else 1.0,
         float(z_loss_scale),
+        int(token_weight is not None),
+        int(z_loss_scale != 0.0),
+        int(denom is not None),
         HAS_CLASS_W=weight is not None,
-        HAS_TOKEN_W=token_weight is not None,
         SMOOTH=label_smoothing > 0.0,
         SOFTCAP=bool(softcap),
-        ZLOSS=z_loss_scale != 0.0,
-        MEAN=denom is not None,
         WRITE_GRAD=write_grad,
         BLOCK_V=block_v,
         ROUND_BY_HAND=_INTERPRETED,
@@ -492,7 +487,7 @@ def cross_entropy_rows(
         SYNC=_sync_level(grad_out, logits) if write_grad else 0,
         only_ptr=only_where_not_one if only_where_not_one is not None else loss,
         stride_only=only_where_not_one.stride(0) if only_where_not_one is not None else 0,
-        ONLY_RESCALED=only_where_not_one is not None,
+        only_rescaled=int(only_where_not_one is not None),
         num_warps=num_warps,
     )
     return loss, zloss, lse
