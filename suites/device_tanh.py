@@ -17,18 +17,22 @@ from __future__ import annotations
 import torch
 
 
-class _TanhOneUlpLow(torch.autograd.Function):
+class _TanhAsGiven(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, u):
-        t = torch.tanh(u)
-        t = torch.nextafter(t, torch.zeros_like(t))
+    def forward(ctx, u, t):
         ctx.save_for_backward(t)
         return t
 
     @staticmethod
     def backward(ctx, grad):
         (t,) = ctx.saved_tensors
-        return grad * (1 - t * t)  # the slope from the tanh returned, as autograd's tanh forms it
+        return grad * (1 - t * t), None  # the slope from the tanh returned, as autograd's tanh forms it
+
+
+def tanh_as_given(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """`t` standing for tanh(u) (another device's, or a moved one), its slope 1 - t^2 formed from
+    t as autograd forms torch.tanh's from its output."""
+    return _TanhAsGiven.apply(u, t.detach())
 
 
 def tanh_one_ulp_low(u: torch.Tensor) -> torch.Tensor:
@@ -36,4 +40,5 @@ def tanh_one_ulp_low(u: torch.Tensor) -> torch.Tensor:
     returned. Other dtypes get torch.tanh (the 16-bit yardsticks run in float32)."""
     if u.dtype != torch.float32:
         return torch.tanh(u)
-    return _TanhOneUlpLow.apply(u)
+    t = torch.tanh(u.detach())
+    return tanh_as_given(u, torch.nextafter(t, torch.zeros_like(t)))

@@ -16,6 +16,7 @@ import torch
 from ligerbench.suites.ce import spec as ce_spec
 from ligerbench.suites.ce.axes import case as ce_case
 from ligerbench.suites.ce.spec import TEXTBOOK_FORMS, ce_torch, make_problem, run_ce
+from ligerbench.suites.device_tanh import tanh_as_given
 from ligerbench.testing import cases, run_provider
 from ligerbench.tolerance import rel_error
 
@@ -118,27 +119,13 @@ def test_at_one_class_a_loss_of_rounding_noise_passes_and_a_bug_fails():
 # ----------------------------------------------------------------------------- a softcap's tanh
 
 
-class _SlopeOf(torch.autograd.Function):
-    """softcap's t as given, its slope 1 - t^2 (as autograd's tanh forms it from its output)."""
-
-    @staticmethod
-    def forward(ctx, u, t):
-        ctx.save_for_backward(t)
-        return t
-
-    @staticmethod
-    def backward(ctx, grad):
-        (t,) = ctx.saved_tensors
-        return grad * (1 - t * t), None
-
-
 def _softcap_with(tanh):
     """PyTorch's cross entropy with the softcap's tanh given by `tanh(u)` (a float32 tensor)."""
 
     def fn(logits, target, *, softcap=None, **options):
         if softcap:
             u = logits / softcap
-            logits = softcap * _SlopeOf.apply(u, tanh(u.detach()))
+            logits = softcap * tanh_as_given(u, tanh(u.detach()))
         return ce_torch(logits, target, softcap=None, **options)
 
     return fn

@@ -35,11 +35,13 @@ for seed in range(20):
     once = truth.half()  # float32 math, one rounding at the store
     twice = (grad.half().float() * up.half().float()[:, None]).half()
 
-    def err(t):
+    def err(t, truth=truth):
         return ((t.double() - truth).norm() / truth.norm()).item()
 
     ratios.append(err(x.grad) / err(once))
     same.append((x.grad == twice).float().mean().item())
 print(f"Liger's gradient elements equal to the twice-rounded value: {min(same):.4f} to {max(same):.4f}")
-print(f"Liger's error / the once-rounded error, 20 seeds: mean {sum(ratios) / len(ratios):.2f}, "
-      f"max {max(ratios):.2f}, seeds above 2x: {sum(r > 2 for r in ratios)}")
+print(
+    f"Liger's error / the once-rounded error, 20 seeds: mean {sum(ratios) / len(ratios):.2f}, "
+    f"max {max(ratios):.2f}, seeds above 2x: {sum(r > 2 for r in ratios)}"
+)

@@ -17,9 +17,9 @@ import sys
 import torch
 import torch.nn.functional as F
 
-from ligerbench.tolerance import nudged, rel_error
 from ligerbench.suites.flce.axes import case
 from ligerbench.suites.flce.spec import flce_torch, make_problem
+from ligerbench.tolerance import nudged, rel_error
 
 CASE = dict(n=12, v=256, h=32, dtype="fp32", reduction="mean", upstream="ones", ignore_pattern="random_10",
             option="plain", logits="confident")  # fmt: skip
@@ -52,7 +52,8 @@ def main(seeds: int) -> None:
             errors.append(rel_error(F.cross_entropy(compiled_logits, p.target, ignore_index=ii), truth))
             errors.append(rel_error(ce(eager_logits, p.target, ii), truth))
             same = torch.equal(eager_logits, compiled_logits)
-        print(f"{seed:>4} " + " ".join(f"{e:9.2e}" for e in errors) + f"  {str(same):6}  {eager_logits.abs().max():.1f}")
+        row = " ".join(f"{e:9.2e}" for e in errors)
+        print(f"{seed:>4} {row}  {str(same):6}  {eager_logits.abs().max():.1f}")
 
 
 if __name__ == "__main__":

@@ -17,24 +17,11 @@ import torch
 from ligerbench.builtin import default_registry
 from ligerbench.suites.ce import spec
 from ligerbench.suites.ce.axes import case
+from ligerbench.suites.device_tanh import tanh_as_given
 from ligerbench.tolerance import rel_error
 
 CASES = [dict(n=16, v=1000, dtype="fp32", reduction="none", upstream=up, ignore_pattern="random_10", option="softcap",
               logits=kind) for kind in ("large", "confident") for up in ("ones", "random")]  # fmt: skip
-
-
-class _Slope(torch.autograd.Function):
-    """softcap * t with t given, the slope formed as (1 - t^2) / softcap."""
-
-    @staticmethod
-    def forward(ctx, u, t):
-        ctx.save_for_backward(t)
-        return t
-
-    @staticmethod
-    def backward(ctx, grad):
-        (t,) = ctx.saved_tensors
-        return grad * (1 - t * t), None
 
 
 def with_tanh(move_ulps: int):
@@ -43,7 +30,7 @@ def with_tanh(move_ulps: int):
         t = torch.tanh(u.detach().double()).float()
         if move_ulps:
             t = torch.nextafter(t, torch.zeros_like(t))
-        x = softcap * _Slope.apply(u, t)
+        x = softcap * tanh_as_given(u, t)
         return spec.ce_torch(x, target, softcap=None, **options)
 
     return fn
