@@ -18,8 +18,20 @@ import triton.language as tl
 
 @triton.jit
 def _dw_acc_kernel(
-    g_ptr, h_ptr, c_ptr, M, N, K, stride_gk, stride_hk, stride_cm,
-    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr, ACCUM: tl.constexpr,
+    g_ptr,
+    h_ptr,
+    c_ptr,
+    M,
+    N,
+    K,
+    stride_gk,
+    stride_hk,
+    stride_cm,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    ACCUM: tl.constexpr,
 ):
     pid = tl.program_id(0)
     n_m = tl.cdiv(M, BM)
@@ -40,10 +52,68 @@ def _dw_acc_kernel(
         acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):
         kk = k0 + rk
-        a = tl.load(g_ptr + kk[None, :].to(tl.int64) * stride_gk + rm[:, None], mask=(kk[None, :] < K) & (rm[:, None] < M), other=0.0)
-        b = tl.load(h_ptr + kk[:, None].to(tl.int64) * stride_hk + rn[None, :], mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
+        a = tl.load(
+            g_ptr + kk[None, :].to(tl.int64) * stride_gk + rm[:, None],
+            mask=(kk[None, :] < K) & (rm[:, None] < M),
+            other=0.0,
+        )
+        b = tl.load(
+            h_ptr + kk[:, None].to(tl.int64) * stride_hk + rn[None, :],
+            mask=(kk[:, None] < K) & (rn[None, :] < N),
+            other=0.0,
+        )
         acc = tl.dot(a, b, acc)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=c_mask)
+
+
+@triton.jit
+def _dw_acc_tma_kernel(
+    g_desc,
+    h_desc,
+    c_desc,
+    M,
+    N,
+    K,
+    BM: tl.constexpr,
+    BN: tl.constexpr,
+    BK: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    ACCUM: tl.constexpr,
+):
+    """The same product through tensor-memory-accelerator descriptors (host-made): g's tile is
+    loaded [BK, BM] and transposed in shared memory."""
+    pid = tl.program_id(0)
+    n_m = tl.cdiv(M, BM)
+    n_n = tl.cdiv(N, BN)
+    per_group = GROUP_M * n_n
+    first_m = (pid // per_group) * GROUP_M
+    size_m = min(n_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % per_group) % size_m
+    pid_n = (pid % per_group) // size_m
+    if ACCUM:
+        acc = c_desc.load([pid_m * BM, pid_n * BN]).to(tl.float32)
+    else:
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        a = g_desc.load([k0, pid_m * BM])
+        b = h_desc.load([k0, pid_n * BN])
+        acc = tl.dot(a.T, b, acc)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+def dw_tma(c, g, h, cfg, accum=True):
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    bm, bn, bk, warps, stages, group = cfg
+    m, n = c.shape
+    k = g.shape[0]
+    gd = TensorDescriptor.from_tensor(g, [bk, bm])
+    hd = TensorDescriptor.from_tensor(h, [bk, bn])
+    cd = TensorDescriptor.from_tensor(c, [bm, bn])
+    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
+    _dw_acc_tma_kernel[grid](
+        gd, hd, cd, m, n, k, BM=bm, BN=bn, BK=bk, GROUP_M=group, ACCUM=accum, num_warps=warps, num_stages=stages
+    )
 
 
 CONFIGS = [  # (BM, BN, BK, warps, stages, GROUP_M)
@@ -61,57 +131,80 @@ def dw_triton(c, g, h, cfg, accum=True):
     m, n = c.shape
     k = g.shape[0]
     grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    _dw_acc_kernel[grid](g, h, c, m, n, k, g.stride(0), h.stride(0), c.stride(0),
-                         BM=bm, BN=bn, BK=bk, GROUP_M=group, ACCUM=accum, num_warps=warps, num_stages=stages)
+    _dw_acc_kernel[grid](
+        g,
+        h,
+        c,
+        m,
+        n,
+        k,
+        g.stride(0),
+        h.stride(0),
+        c.stride(0),
+        BM=bm,
+        BN=bn,
+        BK=bk,
+        GROUP_M=group,
+        ACCUM=accum,
+        num_warps=warps,
+        num_stages=stages,
+    )
 
 
 def ms(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=200)
 
 
+def time_shape(name, w, k):
+    """Every provider at one head and chunk size: {provider: ms}; checks each Triton result."""
+    v, hh = w.shape
+    g = torch.randn(k, v, device=w.device, dtype=torch.bfloat16) * 1e-3
+    h = torch.randn(k, hh, device=w.device, dtype=torch.bfloat16)
+    c = w.clone()
+    ref = w.float() + g.t().float() @ h.float()
+    c.addmm_(g.t(), h)
+    print(f"{name} K={k} cublas addmm_: max err {(c.float() - ref).abs().max().item():.3e}")
+    res = {"cublas_addmm": ms(lambda: c.addmm_(g.t(), h)), "cublas_mm": ms(lambda: torch.mm(g.t(), h, out=c))}
+    for label, fn, cfgs in (("tma", dw_tma, CONFIGS[:4]), ("triton", dw_triton, CONFIGS)):
+        for cfg in cfgs:
+            c.copy_(w)
+            try:
+                fn(c, g, h, cfg)
+            except Exception as e:  # out of shared memory, a descriptor Triton 3.6 lacks, ...
+                print(f"{name} K={k} {label}{cfg}: {type(e).__name__}: {str(e)[:200]}")
+                continue
+            print(f"{name} K={k} {label}{cfg}: max err {(c.float() - ref).abs().max().item():.3e}")
+            res[f"{label}{cfg}"] = ms(lambda fn=fn, cfg=cfg: fn(c, g, h, cfg))
+            res[f"{label}{cfg}_noacc"] = ms(lambda fn=fn, cfg=cfg: fn(c, g, h, cfg, accum=False))
+    return res
+
+
+def ceiling(dev, v=128256, hh=4096, k=8192):
+    g = torch.randn(k, v, device=dev, dtype=torch.bfloat16)
+    h = torch.randn(k, hh, device=dev, dtype=torch.bfloat16)
+    t = ms(lambda: torch.mm(g.t(), h))
+    print(f"ceiling: mm K={k} {t:.3f} ms, {2 * k * v * hh / t / 1e9:.1f} TFLOP/s")
+
+
 def main():
     torch.manual_seed(0)
     dev = "cuda"
     print(torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__)
-    heads = {"llama3-8b": (128256, 4096, (384, 576, 768)), "qwen2.5-7b": (152064, 3584, (512, 640)),
-             "gemma2-2b": (256000, 2304, (192, 320, 448))}
+    heads = {
+        "llama3-8b": (128256, 4096, (384, 576, 768)),
+        "qwen2.5-7b": (152064, 3584, (512, 640)),
+        "gemma2-2b": (256000, 2304, (192, 320, 448)),
+    }
     # the matmul ceiling this GPU reaches: one product of the Llama-3 head's size at K = 8192
-    v, hh = 128256, 4096
-    g = torch.randn(8192, v, device=dev, dtype=torch.bfloat16)
-    h = torch.randn(8192, hh, device=dev, dtype=torch.bfloat16)
-    t = ms(lambda: torch.mm(g.t(), h))
-    print(f"ceiling: mm K=8192 {t:.3f} ms, {2 * 8192 * v * hh / t / 1e9:.1f} TFLOP/s")
-    del g, h
+    ceiling(dev)
     for name, (v, hh, ks) in heads.items():
         w = torch.randn(v, hh, device=dev, dtype=torch.bfloat16) * 0.01
         for k in ks:
-            g = torch.randn(k, v, device=dev, dtype=torch.bfloat16) * 1e-3
-            h = torch.randn(k, hh, device=dev, dtype=torch.bfloat16)
-            c = w.clone()
-            flop = 2 * k * v * hh
-            ref = w.float() + g.t().float() @ h.float()
-            res = {}
-            res["cublas_addmm"] = ms(lambda: c.addmm_(g.t(), h))
-            res["cublas_mm"] = ms(lambda: torch.mm(g.t(), h, out=c))
-            for cfg in CONFIGS:
-                c.copy_(w)
-                try:
-                    dw_triton(c, g, h, cfg)
-                except Exception as e:  # out of shared memory and the like
-                    print(f"{name} K={k} triton{cfg}: {type(e).__name__}")
-                    continue
-                err = (c.float() - ref).abs().max().item()
-                c.copy_(w)
-                c.addmm_(g.t(), h)
-                err_cublas = (c.float() - ref).abs().max().item()
-                res[f"triton{cfg}"] = ms(lambda: dw_triton(c, g, h, cfg))
-                res[f"triton{cfg}_noacc"] = ms(lambda: dw_triton(c, g, h, cfg, accum=False))
-                print(f"{name} K={k} triton{cfg}: max err {err:.3e} (cublas {err_cublas:.3e})")
+            res = time_shape(name, w, k)
             traffic = 2 * v * hh * 2 / 3.0e12 * 1e3
             print(f"{name} V={v} H={hh} K={k}: traffic of dW read+write at 3.0 TB/s {traffic:.3f} ms")
             for key, val in sorted(res.items(), key=lambda kv: kv[1]):
-                print(f"  {key:45s} {val:.3f} ms  {flop / val / 1e9:.1f} TFLOP/s")
-            del g, h, c, ref
+                print(f"  {key:45s} {val:.3f} ms  {2 * k * v * hh / val / 1e9:.1f} TFLOP/s")
         del w
         torch.cuda.empty_cache()
 
