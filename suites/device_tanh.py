@@ -35,6 +35,12 @@ def tanh_as_given(u: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return _TanhAsGiven.apply(u, t.detach())
 
 
+def forms_on(forms: tuple, softcap: float | None) -> tuple:
+    """The textbook forms that differ on a case: "tanh_ulp" (the softcap's tanh one ulp nearer
+    0) only where there is a softcap."""
+    return tuple(f for f in forms if softcap or f != "tanh_ulp")
+
+
 def tanh_one_ulp_low(u: torch.Tensor) -> torch.Tensor:
     """tanh(u) with every float32 element one ulp nearer 0, its slope 1 - t^2 of the value
     returned. Other dtypes get torch.tanh (the 16-bit yardsticks run in float32)."""

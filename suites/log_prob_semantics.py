@@ -16,6 +16,7 @@ import torch
 
 from ligerbench.axes import Axis
 from ligerbench.problems import Outcome, Spy, as_handed, copies_of, fresh_view, layout_of, same_bits, written
+from ligerbench.suites.device_tanh import forms_on, tanh_one_ulp_low
 
 IGNORE = -100
 
@@ -25,10 +26,13 @@ def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, igno
     written as TRL, verl and transformers users write it (the softcap's slope through autograd's
     tanh), the default verdict's yardsticks (ligerbench/tolerance.py): True, `torch.log_softmax`
     and -(p * logp).sum(-1); "logsumexp", x_t - logsumexp(x) and logsumexp(x) - (p * x).sum(-1)
-    (verl's and TRL's PyTorch functions, and the online-softmax kernels' closing formulas)."""
+    (verl's and TRL's PyTorch functions, and the online-softmax kernels' closing formulas);
+    "tanh_ulp", as True with the softcap's tanh one ulp nearer 0, as a device's may be
+    (suites/device_tanh.py)."""
     z = logit_scale * x
     if softcap:
-        z = torch.where(z == float("-inf"), z, softcap * torch.tanh(z / softcap))
+        tanh = tanh_one_ulp_low if textbook == "tanh_ulp" else torch.tanh
+        z = torch.where(z == float("-inf"), z, softcap * tanh(z / softcap))
     z = z / temperature
     if textbook == "logsumexp":
         return _logsumexp_form(z, target, ignore_index)
@@ -62,7 +66,12 @@ def _logsumexp_form(z, target, ignore_index):
     return (logp.squeeze(-1) if one else logp), entropy
 
 
-TEXTBOOK_FORMS = (True, "logsumexp")  # the ways users write it: each a textbook yardstick
+TEXTBOOK_FORMS = (True, "logsumexp", "tanh_ulp")  # the ways users write it: each a textbook yardstick
+
+
+def textbook_forms(softcap: float | None) -> tuple:
+    """TEXTBOOK_FORMS that differ on a case: "tanh_ulp" only where there is a softcap."""
+    return forms_on(TEXTBOOK_FORMS, softcap)
 
 
 def make_target(rows: tuple[int, ...], k: int | None, v: int, pattern: str, gen) -> torch.Tensor:

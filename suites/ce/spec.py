@@ -46,7 +46,7 @@ from ligerbench.problems import (
     written,
 )
 from ligerbench.suites.ce.axes import LAYOUT
-from ligerbench.suites.device_tanh import tanh_one_ulp_low
+from ligerbench.suites.device_tanh import forms_on, tanh_one_ulp_low
 from ligerbench.tolerance import yardstick
 
 
@@ -160,7 +160,7 @@ TEXTBOOK_FORMS = (True, "logsumexp", "tanh_ulp")  # the ways users write it: eac
 
 def textbook_forms(softcap: float | None) -> tuple:
     """TEXTBOOK_FORMS that differ on a case: "tanh_ulp" only where there is a softcap."""
-    return tuple(f for f in TEXTBOOK_FORMS if softcap or f != "tanh_ulp")
+    return forms_on(TEXTBOOK_FORMS, softcap)
 
 
 def _rows_by_logsumexp(x, target, w, ignore_index, label_smoothing):

@@ -27,7 +27,7 @@ import torch.distributed as dist
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome
 from ligerbench.suites.grpo.axes import BETA, EPS_VALUES
-from ligerbench.suites.log_prob_semantics import TEXTBOOK_FORMS
+from ligerbench.suites.log_prob_semantics import textbook_forms
 from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
 
@@ -231,7 +231,7 @@ def textbook(problem: GRPOProblem) -> Outcome:
         return lambda *args, **kwargs: truth_loss(*args, **kwargs, textbook=form)
 
     outcomes = []
-    for form in TEXTBOOK_FORMS:
+    for form in textbook_forms(None):  # no softcap
         out = run_grpo(written(form), GRPOProblem(**{**problem.__dict__, "split": "none"}))
         out.values["split_grad_hidden"] = out.values["grad_hidden"]
         out.values["split_grad_weight"] = out.values["grad_weight"]

@@ -135,7 +135,8 @@ def _upcast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def textbook(problem: LPProblem) -> Outcome:
     """The default verdict's yardsticks (ligerbench/tolerance.py): the semantics in each way users
-    write them (semantics.TEXTBOOK_FORMS: log_softmax, or x_t - logsumexp), otherwise as
-    eager_in_dtype; a provider fails only where it is worse than all of them."""
+    write them (semantics.textbook_forms: log_softmax, x_t - logsumexp, and with a softcap its
+    tanh one ulp nearer 0), otherwise as eager_in_dtype; a provider fails only where it is worse
+    than all of them."""
     return tuple(eager_in_dtype(dataclasses.replace(problem, options={**problem.options, "textbook": form}))
-                 for form in semantics.TEXTBOOK_FORMS)  # fmt: skip
+                 for form in semantics.textbook_forms(problem.options["softcap"]))  # fmt: skip
