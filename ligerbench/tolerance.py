@@ -26,11 +26,12 @@ Both yardsticks run on the same inputs as the provider:
   `x_t - logsumexp(x)`, a cross entropy as `F.cross_entropy` or `logsumexp(x) - x_t` (by hand,
   and every online-softmax kernel's closing formula), and a softcap (in both) with a device's
   tanh, one ulp off (suites/device_tanh.py: where the slope 1 - tanh^2 cancels, an ulp of tanh is
-  many of the slope; tests/test_ce_textbook_forms.py, tests/test_lp_textbook_forms.py). One run of one formula is one draw of its
-  roundings, and on confident float32 rows those are few and coarse (the sum of exponentials
-  rounded next to 1): F.cross_entropy over the vocabulary in another order landed up to 12x
-  farther from the truth than in the given order (tests/test_ce_textbook_forms.py), and
-  torch.compile of the same code 1.56x over the limit that one draw set (H100, issue 34).
+  many of the slope; tests/test_ce_textbook_forms.py, tests/test_lp_textbook_forms.py). One run
+  of one formula is one draw of its roundings, and on confident float32 rows those are few and
+  coarse (the sum of exponentials rounded next to 1): F.cross_entropy over the vocabulary in
+  another order landed up to 12x farther from the truth than in the given order
+  (tests/test_ce_textbook_forms.py), and torch.compile of the same code 1.56x over the limit
+  that one draw set (H100, issue 34).
 
 The default verdict fails a provider only where it is worse than the formula PyTorch users run
 (a harness that fails correct code cannot accuse anyone); `--strict` holds it to the careful
