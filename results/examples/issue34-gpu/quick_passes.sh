@@ -3,6 +3,7 @@
 # own Triton and inductor caches (/tmp/qc/KERNEL), so "cold" is cold for each kernel (lp and flp
 # share kernels; a shared cache would give the second a start).
 #   cold_at_once SECONDS KERNEL...   all at once, fresh caches; a line each: exit code, seconds, verdict
+#   cold_alone SECONDS KERNEL...     one after another, each on fresh caches; a line each
 #   warm_alone SECONDS KERNEL...     one after another on those caches; a line each
 caches() { export TRITON_CACHE_DIR=/tmp/qc/$1/triton TORCHINDUCTOR_CACHE_DIR=/tmp/qc/$1/inductor; }
 one_pass() {  # label limit kernel: one verify, then its line
@@ -21,4 +22,8 @@ cold_at_once() {
 warm_alone() {
   local limit=$1 k; shift
   for k in "$@"; do one_pass warm "$limit" "$k"; done
+}
+cold_alone() {
+  local limit=$1 k; shift
+  for k in "$@"; do rm -rf "/tmp/qc/$k"; one_pass cold "$limit" "$k"; done
 }
