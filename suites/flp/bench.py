@@ -154,11 +154,13 @@ SPEC = BenchSpec(
     sweeps={"heads": heads, "tokens": tokens_sweep},
     excluded=EXCLUDED,
     targets=(
-        Target(("ours",), metric="time_ms", peers=("torch_compile", "compile_bf16_product"), factor=1.1,
+        # torch_compile is the yardstick compiled (float32 operands: EXCLUDED), never the peer: named
+        # with --provider it must not set the limit (it did, 519.6 ms, on the H100 in session 19)
+        Target(("ours",), metric="time_ms", peers=("compile_bf16_product",), factor=1.1,
                source="issue 22: time <= 1.1 x torch.compile's in the same run"),
         Target(("ours",), metric="extra_mib", limit=lambda case: 1.25 * gradient_mib(case),
                source="issue 22: extra memory <= the gradients of hidden and weight + 25%"),
-        Target(("ours",), metric="time_ms", peers=("torch_compile", "compile_bf16_product"), factor=1.0,
+        Target(("ours",), metric="time_ms", peers=("compile_bf16_product",), factor=1.0,
                source="issue 34: no slower than torch.compile at every head"),
         # issue 34: at the memory TRL's chunked kernel uses or less, no slower than it. TRL's
         # trainer hands its kernel the counted rows only; ours_trl_call is ours called the same
