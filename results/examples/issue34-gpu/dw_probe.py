@@ -17,6 +17,16 @@ import triton.language as tl
 
 
 @triton.jit
+def _tile(M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """This program's output tile (row block, column block), GROUP_M row blocks a group."""
+    pid = tl.program_id(0)
+    per_group = GROUP_M * tl.cdiv(N, BN)
+    first_m = (pid // per_group) * GROUP_M
+    size_m = min(tl.cdiv(M, BM) - first_m, GROUP_M)
+    return first_m + (pid % per_group) % size_m, (pid % per_group) // size_m
+
+
+@triton.jit
 def _dw_acc_kernel(
     g_ptr,
     h_ptr,
@@ -33,14 +43,7 @@ def _dw_acc_kernel(
     GROUP_M: tl.constexpr,
     ACCUM: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    n_m = tl.cdiv(M, BM)
-    n_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * n_n
-    first_m = (pid // per_group) * GROUP_M
-    size_m = min(n_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % size_m
-    pid_n = (pid % per_group) // size_m
+    pid_m, pid_n = _tile(M, N, BM, BN, GROUP_M)
     rm = pid_m * BM + tl.arange(0, BM)
     rn = pid_n * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -82,14 +85,7 @@ def _dw_acc_tma_kernel(
 ):
     """The same product through tensor-memory-accelerator descriptors (host-made): g's tile is
     loaded [BK, BM] and transposed in shared memory."""
-    pid = tl.program_id(0)
-    n_m = tl.cdiv(M, BM)
-    n_n = tl.cdiv(N, BN)
-    per_group = GROUP_M * n_n
-    first_m = (pid // per_group) * GROUP_M
-    size_m = min(n_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % per_group) % size_m
-    pid_n = (pid % per_group) // size_m
+    pid_m, pid_n = _tile(M, N, BM, BN, GROUP_M)
     if ACCUM:
         acc = c_desc.load([pid_m * BM, pid_n * BN]).to(tl.float32)
     else:
