@@ -23,20 +23,28 @@ import torch
 
 
 class SimulatedWorld:
-    def __init__(self, size: int, timeout_s: float = 60.0):
+    """A group's shared state. Groups of one simulated world (the whole world and its subgroups)
+    share one turn lock: one thread computes at a time, whichever group it is waiting in."""
+
+    def __init__(self, size: int, timeout_s: float = 60.0, turn: threading.Lock | None = None):
         self.size = size
         self.timeout_s = timeout_s
         self.barrier = threading.Barrier(size, timeout=timeout_s)
-        self.turn = threading.Lock()
+        self.turn = turn if turn is not None else threading.Lock()
         self.slots: list[torch.Tensor | None] = [None] * size
 
 
 class SimulatedGroup:
-    """One rank's view of a SimulatedWorld."""
+    """One rank's view of a SimulatedWorld. A subgroup's view also knows the rank's place in
+    the whole world (`world_rank`, what `torch.distributed.get_rank()` returns) and the whole
+    world's group (`world_group`, what `group=None` means), so that code which confuses the
+    two can be run, and caught, in one process."""
 
-    def __init__(self, world: SimulatedWorld, rank: int):
+    def __init__(self, world: SimulatedWorld, rank: int, *, world_rank: int | None = None, world_group=None):
         self.world = world
         self._rank = rank
+        self.world_rank = rank if world_rank is None else world_rank
+        self.world_group = self if world_group is None else world_group
         self.holding = False  # this rank holds the turn
 
     def rank(self) -> int:
@@ -86,29 +94,52 @@ class SimulatedGroup:
         t.copy_(total)
 
 
-def run_ranks(size: int, fn: Callable[[int, Any], Any], *, timeout_s: float = 60.0) -> list[Any]:
+def run_ranks(
+    size: int, fn: Callable[[int, Any], Any], *, timeout_s: float = 60.0, groups: list[list[int]] | None = None
+) -> list[Any]:
     """fn(rank, group) on `size` simulated ranks; their results in rank order. The first
-    exception raised by a rank (not the BrokenBarrierError it caused in the others) is re-raised."""
-    world = SimulatedWorld(size, timeout_s)
+    exception raised by a rank (not the BrokenBarrierError it caused in the others) is re-raised.
+
+    `groups`: the world's ranks split into subgroups (each a list of world ranks, every rank in
+    exactly one); then fn gets the rank's place in its subgroup and the subgroup's view, as a
+    caller on a mesh hands a kernel its tensor-parallel group. None: one group, the world."""
+    groups = [list(range(size))] if groups is None else groups
+    if sorted(r for g in groups for r in g) != list(range(size)):
+        raise ValueError(f"subgroups {groups} must hold every rank of {size} exactly once")
+    turn = threading.Lock()
+    world = SimulatedWorld(size, timeout_s, turn)
+    subworlds = [world] if len(groups) == 1 and groups[0] == list(range(size)) else [
+        SimulatedWorld(len(g), timeout_s, turn) for g in groups
+    ]  # fmt: skip
     results: list[Any] = [None] * size
     errors: list[BaseException | None] = [None] * size
 
+    def abort_all() -> None:
+        for w in {id(w): w for w in (world, *subworlds)}.values():
+            w.barrier.abort()
+
     def body(rank: int) -> None:
-        group = SimulatedGroup(world, rank)
-        if not world.turn.acquire(timeout=timeout_s):
+        which = next(i for i, g in enumerate(groups) if rank in g)
+        whole = SimulatedGroup(world, rank)
+        if subworlds[which] is world:
+            group, place = whole, rank
+        else:
+            place = groups[which].index(rank)
+            group = SimulatedGroup(subworlds[which], place, world_rank=rank, world_group=whole)
+        if not turn.acquire(timeout=timeout_s):
             errors[rank] = TimeoutError(f"simulated rank {rank} never got its turn")
-            world.barrier.abort()
+            abort_all()
             return
-        group.holding = True
+        group.holding = whole.holding = True
         try:
-            results[rank] = fn(rank, group)
+            results[rank] = fn(place, group)
         except BaseException as exc:  # noqa: BLE001 -- handed to the caller below
             errors[rank] = exc
-            world.barrier.abort()
+            abort_all()
         finally:
-            if group.holding:
-                group.holding = False
-                world.turn.release()
+            if group.holding and whole.holding:
+                group.holding = whole.holding = False
+                turn.release()
 
     threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(size)]
     for t in threads:
@@ -116,7 +147,7 @@ def run_ranks(size: int, fn: Callable[[int, Any], Any], *, timeout_s: float = 60
     for t in threads:
         t.join(timeout_s * 4)
     if any(t.is_alive() for t in threads):
-        world.barrier.abort()
+        abort_all()
         raise TimeoutError(f"simulated ranks still running after {timeout_s * 4:.0f} s")
     first = [e for e in errors if e is not None and not isinstance(e, threading.BrokenBarrierError)]
     if first:

@@ -14,6 +14,10 @@ crosses, per world size and dtype:
   D  confident and large logits (bug 6 across ranks; softcap saturation)
   E  shapes: V=501 is uneven over 2 ranks and V=500 even; V=2 over 3 ranks leaves one empty
      shard; one token
+  F  four ranks and the 2 x 2 data x tensor parallel meshes, contiguous and strided (a core:
+     suites/vp_ce/mesh.py `parallel_core`)
+  G  the whole logits handed to every rank, gathered already: to be refused (CPU grid only: our
+     kernel's check on a GPU is an async device assert, which ends the process)
 Targets on another rank than a given shard are in every case (random targets, world >= 2).
 """
 
@@ -25,6 +29,7 @@ from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
 from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
+from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 
 SIZES = {
     # preset: (tokens, vocab, world sizes, odd shapes (tokens, vocab)); CPU shapes stay tiny so
@@ -53,7 +58,17 @@ def vp_ce_cases(preset: str, device_type: str) -> list[Case]:
                 cases += [red.replace(logits="confident", option=o) for o in ("plain", "all")]  # D
                 cases.append(red.replace(logits="large", option="softcap"))
                 cases += [red.replace(n=sn, v=sv) for sn, sv in shapes]  # E
+    for dtype in DTYPES[device_type]:  # F
+        base = axes.case(n=n, v=v, dtype=dtype, world=2)
+        cases += parallel_core(base, preset, edges={"targets": "edges"}, vocabs=tuple(sv for _, sv in shapes[:2]))
+        if device_type == "cpu":  # G: where the refusal raises (on a GPU it is an async device assert)
+            mean = base.replace(reduction="mean", upstream="ones")
+            cases += [mean.replace(handed="gathered"), mean.replace(handed="gathered", world=4, option="all")]
     return list(dict.fromkeys(cases))
+
+
+def handed_gathered(case: Case) -> bool:
+    return case.handed == "gathered"
 
 
 KERNEL = KernelSpec(
@@ -65,14 +80,20 @@ KERNEL = KernelSpec(
     hints=numerical_hints,
     textbook=spec.textbook,
     run=spec.run_vp,
-    quantities=("loss", "z_loss", "grad_logits", "input_unchanged"),
+    quantities=("loss", "z_loss", "grad_logits", "input_unchanged", "refused"),
     grid=vp_ce_cases,
     axes=axes.AXES,
+    ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",
     bench=bench.SPEC,
-    applies={"z_loss": has_z_loss},
+    applies={
+        "z_loss": lambda c: has_z_loss(c) and not handed_gathered(c),
+        "loss": lambda c: not handed_gathered(c),
+        "grad_logits": lambda c: not handed_gathered(c),
+        "refused": handed_gathered,
+    },
 )
 
 SUITES = (
@@ -91,8 +112,9 @@ SUITES = (
     Suite(
         name="contracts",
         kernel="vp_ce",
-        description="every rank's logits shard is unchanged unless the provider declares it writes it",
-        quantities=("input_unchanged",),
+        description="every rank's logits shard is unchanged unless the provider declares it writes it; "
+        "logits handed gathered already are refused on every rank",
+        quantities=("input_unchanged", "refused"),
     ),
 )
 

@@ -1,5 +1,6 @@
 """The case axes of `vp_ce`: those of `ce` (suites/ce/axes.py; the 2-D layout only) plus the
-ranks the vocabulary is split over and where the targets sit."""
+ranks the vocabulary is split over, where the targets sit, and how the ranks sit in the world
+(suites/vp_ce/mesh.py)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,18 @@ import dataclasses
 from ligerbench.axes import Axis
 from ligerbench.cases import Case
 from ligerbench.suites.ce import axes as ce
+from ligerbench.suites.vp_ce.mesh import MESH
 
 WORLD = Axis(
     "world",
     "the ranks the vocabulary is split over (0: a bench point not yet split)",
-    {"quick": (2, 3), "full": (2, 4, 8)},
-    means={2: "the smallest split", 3: "an uneven split of most vocabularies", 4: "one node's half", 8: "one node"},
+    {"quick": (2, 3, 4), "full": (2, 3, 4, 8)},
+    means={
+        2: "the smallest split; on a mesh, 2 x 2 ranks",
+        3: "an uneven split of most vocabularies",
+        4: "four ranks: one node's half, where the field's parallel bugs of 2026 were reported",
+        8: "one node",
+    },
     default=0,
     tag="w",
     hidden=(0,),
@@ -26,6 +33,18 @@ TARGETS = Axis(
     default="random",
     tag="targets-",
 )
+HANDED = Axis(
+    "handed",
+    "what each rank is handed",
+    ("shards", "gathered"),
+    means={
+        "shards": "its shard of the logits",
+        "gathered": "the whole logits, gathered already, with its shard's offset: to be refused (Megatron-LM #7452)",
+    },
+    default="shards",
+    tag="handed-",
+    hidden=("shards",),
+)
 AXES = (
     *ce.loss_axes(
         ce.tokens({"quick": (16, 1), "full": (1024, 512, 1, 2048)}),
@@ -34,6 +53,8 @@ AXES = (
     ),
     WORLD,
     TARGETS,
+    MESH,
+    HANDED,
 )
 
 

@@ -11,6 +11,7 @@ import functools
 import torch
 
 from ligerbench.registry import Provider
+from ligerbench.suites.vp_ce.mesh import MESHES, with_world_group, with_world_rank_offset
 
 
 def _ours(**fixed):
@@ -147,6 +148,10 @@ def _world_division(logits_shard, target, *, group, **opts):
     return loss / world, z / world
 
 
+def _logits_width(inputs) -> int:
+    return inputs[0].shape[1]
+
+
 def _mutant(name: str, description: str, load, **kw) -> Provider:
     return Provider(name=name, kernel="vp_ce", description=description, load=load, mutant=True, **kw)
 
@@ -206,6 +211,24 @@ PROVIDERS = (
         "reduction='mean' over rows ignored on every rank gives 0 instead of NaN (denominator clamped)",
         lambda: _mean_of_nothing_is_zero,
         targets=({**FP32, "reduction": "mean", "ignore_pattern": "all"},),
+    ),
+    _mutant(
+        "mutant_vp_world_rank_offset",
+        "the vocabulary offset from the world rank, not the tensor-parallel group's (Liger-Kernel #1422, #1458)",
+        lambda: with_world_rank_offset(_ours(check_targets=False), _logits_width),
+        targets=({**FP32, "mesh": MESHES, "option": "plain"},),
+    ),
+    _mutant(
+        "mutant_vp_world_group",
+        "the statistics merged over the world's group, not the tensor-parallel group of a mesh",
+        lambda: with_world_group(_ours(check_targets=False)),
+        targets=({**FP32, "mesh": MESHES, "option": "plain"},),
+    ),
+    _mutant(
+        "mutant_vp_gathered_accepted",
+        "logits handed gathered already (every rank the whole vocabulary) computed, not refused (Megatron-LM #7452)",
+        lambda: _ours(check_targets=False),
+        targets=({"handed": "gathered"},),
     ),
     _mutant(
         "mutant_vp_silent_inplace",

@@ -20,15 +20,16 @@ A provider is called per rank as
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
 from ligerbench.cases import Case
-from ligerbench.distributed.simulated import run_ranks
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.ce import spec as ce
+from ligerbench.suites.vp_ce.mesh import Mesh, replicated, run_on_mesh
 
 SIGNATURE = (
     "fn(logits_shard, target, *, group, vocab_start, class_weight_shard, ignore_index, reduction, "
@@ -55,7 +56,9 @@ def edge_classes(v: int, world: int) -> list[int]:
 @dataclass
 class VPProblem:
     base: ce.CEProblem  # the global problem
-    world: int
+    world: int  # the tensor-parallel size
+    mesh: Mesh  # how the ranks sit in the world (suites/vp_ce/mesh.py)
+    handed: str = "shards"  # "gathered": every rank handed the whole logits (a refusal expected)
 
 
 def make_problem(case: Case, seed: int, device: torch.device) -> VPProblem:
@@ -63,7 +66,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> VPProblem:
         raise ValueError(f"vp_ce case {case.id} needs world >= 1")
     base = ce.make_problem(case, seed, device)
     base.target = place_targets(case, base.target, base.ignore_index)
-    return VPProblem(base=base, world=case.world)
+    return VPProblem(base=base, world=case.world, mesh=Mesh.of(case), handed=case.handed)
 
 
 def place_targets(case: Case, target: torch.Tensor, ignore_index: int) -> torch.Tensor:
@@ -79,36 +82,38 @@ def place_targets(case: Case, target: torch.Tensor, ignore_index: int) -> torch.
     return torch.where(counted, picked, target)
 
 
-def per_rank(outcome: Outcome, world: int, keys: tuple[str, ...] = ("loss", "z_loss")) -> Outcome:
+def per_rank(outcome: Outcome, mesh: Mesh, keys: tuple[str, ...] = ("loss", "z_loss")) -> Outcome:
     """The single-process outcome with `keys` (the loss and z-loss: what every rank returns
-    whole) repeated once per rank."""
+    whole) repeated once per rank of a tensor-parallel group, then the whole repeated once per
+    replica of the mesh (suites/vp_ce/mesh.py)."""
     values = dict(outcome.values)
     for k in keys:
         if k in values:
-            values[k] = values[k].unsqueeze(0).expand(world, *values[k].shape)
-    return Outcome(values=values, input_mutated=outcome.input_mutated)
+            values[k] = values[k].unsqueeze(0).expand(mesh.tp, *values[k].shape)
+    return replicated(dataclasses.replace(outcome, values=values), mesh)
 
 
 def reference(problem: VPProblem) -> Outcome:
     """The float64 truth of the global problem, in this process."""
-    return per_rank(ce.reference(problem.base), problem.world)
+    return refusal_expected(per_rank(ce.reference(problem.base), problem.mesh), problem)
 
 
 def eager_in_dtype(problem: VPProblem) -> Outcome:
     """PyTorch eager on the global problem in the case dtype: the tolerance yardstick."""
-    return per_rank(ce.eager_in_dtype(problem.base), problem.world)
+    return refusal_expected(per_rank(ce.eager_in_dtype(problem.base), problem.mesh), problem)
 
 
 def textbook(problem: VPProblem) -> tuple[Outcome, ...]:
     """ce's textbook yardsticks on the global problem (ligerbench/tolerance.py)."""
-    return tuple(per_rank(form, problem.world) for form in ce.textbook(problem.base))
+    return tuple(refusal_expected(per_rank(form, problem.mesh), problem) for form in ce.textbook(problem.base))
 
 
 def _forward(fn, problem: VPProblem, rank: int, group):
-    """One rank's call: a fresh leaf copy of its shard, the provider's outputs."""
+    """One rank's call: a fresh leaf copy of its shard (of the whole logits where the case hands
+    them gathered), the provider's outputs."""
     p = problem.base
     lo, hi = shard_bounds(p.logits.shape[1], problem.world)[rank]
-    x = p.logits[:, lo:hi].detach().clone().requires_grad_(True)
+    x = (p.logits if problem.handed == "gathered" else p.logits[:, lo:hi]).detach().clone().requires_grad_(True)
     before = x.detach().clone()
     w = None if p.weight is None else p.weight[lo:hi].clone()
     out = fn(
@@ -139,8 +144,35 @@ def _backward(problem: VPProblem, x, before, loss, z) -> dict:
     }
 
 
+def _gathered_call(fn, problem: VPProblem, rank: int, group) -> dict:
+    """A rank handed the whole logits with its shard's offset, as a caller that gathered them
+    already does (Megatron-LM #7452: the loss came out log(TP) too large, the gradients wrong).
+    The shards then overlap: a vocab-parallel kernel must refuse (a ValueError or RuntimeError);
+    one that computes has nothing right to compute. Only the refusal is compared (`applies`)."""
+    try:
+        x, before, loss, z = _forward(fn, problem, rank, group)
+    except (ValueError, RuntimeError) as exc:
+        if _collective_failure(exc):
+            raise
+        return {"loss": torch.zeros(()), "z_loss": None, "grad": None, "mutated": False, "width": 0, "refused": True}
+    return {"loss": loss.detach().float().sum(), "z_loss": None, "grad": None,
+            "mutated": not same_bits(x.detach(), before), "width": 0, "refused": False}  # fmt: skip
+
+
+def refusal_expected(outcome: Outcome, problem: VPProblem) -> Outcome:
+    """The truth (or a yardstick) of a case that hands the logits gathered: refused, on every rank."""
+    if problem.handed != "gathered":
+        return outcome
+    return dataclasses.replace(outcome, values={**outcome.values, "refused": torch.tensor(1.0, dtype=torch.float64)})
+
+
 def _outcome(problem: VPProblem, ranks: list[dict]) -> Outcome:
     dt = problem.base.logits.dtype
+    if problem.handed == "gathered":
+        refused = float(all(r.get("refused", False) for r in ranks))
+        values = {"refused": torch.tensor(refused, dtype=torch.float64)}
+        values["loss"] = torch.stack([r["loss"] for r in ranks])
+        return Outcome(values=values, input_mutated=any(r["mutated"] for r in ranks))
     values = {"loss": torch.stack([r["loss"] for r in ranks])}
     if all(r["z_loss"] is not None for r in ranks):
         values["z_loss"] = torch.stack([r["z_loss"] for r in ranks])
@@ -167,51 +199,56 @@ def _collective_failure(exc: BaseException) -> bool:
 
 
 def run_vp(fn, problem: VPProblem) -> Outcome:
-    if dist.is_available() and dist.is_initialized():
-        try:
-            return _run_distributed(fn, problem)
-        except Exception as exc:
-            if _collective_failure(exc):
-                raise RanksOutOfStep(f"{type(exc).__name__}: {exc}") from exc
-            raise
-    forwards = run_ranks(problem.world, lambda rank, group: _forward(fn, problem, rank, group))
-    # backward in this thread, rank after rank: vocab-parallel backward has no collective
-    return _outcome(problem, [_backward(problem, *f) for f in forwards])
+    def one(rank: int, group) -> dict:
+        if problem.handed == "gathered":
+            return _gathered_call(fn, problem, rank, group)
+        return _backward(problem, *_forward(fn, problem, rank, group))
+
+    return on_mesh(problem.mesh, one, lambda mine, mesh: _exchange(problem, mine, mesh),
+                   lambda ranks: _outcome(problem, ranks))  # fmt: skip
 
 
-def _run_distributed(fn, problem: VPProblem) -> Outcome:
-    """This process is one rank of the default group; every rank ends with every rank's results."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if world != problem.world:
-        raise ValueError(f"the case is split over {problem.world} ranks but the group has {world}")
-    mine = _backward(problem, *_forward(fn, problem, rank, None))
+def on_mesh(mesh: Mesh, one, exchange, outcome) -> Outcome:
+    """suites/vp_ce/mesh.py's run_on_mesh, a failed collective raised as RanksOutOfStep."""
+    try:
+        return run_on_mesh(mesh, one, exchange, outcome)
+    except Exception as exc:
+        if dist.is_available() and dist.is_initialized() and _collective_failure(exc):
+            raise RanksOutOfStep(f"{type(exc).__name__}: {exc}") from exc
+        raise
+
+
+def _exchange(problem: VPProblem, mine: dict, mesh: Mesh) -> list[dict]:
+    """Every rank's results, in world-rank order, gathered over the whole world."""
+    procs = mesh.procs
     dev = problem.base.logits.device
     n = problem.base.logits.shape[0]
-    widths = [hi - lo for lo, hi in shard_bounds(problem.base.logits.shape[1], world)]
+    widths = [hi - lo for lo, hi in shard_bounds(problem.base.logits.shape[1], mesh.tp)]
     # float32 travels on every backend (gloo has no bf16 collectives); bf16/fp16 convert exactly
     grad = mine["grad"] if mine["grad"] is not None else torch.full((n, mine["width"]), float("nan"), device=dev)
     padded = torch.zeros(n, max(widths), dtype=torch.float32, device=dev)
     padded[:, : grad.shape[1]] = grad.float()
-    flags = torch.tensor(
-        [float(mine["mutated"]), float(mine["grad"] is None), float(mine["z_loss"] is None)], device=dev
-    )
-    gathered = _gather(padded, world)
-    all_flags = _gather(flags, world)
-    losses = _gather(mine["loss"].float().reshape(mine["loss"].shape), world)
+    flags = [mine["mutated"], mine["grad"] is None, mine["z_loss"] is None, mine.get("refused", False)]
+    flags = torch.tensor([float(f) for f in flags], device=dev)
+    gathered = _gather(padded, procs)
+    all_flags = _gather(flags, procs)
+    losses = _gather(mine["loss"].float().reshape(mine["loss"].shape), procs)
     zs = None
     if not bool(all_flags[:, 2].any()):
-        zs = _gather(mine["z_loss"].float(), world)
+        zs = _gather(mine["z_loss"].float(), procs)
     ranks = []
-    for r in range(world):
+    for r in range(procs):
+        width = widths[mesh.position(r)[1]]
         ranks.append(
             {
                 "loss": losses[r],
                 "z_loss": None if zs is None else zs[r],
-                "grad": None if bool(all_flags[r, 1]) else gathered[r, :, : widths[r]],
+                "grad": None if bool(all_flags[r, 1]) else gathered[r, :, :width],
                 "mutated": bool(all_flags[r, 0]),
+                "refused": bool(all_flags[r, 3]),
             }
         )
-    return _outcome(problem, ranks)
+    return ranks
 
 
 def _gather(t: torch.Tensor, world: int) -> torch.Tensor:

@@ -17,6 +17,8 @@ size and dtype the grid crosses:
   E  shapes: V=256 (even over 2 ranks; V=257 is uneven over 2 and 3), V=2 over 3 ranks leaves an
      empty shard, one token, and hidden states [B, T, H]
   F  none with the ones of `loss.sum().backward()`: a 1 expanded over the rows (docs/bugs.md, bug 8)
+  G  four ranks and the 2 x 2 data x tensor parallel meshes, contiguous and strided (a core:
+     suites/vp_ce/mesh.py `parallel_core`)
 Chunking is a provider axis (suites/vp_flce/providers.py): `ours` runs the quick cases in one chunk,
 `ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
 partial). Targets on another rank than a given shard are in every case.
@@ -28,6 +30,7 @@ from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
 SIZES = {
@@ -82,6 +85,9 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
             cases.append(red(NONE_RANDOM).replace(layout="3d", option="all", bias=True))
             cases.append(red(SUM_RANDOM).replace(layout="3d"))
             cases.append(red(NONE_ONES))  # F: loss.sum().backward()'s expanded ones (full: A's MORE)
+    for dtype in DTYPES[device_type]:  # G
+        base = axes.case(n=n, v=v, h=h, dtype=dtype, world=2)
+        cases += parallel_core(base, preset, edges={"targets": "edges"}, vocabs=(shapes[0][1], shapes[1][1]))
     return list(dict.fromkeys(cases))
 
 
@@ -98,6 +104,7 @@ KERNEL = KernelSpec(
     quantities=spec.QUANTITIES,
     grid=vp_flce_cases,
     axes=axes.AXES,
+    ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",

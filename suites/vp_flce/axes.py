@@ -1,5 +1,5 @@
-"""The case axes of `vp_flce`: those of `flce` (suites/flce/axes.py) plus the world size and
-target placement of `vp_ce` (suites/vp_ce/axes.py)."""
+"""The case axes of `vp_flce`: those of `flce` (suites/flce/axes.py) plus the world size,
+target placement and mesh of `vp_ce` (suites/vp_ce/axes.py, mesh.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ligerbench.cases import Case
 from ligerbench.suites.ce import axes as ce
 from ligerbench.suites.flce import axes as flce
 from ligerbench.suites.vp_ce.axes import TARGETS, WORLD
+from ligerbench.suites.vp_ce.mesh import MESH
 
 AXES = (
     *ce.loss_axes(
@@ -20,6 +21,7 @@ AXES = (
     ),
     WORLD,
     TARGETS,
+    MESH,
 )
 
 

@@ -14,6 +14,7 @@ import torch
 
 from ligerbench.registry import Provider
 from ligerbench.suites.input_mutants import upstream_read_dense
+from ligerbench.suites.vp_ce.mesh import MESHES, with_world_group, with_world_rank_offset
 from ligerbench.suites.vp_ce.mutants import local_vocab_merged
 from ligerbench.suites.vp_flce.providers import three_chunks
 
@@ -136,6 +137,10 @@ def _mean_of_nothing_is_zero(hidden, weight_shard, target, *, reduction, ignore_
     return loss / count, z / count
 
 
+def _weight_rows(inputs) -> int:
+    return inputs[1].shape[0]
+
+
 def _mutant(name: str, description: str, load, **kw) -> Provider:
     return Provider(name=name, kernel="vp_flce", description=description, load=load, mutant=True, **kw)
 
@@ -221,5 +226,18 @@ PROVIDERS = (
         "forms the hidden gradient in the caller's hidden states (a buffer saved) without declaring it",
         lambda: _with_parts(GRAD_H_BUFFER=staticmethod(lambda h: h)),
         targets=(PLAIN_SUM,),
+    ),
+    _mutant(
+        "mutant_vpf_world_rank_offset",
+        "the vocabulary offset from the world rank, not the tensor-parallel group's (Liger-Kernel #1422, #1458)",
+        lambda: with_world_rank_offset(_ours(check_targets=False), _weight_rows),
+        targets=({**FP32, "mesh": MESHES, "option": "plain"},),
+    ),
+    _mutant(
+        "mutant_vpf_world_group",
+        "the statistics merged and the hidden gradient reduced over the world's group, not the mesh's "
+        "tensor-parallel group",
+        lambda: with_world_group(_ours(check_targets=False)),
+        targets=({**FP32, "mesh": MESHES, "option": "plain"},),
     ),
 )

@@ -27,20 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 
 from ligerbench.cases import Case
-from ligerbench.distributed.simulated import run_ranks
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flce import spec as flce
-from ligerbench.suites.vp_ce.spec import (
-    RanksOutOfStep,
-    _collective_failure,
-    _gather,
-    per_rank,
-    place_targets,
-    shard_bounds,
-)
+from ligerbench.suites.vp_ce.mesh import Mesh
+from ligerbench.suites.vp_ce.spec import _gather, on_mesh, per_rank, place_targets, shard_bounds
 
 SIGNATURE = (
     "fn(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard, ignore_index, "
@@ -54,7 +46,8 @@ _SHARDED = ("grad_weight", "grad_bias")  # what every rank holds a vocab shard o
 @dataclass
 class VPFProblem:
     base: flce.FLCEProblem  # the global problem
-    world: int
+    world: int  # the tensor-parallel size
+    mesh: Mesh  # how the ranks sit in the world (suites/vp_ce/mesh.py)
 
 
 def make_problem(case: Case, seed: int, device: torch.device) -> VPFProblem:
@@ -66,22 +59,22 @@ def make_problem(case: Case, seed: int, device: torch.device) -> VPFProblem:
         raise ValueError(f"vp_flce hands every rank a copy of hidden: layout {case.layout!r} is not kept")
     base = flce.make_problem(case, seed, device)
     base.target = place_targets(case, base.target, base.ignore_index)
-    return VPFProblem(base=base, world=case.world)
+    return VPFProblem(base=base, world=case.world, mesh=Mesh.of(case))
 
 
 def reference(problem: VPFProblem) -> Outcome:
     """The float64 truth of the global problem, in this process."""
-    return per_rank(flce.reference(problem.base), problem.world, _WHOLE)
+    return per_rank(flce.reference(problem.base), problem.mesh, _WHOLE)
 
 
 def eager_in_dtype(problem: VPFProblem) -> Outcome:
     """PyTorch eager on the global problem in the case dtype: the tolerance yardstick."""
-    return per_rank(flce.eager_in_dtype(problem.base), problem.world, _WHOLE)
+    return per_rank(flce.eager_in_dtype(problem.base), problem.mesh, _WHOLE)
 
 
 def textbook(problem: VPFProblem) -> tuple[Outcome, ...]:
     """flce's textbook yardsticks on the global problem (ligerbench/tolerance.py)."""
-    return tuple(per_rank(form, problem.world, _WHOLE) for form in flce.textbook(problem.base))
+    return tuple(per_rank(form, problem.mesh, _WHOLE) for form in flce.textbook(problem.base))
 
 
 def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
@@ -138,15 +131,12 @@ def _outcome(problem: VPFProblem, ranks: list[dict]) -> Outcome:
 
 
 def run_vp_flce(fn, problem: VPFProblem) -> Outcome:
-    if dist.is_available() and dist.is_initialized():
-        try:
-            return _run_distributed(fn, problem)
-        except Exception as exc:
-            if _collective_failure(exc):
-                raise RanksOutOfStep(f"{type(exc).__name__}: {exc}") from exc
-            raise
     # forward and backward in each rank's thread: backward may hold the hidden gradient's all-reduce
-    return _outcome(problem, run_ranks(problem.world, lambda rank, group: _rank(fn, problem, rank, group)))
+    def one(rank: int, group) -> dict:
+        return _rank(fn, problem, rank, group)
+
+    return on_mesh(problem.mesh, one, lambda mine, mesh: _exchange(problem, mine, mesh),
+                   lambda ranks: _outcome(problem, ranks))  # fmt: skip
 
 
 def _padded(t: torch.Tensor | None, shape: tuple[int, ...], device) -> torch.Tensor:
@@ -159,27 +149,25 @@ def _padded(t: torch.Tensor | None, shape: tuple[int, ...], device) -> torch.Ten
     return out
 
 
-def _run_distributed(fn, problem: VPFProblem) -> Outcome:
-    """This process is one rank of the default group; every rank ends with every rank's results."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if world != problem.world:
-        raise ValueError(f"the case is split over {problem.world} ranks but the group has {world}")
-    mine = _rank(fn, problem, rank, None)
+def _exchange(problem: VPFProblem, mine: dict, mesh: Mesh) -> list[dict]:
+    """Every rank's results, in world-rank order, gathered over the whole world."""
+    procs = mesh.procs
     p = problem.base
     dev = p.hidden.device
-    widths = [hi - lo for lo, hi in shard_bounds(p.weight.shape[0], world)]
+    widths = [hi - lo for lo, hi in shard_bounds(p.weight.shape[0], mesh.tp)]
     names = ("z_loss", "grad_hidden", "grad_weight", "grad_bias")
     flags = torch.tensor([float(mine["mutated"])] + [float(mine[k] is None) for k in names], device=dev)
-    all_flags = _gather(flags, world)
-    got = {"loss": _gather(mine["loss"], world)}
+    all_flags = _gather(flags, procs)
+    got = {"loss": _gather(mine["loss"], procs)}
     if not bool(all_flags[:, 1].any()):
-        got["z_loss"] = _gather(mine["z_loss"], world)
-    got["grad_hidden"] = _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), world)
-    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), world)
+        got["z_loss"] = _gather(mine["z_loss"], procs)
+    got["grad_hidden"] = _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), procs)
+    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), procs)
     if p.bias is not None:
-        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), world)
+        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), procs)
     ranks = []
-    for r in range(world):
+    for r in range(procs):
+        width = widths[mesh.position(r)[1]]
         one = {"mutated": bool(all_flags[r, 0]), "loss": got["loss"][r], "z_loss": None}
         if "z_loss" in got:
             one["z_loss"] = got["z_loss"][r]
@@ -187,6 +175,6 @@ def _run_distributed(fn, problem: VPFProblem) -> Outcome:
             if k not in got or bool(all_flags[r, i]):
                 one[k] = None
             else:
-                one[k] = got[k][r] if k == "grad_hidden" else got[k][r, : widths[r]]
+                one[k] = got[k][r] if k == "grad_hidden" else got[k][r, :width]
         ranks.append(one)
-    return _outcome(problem, ranks)
+    return ranks

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.vp_ce.mesh import procs_of
 from ligerbench.suites.vp_flp import axes, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
@@ -33,6 +34,7 @@ KERNEL = KernelSpec(
     quantities=spec.QUANTITIES,
     grid=vp_flp_cases,
     axes=axes.AXES,
+    ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",

@@ -20,6 +20,7 @@ from ligerbench.suites.log_prob_semantics import (
     UPSTREAM,
 )
 from ligerbench.suites.vp_ce.axes import WORLD
+from ligerbench.suites.vp_ce.mesh import MESH
 
 N = dataclasses.replace(flp.N, values={"quick": (12, 1), "full": (2048, 1, 513)},
                         means={1: "one token: a [1, K] statistics gather"})  # fmt: skip
@@ -38,7 +39,7 @@ PLACEMENT = Axis("placement", "where the counted targets sit among the shards", 
 })  # fmt: skip
 
 AXES = (N, V, H, flp.BIAS, DTYPE, TEMPERATURE, SOFTCAP, LOGIT_SCALE, TARGETS, UPSTREAM, IGNORE_PATTERN, LOGITS,
-        LAYOUT, WORLD, PLACEMENT)  # fmt: skip
+        LAYOUT, WORLD, PLACEMENT, MESH)  # fmt: skip
 
 
 def case(**params) -> Case:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ligerbench.cases import Case
 from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.vp_ce.mesh import MESHED
 from ligerbench.suites.vp_flp.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
@@ -36,6 +37,12 @@ def vp_flp_cases(preset: str, device_type: str) -> list[Case]:
         # shapes: the other vocabularies (even, and an empty shard at the largest world), one token
         core += [base.replace(v=v, world=worlds[-1]) for v in odd_v]
         core += [base.replace(n=n, placement="edges") for n in odd_n]
+        # the 2 x 2 meshes (suites/vp_ce/mesh.py): plain; a teacher's top-K on the shards' edges;
+        # softcap and temperature with a bias (every option through a subgroup's merge)
+        for world, mesh in MESHED[preset]:
+            on = base.replace(world=world, mesh=mesh)
+            core += [on, on.replace(targets=3, placement="edges", upstream="zero_rows"),
+                     on.replace(softcap=30.0, temperature=0.6, bias=True)]  # fmt: skip
         cases += core
         if dtype != "fp32":  # the covering once, in fp32: the other dtypes get the core
             continue

@@ -24,6 +24,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench.registry import Provider
+from ligerbench.suites.vp_ce.mesh import MESHES, with_world_group, with_world_rank_offset
 
 
 def _base():
@@ -100,6 +101,54 @@ def _vocab_start_ignored():
     return call
 
 
+def _ours():
+    from ligerbench.kernels.vocab_parallel_fused_linear_log_probs import vocab_parallel_fused_linear_log_probs
+
+    return vocab_parallel_fused_linear_log_probs
+
+
+def _weight_rows(inputs) -> int:
+    return inputs[1].shape[0]
+
+
+def _target_logp_plain_all_reduce(hidden, weight_shard, target, *, vocab_start, **opts):
+    """ms-swift #9947: each rank's masked target logit summed over the group by a plain
+    `dist.all_reduce`, which autograd does not see; on a rank whose shard does not hold a row's
+    target the log-prob then has no gradient path at all. Our log-prob with its gradient cut on
+    those ranks: the shards' softmax terms of those rows get no gradient."""
+    logp, entropy = _ours()(hidden, weight_shard, target, vocab_start=vocab_start, **opts)
+    local = target - vocab_start
+    here = (local >= 0) & (local < weight_shard.shape[0])
+    return torch.where(here, logp, logp.detach()), entropy
+
+
+def _entropy_identity_log_softmax(hidden, weight_shard, target, *, bias, group, vocab_start, temperature, softcap,
+                                  logit_scale, ignore_index):  # fmt: skip
+    """PyTorch #190746: under `loss_parallel()` a log_softmax of logits sharded on the vocabulary
+    has a backward that passes its gradient through unchanged, which is right only when an
+    nll_loss (whose own backward forms the softmax term) consumes it. The entropy built on it,
+    -(p * logp).sum(-1) with p = exp(logp), then gets -p (logp + 1) for its gradient where
+    -p (logp + H) is right. The whole head gathered (suites/vp_flp/providers.py `gathered`), the
+    log-prob of the target right, the entropy through that log_softmax."""
+    from ligerbench.suites.log_prob_semantics import reference
+    from ligerbench.suites.vp_flp.providers import gathered_head
+
+    weight, full_bias = gathered_head(weight_shard, bias, group, vocab_start)
+    x = hidden.float() @ weight.float().t()
+    if full_bias is not None:
+        x = x + full_bias.float()
+    options = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
+    logp, _ = reference(x, target, **options)
+    z = logit_scale * x
+    if softcap:
+        z = softcap * torch.tanh(z / softcap)
+    z = z / temperature
+    logp_all = z + (torch.log_softmax(z, dim=-1) - z).detach()  # the value of log_softmax, an identity backward
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    counted = (target != ignore_index) if target.dim() == hidden.dim() - 1 else (target != ignore_index).any(-1)
+    return logp, torch.where(counted, entropy, 0.0)
+
+
 def _mutant(name: str, description: str, load, **kw) -> Provider:
     return Provider(name=f"mutant_{name}", kernel="vp_flp", description=description, load=load, mutant=True, **kw)
 
@@ -123,4 +172,16 @@ PROVIDERS = (
             lambda: _with_parts(REDUCE=staticmethod(_no_reduce)), targets=(PLAIN,)),
     _mutant("vpflp_vocab_start_ignored", "every rank takes its shard to start at class 0", _vocab_start_ignored,
             targets=(PLAIN,)),
+    _mutant("vpflp_world_rank_offset", "the vocabulary offset from the world rank, not the tensor-parallel group's "
+            "(Liger-Kernel #1422, #1458)", lambda: with_world_rank_offset(_ours(), _weight_rows),
+            targets=({**FP32, "mesh": MESHES},)),
+    _mutant("vpflp_world_group", "the statistics merged and the hidden gradient reduced over the world's group, "
+            "not the mesh's tensor-parallel group", lambda: with_world_group(_ours()),
+            targets=({**FP32, "mesh": MESHES},)),
+    _mutant("vpflp_target_logp_plain_all_reduce", "the target's log-prob reaches every rank through an all-reduce "
+            "autograd does not see: the shards not holding the target get no gradient from it (ms-swift #9947)",
+            lambda: _target_logp_plain_all_reduce, targets=({**FP32, "upstream": ("both", "logp")},)),
+    _mutant("vpflp_entropy_identity_log_softmax", "the entropy's gradient through a sharded log_softmax whose "
+            "backward is the identity, right only for a cross entropy consumer (PyTorch #190746, loss_parallel)",
+            lambda: _entropy_identity_log_softmax, targets=({**FP32, "upstream": ("both", "entropy")},)),
 )  # fmt: skip

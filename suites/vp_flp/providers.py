@@ -43,7 +43,9 @@ def _load_ours(sliced: bool = False):
     return call
 
 
-def gathered(hidden, weight_shard, target, *, bias, group, vocab_start, **options):
+def gathered_head(weight_shard, bias, group, vocab_start):
+    """(weight [V, H], bias [V] or None): every rank's shard all-gathered; backward hands back
+    this rank's rows."""
     import torch
 
     from ligerbench.kernels.vocab_parallel_cross_entropy import all_gather
@@ -51,11 +53,14 @@ def gathered(hidden, weight_shard, target, *, bias, group, vocab_start, **option
     dev = weight_shard.device
     widths = all_gather(torch.tensor([weight_shard.shape[0]], device=dev), group).reshape(-1).tolist()
 
-    def whole(shard_rows):  # [V_local, k] -> [V, k]; backward hands back this rank's rows
+    def whole(shard_rows):  # [V_local, k] -> [V, k]
         return _GatherShards.apply(shard_rows.t(), group, widths, vocab_start).t()
 
-    weight = whole(weight_shard)
-    full_bias = None if bias is None else whole(bias[:, None])[:, 0]
+    return whole(weight_shard), None if bias is None else whole(bias[:, None])[:, 0]
+
+
+def gathered(hidden, weight_shard, target, *, bias, group, vocab_start, **options):
+    weight, full_bias = gathered_head(weight_shard, bias, group, vocab_start)
     return eager_fp32(hidden, weight, target, bias=full_bias, **options)
 
 

@@ -28,20 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 
 from ligerbench.cases import Case
-from ligerbench.distributed.simulated import run_ranks
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flp import spec as flp
-from ligerbench.suites.vp_ce.spec import (
-    RanksOutOfStep,
-    _collective_failure,
-    _gather,
-    edge_classes,
-    per_rank,
-    shard_bounds,
-)
+from ligerbench.suites.vp_ce.mesh import Mesh
+from ligerbench.suites.vp_ce.spec import _gather, edge_classes, on_mesh, per_rank, shard_bounds
 from ligerbench.suites.vp_flce.spec import _padded
 
 SIGNATURE = (
@@ -57,7 +49,8 @@ _FULL = (torch.float32, torch.float64)
 @dataclass
 class VPFLPProblem:
     base: flp.FLPProblem  # the global problem
-    world: int
+    world: int  # the tensor-parallel size
+    mesh: Mesh  # how the ranks sit in the world (suites/vp_ce/mesh.py)
 
 
 def place_targets(case: Case, target: torch.Tensor) -> torch.Tensor:
@@ -76,17 +69,17 @@ def make_problem(case: Case, seed: int, device: torch.device) -> VPFLPProblem:
         raise ValueError(f"vp_flp case {case.id} needs world >= 1")
     base = flp.make_problem(case, seed, device)
     base.target = place_targets(case, base.target)
-    return VPFLPProblem(base=base, world=case.world)
+    return VPFLPProblem(base=base, world=case.world, mesh=Mesh.of(case))
 
 
 def reference(problem: VPFLPProblem) -> Outcome:
     """The float64 truth of the global problem, in this process."""
-    return per_rank(flp.reference(problem.base), problem.world, _WHOLE)
+    return per_rank(flp.reference(problem.base), problem.mesh, _WHOLE)
 
 
 def eager_in_dtype(problem: VPFLPProblem) -> Outcome:
     """flp's yardstick on the global problem: float32 logits from the unrounded inputs."""
-    return per_rank(flp.eager_in_dtype(problem.base), problem.world, _WHOLE)
+    return per_rank(flp.eager_in_dtype(problem.base), problem.mesh, _WHOLE)
 
 
 def _rank(fn, problem: VPFLPProblem, rank: int, group) -> dict:
@@ -138,47 +131,42 @@ def _outcome(problem: VPFLPProblem, ranks: list[dict]) -> Outcome:
 
 
 def run_vp_flp(fn, problem: VPFLPProblem) -> Outcome:
-    if dist.is_available() and dist.is_initialized():
-        try:
-            return _run_distributed(fn, problem)
-        except Exception as exc:
-            if _collective_failure(exc):
-                raise RanksOutOfStep(f"{type(exc).__name__}: {exc}") from exc
-            raise
     # forward and backward in each rank's thread: backward holds the hidden gradient's all-reduce
-    return _outcome(problem, run_ranks(problem.world, lambda rank, group: _rank(fn, problem, rank, group)))
+    def one(rank: int, group) -> dict:
+        return _rank(fn, problem, rank, group)
+
+    return on_mesh(problem.mesh, one, lambda mine, mesh: _exchange(problem, mine, mesh),
+                   lambda ranks: _outcome(problem, ranks))  # fmt: skip
 
 
-def _run_distributed(fn, problem: VPFLPProblem) -> Outcome:
-    """This process is one rank of the default group; every rank ends with every rank's results."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    if world != problem.world:
-        raise ValueError(f"the case is split over {problem.world} ranks but the group has {world}")
-    mine = _rank(fn, problem, rank, None)
+def _exchange(problem: VPFLPProblem, mine: dict, mesh: Mesh) -> list[dict]:
+    """Every rank's results, in world-rank order, gathered over the whole world."""
+    procs = mesh.procs
     p = problem.base
     dev = p.hidden.device
-    widths = [hi - lo for lo, hi in shard_bounds(p.weight.shape[0], world)]
+    widths = [hi - lo for lo, hi in shard_bounds(p.weight.shape[0], mesh.tp)]
     names = ("grad_hidden", "grad_weight", "grad_bias")
     flags = [float(mine["mutated"]), float(mine["float32"])] + [float(mine[k] is None) for k in names]
-    all_flags = _gather(torch.tensor(flags, device=dev), world)
-    got = {k: _gather(_padded(mine[k], tuple(mine[k].shape), dev), world) for k in ("logp", "entropy")}
-    got["grad_hidden"] = _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), world)
-    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), world)
+    all_flags = _gather(torch.tensor(flags, device=dev), procs)
+    got = {k: _gather(_padded(mine[k], tuple(mine[k].shape), dev), procs) for k in ("logp", "entropy")}
+    got["grad_hidden"] = _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), procs)
+    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), procs)
     if p.bias is not None:
-        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), world)
+        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), procs)
     ranks = []
-    for r in range(world):
+    for r in range(procs):
+        width = widths[mesh.position(r)[1]]
         one = {"mutated": bool(all_flags[r, 0]), "float32": bool(all_flags[r, 1])}
         one["logp"], one["entropy"] = got["logp"][r], got["entropy"][r]
         for i, k in enumerate(names, start=2):
             if k not in got or bool(all_flags[r, i]):
                 one[k] = None
             else:
-                one[k] = got[k][r] if k == "grad_hidden" else got[k][r, : widths[r]]
+                one[k] = got[k][r] if k == "grad_hidden" else got[k][r, :width]
         ranks.append(one)
-    return _outcome(problem, ranks)
+    return ranks
 
 
 def textbook(problem: VPFLPProblem) -> Outcome:
     """flp's textbook yardstick on the global problem (ligerbench/tolerance.py)."""
-    return tuple(per_rank(form, problem.world, _WHOLE) for form in flp.textbook(problem.base))
+    return tuple(per_rank(form, problem.mesh, _WHOLE) for form in flp.textbook(problem.base))
