@@ -9,6 +9,10 @@
   chunked fused-linear loss (torch.compile'd chunks), as Liger's docs build it.
   Liger's KL is the k3 estimator only: k1 cases are skipped (its documented limit).
 
+- vocab-parallel (each on a rank's shard, with the group): `vp_ce` `liger_vp` (bench only):
+  `LigerVocabParallelCEFunction`; `vp_flp` `liger_tp`: `liger_fused_linear_scaled_cross_entropy_tp`
+  (NLL + entropy), and the same as a `vp_flce` bench peer (`liger_tp`, the NLL's mean).
+
 Liger's cross entropy and fused linear cross entropy providers live with `ce` and `flce`.
 """
 
@@ -19,6 +23,7 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
 from ligerbench.suites.peers.limits import lacking, refusal
+from ligerbench.suites.peers.tensor_parallel import equal_shards, reduced
 
 DISTRIBUTION = "liger-kernel"
 PINNED = "0.8.5"
@@ -273,3 +278,75 @@ PROVIDERS += (
              "(weight_hard_loss=0, weight_soft_loss=1); compiled on a GPU"),
 )  # fmt: skip
 # ----------------------------------------------------------------------------- end of kd, flkd
+
+
+# ----------------------------------------------------------------------------- vocab-parallel
+# Liger's tensor-parallel losses, each called on a rank's shard with the global targets and the
+# group (None: Liger takes the default group). Both put rank r's vocabulary at r * V_local, so
+# uneven shards are refused.
+
+
+def _vp_ce():
+    """LigerVocabParallelCEFunction as LigerVocabParallelCrossEntropy calls it: [S, B, V_local]
+    logits, per-token loss (reduced here as F.cross_entropy reduces it)."""
+    from liger_kernel.ops.vocab_parallel_cross_entropy import LigerVocabParallelCEFunction
+
+    def call(logits_shard, target, *, group, ignore_index, reduction, label_smoothing):
+        g = group if group is not None else torch.distributed.group.WORLD
+        # (logits, target, tp_group, ignore_index, label_smoothing, formula, mode)
+        per_token = LigerVocabParallelCEFunction.apply(logits_shard.unsqueeze(1), target.unsqueeze(1), g,
+                                                       ignore_index, label_smoothing, "pytorch", "global")  # fmt: skip
+        return reduced(per_token.reshape(-1), target, ignore_index, reduction)
+
+    return call
+
+
+def _tp_head(*, entropy: bool):
+    """liger_fused_linear_scaled_cross_entropy_tp (Liger's tensor-parallel fused NLL + entropy):
+    hidden [M, H] replicated, the weight shard, global targets, the group; the hidden gradient
+    comes back summed over the group. Off its native path (CUTLASS + NVSHMEM on Hopper or
+    Blackwell, with liger_cute_kernels) it runs its PyTorch path (512-row chunks)."""
+    from liger_kernel.transformers.functional import liger_fused_linear_scaled_cross_entropy_tp as tp
+
+    def log_probs(hidden, weight_shard, target, *, temperature=1.0, ignore_index=-100, group=None, **_):
+        rows = hidden.reshape(-1, hidden.shape[-1])  # [B, T, H] flattened as a trainer would
+        # (input, weight, target, tp_group, temperature, ignore_index, tiles_per_reduce, return_entropy)
+        nll, ent = tp(rows, weight_shard, target.reshape(-1), group, float(temperature), ignore_index, 1, True)
+        counted = target != ignore_index
+        return torch.where(counted, -nll.reshape(target.shape), 0.0), torch.where(counted, ent.reshape(target.shape),
+                                                                                  0.0)  # fmt: skip
+
+    def cross_entropy(hidden, weight_shard, target, *, group=None, ignore_index=-100, reduction="mean"):
+        nll = tp(hidden, weight_shard, target, group, 1.0, ignore_index, 1, False)
+        return reduced(nll, target, ignore_index, reduction)
+
+    return log_probs if entropy else cross_entropy
+
+
+def vp_flp_supports(case: Case) -> str | None:
+    missing = refusal("Liger's tensor-parallel NLL + entropy", lacking(case, "softcap", "logit_scale", "bias",
+                                                                      "targets"))  # fmt: skip
+    unequal = equal_shards(case)
+    return missing or (f"Liger's tensor-parallel NLL + entropy {unequal}" if unequal else None)
+
+
+def _vp_peer_supports(what: str):
+    def supports(case: Case) -> str | None:
+        unequal = equal_shards(case)
+        return f"{what} {unequal}" if unequal else None
+
+    return supports
+
+
+PROVIDERS += (
+    Provider(name="liger_vp", kernel="vp_ce", **PEER, bench_only=True, load=_vp_ce,
+             supports=_vp_peer_supports("LigerVocabParallelCEFunction"),
+             description="Liger-Kernel's LigerVocabParallelCEFunction (per-token loss; the mean taken here)"),
+    Provider(name="liger_tp", kernel="vp_flp", **PEER, load=lambda: _tp_head(entropy=True), supports=vp_flp_supports,
+             devices=("cuda",), description="Liger-Kernel's liger_fused_linear_scaled_cross_entropy_tp (NLL + "
+             "entropy over the group; it refuses CPU tensors)"),
+    Provider(name="liger_tp", kernel="vp_flce", **PEER, bench_only=True, load=lambda: _tp_head(entropy=False),
+             supports=_vp_peer_supports("liger_fused_linear_scaled_cross_entropy_tp"), devices=("cuda",),
+             description="Liger-Kernel's liger_fused_linear_scaled_cross_entropy_tp (per-token NLL; the mean "
+             "taken here; it refuses CPU tensors)"),
+)  # fmt: skip

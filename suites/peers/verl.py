@@ -27,11 +27,11 @@ import types
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
 from ligerbench.suites.peers.limits import lacking, refusal
+from ligerbench.suites.peers.tensor_parallel import SumOverGroup, default_group, equal_shards
 
 DISTRIBUTION = "verl"
 PINNED = "0.9.1"
@@ -111,44 +111,17 @@ def fused_flp_supports(case: Case) -> str | None:
     return None
 
 
-class _SumOverGroup(torch.autograd.Function):
-    """The identity forward; backward sums the hidden gradient over the group: the input side of
-    a column-parallel layer (Megatron's `copy_to_tensor_model_parallel_region`). verl's head
-    leaves on each rank the part of dL/dh its vocabulary shard gives, for that layer to sum;
-    `vp_flp`'s contract hands the whole gradient back on every rank. Summed in float32 and
-    rounded once to the hidden's dtype, so the adapter adds one rounding and what is checked is
-    verl's head, not a 16-bit sum of our making."""
-
-    @staticmethod
-    def forward(ctx, hidden, group):
-        ctx.group = group
-        return hidden.view_as(hidden)
-
-    @staticmethod
-    def backward(ctx, grad):
-        from ligerbench.kernels.vocab_parallel_cross_entropy import all_reduce_
-
-        return all_reduce_(grad.float().contiguous(), ctx.group).to(grad.dtype), None
-
-
-def _tp_group(group):
-    """The group to hand verl. The harness passes None for torch.distributed's default group (the
-    convention of torch.distributed's own calls), but verl reads `dist_process_group=None` as "no
-    tensor parallelism": each rank would take its shard for the whole vocabulary, its softmax
-    over V / world classes, and leave the log-prob of a target on another rank unwritten
-    (`torch.empty`). So None becomes the default group wherever there is one."""
-    if group is None and dist.is_available() and dist.is_initialized():
-        return dist.group.WORLD
-    return group
-
-
 def _vocab_parallel_flp():
     fused = load("verl.utils.kernel.linear_cross_entropy")
 
     def call(hidden, weight_shard, target, *, temperature=1.0, ignore_index=-100, group=None, **_):
-        group = _tp_group(group)
+        # verl reads dist_process_group=None as no tensor parallelism (rank 0 of 1: each rank's
+        # shard taken for the whole vocabulary), where the harness means the default group; and
+        # its backward leaves each rank its shard's part of dL/dh, which its trainer's
+        # tensor-parallel layer sums (suites/peers/tensor_parallel.py)
+        group = default_group(group)
         counted = target != ignore_index
-        logp, entropy = fused.linear_cross_entropy(_SumOverGroup.apply(hidden, group), weight_shard,
+        logp, entropy = fused.linear_cross_entropy(SumOverGroup.apply(hidden, group), weight_shard,
                                                    torch.where(counted, target, 0), float(temperature), "none",
                                                    group)  # fmt: skip
         return torch.where(counted, logp.view(counted.shape), 0.0), torch.where(counted, entropy.view(counted.shape),
@@ -161,12 +134,8 @@ def vocab_parallel_supports(case: Case) -> str | None:
     refused = fused_flp_supports(case)
     if refused:
         return refused
-    if case.get("v", 0) % max(case.get("world", 1), 1):
-        return (
-            "verl's vocab-parallel head takes equal shards: rank r holds classes [r * V_local, (r + 1) * V_local) "
-            "(its kernels offset the labels by rank * V_local), so V must divide by the world size"
-        )
-    return None
+    unequal = equal_shards(case)  # its kernels offset the labels by rank * V_local
+    return f"verl's vocab-parallel head {unequal}" if unequal else None
 
 
 PROVIDERS = (

@@ -17,10 +17,9 @@ Peers (bench-only, each called per rank on its shard):
   loss_parallel  PyTorch's torch.distributed.tensor.parallel.loss_parallel: the shard as a
                  DTensor Shard(-1) on a 1-D mesh and F.cross_entropy (forward and backward under
                  the context manager, as its documentation requires);
-  liger_vp       Liger-Kernel's LigerVocabParallelCEFunction (per-token loss, [S, B, V_local]
-                 logits; the mean over counted tokens taken here), when liger_kernel is importable;
-and the registered providers: ours, ours_inplace, and `gathered` (the shards all-gathered and our
-single-GPU kernel on the full logits: the yardstick).
+and the registered providers: ours, ours_inplace, `gathered` (the shards all-gathered and our
+single-GPU kernel on the full logits: the yardstick) and Liger-Kernel's
+LigerVocabParallelCEFunction (`liger_vp`, bench only: suites/peers/liger.py).
 """
 
 from __future__ import annotations
@@ -183,29 +182,6 @@ def _load_loss_parallel():
     return _loss_parallel
 
 
-# ----------------------------------------------------------------------------- Liger-Kernel
-
-
-def _load_liger_vp():
-    from liger_kernel.ops.vocab_parallel_cross_entropy import LigerVocabParallelCEFunction
-
-    def liger_vp(logits_shard, target, *, group, ignore_index, reduction, label_smoothing):
-        # Liger takes [S, B, V_local] logits and returns the per-token loss; vocab_start is
-        # rank * V_local (even shards), the group a real ProcessGroup (None: one rank)
-        g = group if group is not None else dist.group.WORLD
-        per_token = LigerVocabParallelCEFunction.apply(
-            logits_shard.unsqueeze(1), target.unsqueeze(1), g, ignore_index, label_smoothing, "pytorch", "global"
-        ).reshape(-1)
-        if reduction == "none":
-            return per_token
-        total = per_token.sum()
-        if reduction == "sum":
-            return total
-        return total / (target != ignore_index).sum().clamp(min=1)  # on the device: no host sync
-
-    return liger_vp
-
-
 VARIANTS = (
     Provider(
         name="loss_parallel",
@@ -214,14 +190,6 @@ VARIANTS = (
         bench_only=True,
         load=_load_loss_parallel,
         supports=_even_shards,  # DTensor Shard splits like torch.chunk, our shards like tensor_split
-    ),
-    Provider(
-        name="liger_vp",
-        kernel="vp_ce",
-        description="Liger-Kernel LigerVocabParallelCEFunction (per-token loss; the mean taken here)",
-        bench_only=True,
-        load=_load_liger_vp,
-        supports=_even_shards,  # its vocab_start is rank * V_local
     ),
 )
 

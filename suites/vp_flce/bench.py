@@ -12,8 +12,12 @@ Work model, per rank: FLOPs = 6 * N * H * V_local (the local logits, then dh and
 collectives move N * H elements (dh's all_reduce) and a few floats per row.
 
 Peers (per rank): `gathered` (the weight shards all-gathered, our single-GPU fused kernel on the
-whole head) and the bench-only `single_gpu`: our single-GPU fused kernel on a whole head held by
-this rank, no collective, the yardstick of the time target below.
+whole head) and, bench only: `single_gpu`, our single-GPU fused kernel on a whole head held by
+this rank, no collective, the yardstick of the time target below; `loss_parallel`, PyTorch's
+tensor-parallel head as a user writes it (the logits shard `hidden @ weight_shard.T` behind a
+column-parallel layer's input, which sums dL/dh over the group in backward, then vp_ce's
+loss_parallel cross entropy on it: the [N, V_local] logits made whole in memory); and Liger's
+`liger_tp` (suites/peers/liger.py).
 """
 
 from __future__ import annotations
@@ -28,7 +32,15 @@ from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
-from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, element_bytes, rank_generator, widest_shard
+from ligerbench.suites.peers.tensor_parallel import SumOverGroup
+from ligerbench.suites.vp_ce.bench import (
+    _even_shards,
+    _load_loss_parallel,
+    _rank_world,
+    element_bytes,
+    rank_generator,
+    widest_shard,
+)
 from ligerbench.suites.vp_ce.spec import shard_bounds
 from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
@@ -100,6 +112,17 @@ def _load_single_gpu():
     return single_gpu
 
 
+def _load_loss_parallel_head():
+    cross_entropy = _load_loss_parallel()
+
+    def loss_parallel_head(hidden, weight_shard, target, *, group, ignore_index, reduction, label_smoothing):
+        logits_shard = SumOverGroup.apply(hidden, group) @ weight_shard.t()
+        return cross_entropy(logits_shard, target, group=group, ignore_index=ignore_index, reduction=reduction,
+                             label_smoothing=label_smoothing)  # fmt: skip
+
+    return loss_parallel_head
+
+
 VARIANTS = (
     Provider(
         name="single_gpu",
@@ -109,6 +132,15 @@ VARIANTS = (
         bench_only=True,
         load=_load_single_gpu,
         supports=_even_shards,  # the whole head is world copies of the shard
+    ),
+    Provider(
+        name="loss_parallel",
+        kernel="vp_flce",
+        description="PyTorch: the logits shard hidden @ W_shard.T (dL/dh summed over the group), then "
+        "loss_parallel() F.cross_entropy on it as a DTensor",
+        bench_only=True,
+        load=_load_loss_parallel_head,
+        supports=_even_shards,  # DTensor Shard splits like torch.chunk, our shards like tensor_split
     ),
 )
 
