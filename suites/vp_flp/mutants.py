@@ -180,8 +180,8 @@ PROVIDERS = (
             targets=({**FP32, "mesh": MESHES},)),
     _mutant("vpflp_target_logp_plain_all_reduce", "the target's log-prob reaches every rank through an all-reduce "
             "autograd does not see: the shards not holding the target get no gradient from it (ms-swift #9947)",
-            lambda: _target_logp_plain_all_reduce, targets=({**FP32, "upstream": ("both", "logp")},)),
+            lambda: _target_logp_plain_all_reduce, targets=(PLAIN,)),
     _mutant("vpflp_entropy_identity_log_softmax", "the entropy's gradient through a sharded log_softmax whose "
             "backward is the identity, right only for a cross entropy consumer (PyTorch #190746, loss_parallel)",
-            lambda: _entropy_identity_log_softmax, targets=({**FP32, "upstream": ("both", "entropy")},)),
+            lambda: _entropy_identity_log_softmax, targets=(PLAIN,)),
 )  # fmt: skip
