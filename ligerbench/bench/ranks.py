@@ -16,6 +16,10 @@ import math
 import torch
 import torch.distributed as dist
 
+from ligerbench.distributed.progress import collective_failure
+
+__all__ = ["LOCAL", "Group", "Local", "collective_failure"]  # collective_failure: the engine's import
+
 
 class Local:
     """One process: nothing to meet, nothing to agree on."""
@@ -54,13 +58,3 @@ class Group:
         t = torch.where(t.isnan(), -math.inf, t)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return [math.nan if v == -math.inf else v for v in t.tolist()]
-
-
-def collective_failure(exc: BaseException) -> bool:
-    """A collective failed or timed out: the ranks are out of step and the run cannot go on (the
-    next collective would pair with another rank's different one)."""
-    dist_error = getattr(dist, "DistError", None)  # torch >= 2.2
-    if dist_error is not None and isinstance(exc, dist_error):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and any(k in text for k in ("gloo", "nccl", "timed out", "connection"))

@@ -7,13 +7,20 @@ gloo on CPU (Triton's interpreter; how CI tests it), NCCL on GPUs (one rank per 
 writes the records into the run folder; this process then reads them.
 
 Never a hang, never a silent green:
-  - every collective wait is bounded (init_process_group's timeout, `collective_timeout`);
-  - the launcher itself runs under a wall-clock timeout; past it its whole process group is
-    killed (it was started in a session of its own, so nothing else is touched);
-  - a rank that dies makes torch.distributed.run stop the others and exit non-zero;
+  - every collective wait is bounded, joining the group included (init_process_group's timeout,
+    `collective_timeout`: at most 40 s), so a rank that stalls or raises ends the whole run
+    within a minute: the others give up waiting for it and exit, then torch.distributed.run
+    stops it (NCCL's watchdog enforces the bound: TORCH_NCCL_ASYNC_ERROR_HANDLING);
+  - the launcher itself runs under a wall-clock timeout; past it the launcher's session and each
+    rank's (torch.distributed.run starts every rank in a session of its own) are killed, and
+    nothing else is touched;
+  - a rank that raises or dies makes torch.distributed.run stop the others and exit non-zero;
   - whatever went wrong (non-zero exit, timeout, fewer cases completed than planned) is written
-    as an `error` record naming it, with the launcher's last lines, so the run fails.
-The launcher's whole output is kept in the run folder as launch.log.
+    as an `error` record naming it: the rank that stalled, raised or died and the unit it was on
+    (each rank's marker, ligerbench/distributed/progress.py), with the launcher's last lines, so
+    the run fails. The rows rank 0 had written stay in records.csv.
+The launcher's whole output is kept in the run folder as launch.log; each rank's marker, and its
+Python stacks when it was stopped, in ranks/.
 
 Children always get NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1 and
 NVSHMEM_DISABLE_NVLS=1 (NVLink multicast stays off).
@@ -38,11 +45,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import ligerbench
-from ligerbench.distributed import jobs
-from ligerbench.records import Record, append_record
+from ligerbench.distributed import jobs, progress
+from ligerbench.records import Record, RecordWriter, append_record
 
-CHILD_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
-FAULT_ENV = "LIGERBENCH_FAULT"  # fault injection for tests: "die:<rank>" or "hang:<rank>" (commands/ranks.py)
+CHILD_ENV = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+    # NCCL's watchdog tears a rank down once a collective has waited past the group's timeout
+    # (3: without aborting the communicator first, which can itself wait on a stuck peer); its
+    # main thread may be blocked in a CUDA sync behind that collective and never see an error
+    "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+}
+# fault injection for tests: "die:<rank>", "hang:<rank>", "raise:<rank>", each optionally
+# "@<K>" (at the rank's K-th unit): commands/ranks.py
+FAULT_ENV = "LIGERBENCH_FAULT"
 # what each rank runs: named, not imported (it sits above this machinery: ligerbench/commands/)
 WORKER = "ligerbench.commands.ranks"
 JOB_FILE, LOG_FILE, DONE_FILE = "job.json", "launch.log", "ranks_done.json"
@@ -68,9 +85,13 @@ class Launched:
         for m in re.finditer(r"^\[rank(\d+)\]: ([\w.]*(?:Error|Exception|OutOfStep)\b.*)$", text, re.M):
             last[m.group(1)] = m.group(2)
         found += [f"rank {r}: {msg}" for r, msg in sorted(last.items())]
-        codes = re.findall(r"rank\s*: (\d+) \(local_rank.*\n\s*exitcode\s*: (-?\d+)", text)
-        found += [f"rank {r} exit code {c}" for r, c in dict.fromkeys(codes)]
+        found += [f"rank {r} exit code {c}" for r, c in self.exit_codes().items()]
         return "\n".join(found) if found else self.tail()
+
+    def exit_codes(self) -> dict[str, str]:
+        """The failed ranks' exit codes, as torch.distributed.run's summary gives them."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        return dict(re.findall(r"rank\s*: (\d+) \(local_rank.*\n\s*exitcode\s*: (-?\d+)", text))
 
 
 def ranks_done(run_path: Path, rank: int, **facts) -> None:
@@ -84,6 +105,28 @@ def ranks_done(run_path: Path, rank: int, **facts) -> None:
 
 
 PROGRESS = "ligerbench: ["  # rank 0's line per finished case: "ligerbench: [i/N] case-id"
+
+
+class Discard:
+    """What the ranks other than 0 write their rows to: nowhere (the engines only call write()).
+
+    Not a RecordWriter onto os.devnull: it rewrites its file atomically (a temporary file beside
+    it, then os.replace) on its first row and at close, so each such rank, running as root,
+    replaced /dev/null itself with a regular file, and from three ranks on they raced on
+    /dev/null.tmp: one raised FileNotFoundError as the first step's rows were written, while
+    the others waited for it in the next step's collective."""
+
+    def write(self, record: Record) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def rank_writer(run_path: Path, rank: int) -> RecordWriter | Discard:
+    """Rank 0's RecordWriter onto run_path/records.csv (the rows the parent reads), a Discard
+    for every other rank."""
+    return RecordWriter(Path(run_path) / "records.csv") if rank == 0 else Discard()
 
 
 WARNINGS_LOG = "warnings-rank{rank}.log"  # each rank's Python warnings, in the run folder
@@ -131,9 +174,17 @@ def echo_with(advance: Callable[[str], None]) -> Callable[[str], None]:
     return echo
 
 
+# The longest a rank waits in one collective (joining the group included). A stalled rank ends
+# the run this long after the others reach their next collective, plus torch.distributed.run's
+# stop (a few seconds): within a minute. Legit waits are far shorter: a wait lasts only as
+# long as the ranks' skew between two collectives, and long work (a converge dtype's training,
+# a first Triton compile) is done by every rank at once, with collectives in between.
+STALL_BOUND_S = 40.0
+
+
 def collective_timeout(timeout_s: float) -> float:
-    """The bound on one collective wait: a quarter of the run's wall clock, 10 s to 300 s."""
-    return max(10.0, min(300.0, timeout_s / 4))
+    """The bound on one collective wait: a quarter of the run's wall clock, 10 s to STALL_BOUND_S."""
+    return max(10.0, min(STALL_BOUND_S, timeout_s / 4))
 
 
 def child_env() -> dict[str, str]:
@@ -168,14 +219,18 @@ def launch(
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
         timed_out = False
+        run_path = log.parent
         try:
             proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_session(proc)
-        except KeyboardInterrupt:  # the ranks live in a session of their own: Ctrl-C never reaches them
-            _kill_session(proc, graces=INTERRUPTED_GRACES_S)
+            _kill_session(proc, run_path)
+        except KeyboardInterrupt:  # the ranks live in sessions of their own: Ctrl-C never reaches them
+            _kill_session(proc, run_path, graces=INTERRUPTED_GRACES_S)
             raise
+        # a rank torch.distributed.run left behind (it gives up on one that ignores SIGKILL) holds
+        # the output pipe open: it goes too, and the reader does not wait for it
+        _kill_ranks(run_path, signal.SIGKILL)
         reader.join(timeout=10)
     note = warnings_note(log.parent)
     if note and echo:
@@ -188,10 +243,13 @@ def launch(
 TIMEOUT_GRACES_S, INTERRUPTED_GRACES_S = (10.0, 10.0), (3.0, 2.0)
 
 
-def _kill_session(proc: subprocess.Popen, graces: tuple[float, float] = TIMEOUT_GRACES_S) -> None:
-    """SIGTERM, then SIGKILL, to the launcher's own session (started with start_new_session),
-    each followed by up to its grace in seconds for the launcher to exit."""
+def _kill_session(proc: subprocess.Popen, run_path: Path, graces: tuple[float, float] = TIMEOUT_GRACES_S) -> None:
+    """SIGTERM, then SIGKILL, to the launcher's own session (started with start_new_session) and
+    to each rank's (torch.distributed.run starts every rank in a session of its own: signalling
+    the launcher's alone would leave the ranks running once it is gone), each followed by up to
+    its grace in seconds for the launcher to exit. On SIGTERM a rank writes its stack first."""
     for sig, grace in zip((signal.SIGTERM, signal.SIGKILL), graces, strict=True):
+        _kill_ranks(run_path, sig)
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -201,6 +259,14 @@ def _kill_session(proc: subprocess.Popen, graces: tuple[float, float] = TIMEOUT_
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def _kill_ranks(run_path: Path, sig: signal.Signals) -> None:
+    """`sig` to the session of every rank of this run still running (their pids from their
+    markers, each checked to be this run's rank: progress.rank_pids)."""
+    for pid in progress.rank_pids(run_path):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, sig)
 
 
 def run_plan_on_ranks(
@@ -253,6 +319,7 @@ def run_job(
     run_path = Path(job.run_path)
     jobs.dump(dataclasses.replace(job, collective_timeout_s=collective_timeout(timeout_s)), run_path / JOB_FILE)
     result = launch(nproc, [str(run_path / JOB_FILE)], log=run_path / LOG_FILE, timeout_s=timeout_s, echo=echo)
+    ended = time.time()
     done_path = run_path / DONE_FILE
     done = json.loads(done_path.read_text()) if done_path.exists() else {}
     # ranks stopped before rank 0 reported: count what its records show instead
@@ -268,7 +335,12 @@ def run_job(
             + ("" if done else " (the ranks never reported: counted from the cases in records.csv)")
         )
     if problems:
-        message = "; ".join(problems) + f". The ranks said (whole output in launch.log):\n{result.diagnosis()}"
+        culprits = progress.diagnose(run_path, nproc, exit_codes=result.exit_codes(), ended=ended)
+        message = "; ".join(problems) + ".\n" + "".join(f"{line}\n" for line in culprits)
+        message += f"The ranks said (whole output in launch.log):\n{result.diagnosis()}"
+        if echo:
+            for line in culprits:
+                echo(f"ligerbench: {line}")
         _append(run_path / "records.csv", _launch_error(job.label, job.run_id, message))
     return {
         "nproc": nproc,

@@ -1,0 +1,152 @@
+"""A --nproc run never hangs: a rank that stalls, raises, dies or never starts ends the whole run
+within a minute, and the error names the rank and the unit it was on (verify case, bench step,
+converge dtype), with the rows already finished kept. The markers each rank keeps
+(ligerbench/distributed/progress.py) are checked here directly; one run on 4 real gloo ranks
+plants a stall after its first case."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+from typer.testing import CliRunner
+
+from ligerbench.cli import app
+from ligerbench.commands import ranks
+from ligerbench.distributed import launch, progress
+from ligerbench.records import Record, load_records
+
+runner = CliRunner()
+LABELS = {"cases": ("vp_ce/a", "vp_ce/b", "vp_ce/c"), "steps": ("8 ours", "16 ours"), "dtypes": ("fp32", "bf16")}
+NAMED = {
+    "cases": "case vp_ce/b (its 2nd of 3)",
+    "steps": "step 16 ours (its 2nd of 2)",
+    "dtypes": "dtype bf16 (its 2nd of 2)",
+}
+TIMED_OUT = "[gloo] Timed out waiting 40000ms for recv operation to complete"
+
+
+def _ranks_at(run_path, unit: str, world: int = 4, at: int = 1) -> list[progress.RankProgress]:
+    """`world` ranks' markers, each started on unit `at`."""
+    markers = []
+    for rank in range(world):
+        p = progress.RankProgress(run_path, rank, unit=unit, labels=LABELS[unit])
+        p.joined()
+        p.start(at)
+        markers.append(p)
+    return markers
+
+
+# ----------------------------------------------------------------------------- naming the rank
+
+
+# every kind of unit a --nproc run counts: the error names it in the run's own terms
+@pytest.mark.parametrize("unit", ["cases", "steps", "dtypes"])
+def test_a_rank_still_at_work_when_the_others_gave_up_on_it_stalled(tmp_path, unit):
+    markers = _ranks_at(tmp_path, unit)
+    for rank in (0, 2, 3):
+        markers[rank].failed(RuntimeError(TIMED_OUT))
+    lines = progress.diagnose(tmp_path, 4, exit_codes={"1": "-15"}, ended=time.time() + 45)
+    assert lines[0].startswith(f"rank 1 stalled in {NAMED[unit]}: no progress for 45 s"), lines
+    assert lines[1] == f"rank(s) 0, 2, 3 gave up waiting for it in a collective: RuntimeError: {TIMED_OUT}"
+    assert len(lines) == 2
+
+
+def test_a_rank_that_raised_is_named_with_its_error_and_not_the_ones_stopped_after_it(tmp_path):
+    markers = _ranks_at(tmp_path, "cases")
+    markers[2].failed(ValueError("target holds 600, outside [0, 501)"))
+    lines = progress.diagnose(tmp_path, 4, exit_codes={"2": "1", "0": "-15"}, ended=time.time())
+    assert lines[0] == f"rank 2 raised in {NAMED['cases']}: ValueError: target holds 600, outside [0, 501)"
+    assert [line.split(" was in ")[0] for line in lines[1:]] == ["rank 0", "rank 1", "rank 3"]
+
+
+def test_a_rank_that_died_or_never_started_is_named(tmp_path):
+    _ranks_at(tmp_path, "steps", world=3)  # rank 3 of 4 wrote no marker
+    lines = progress.diagnose(tmp_path, 4, exit_codes={"1": "3"}, ended=time.time())
+    assert f"rank 1 died (exit code 3) in {NAMED['steps']}" in lines
+    assert "rank 3 never started (it wrote no marker)" in lines
+
+
+def test_killed_at_the_wall_clock_the_rank_behind_the_others_stalled(tmp_path):
+    markers = _ranks_at(tmp_path, "cases")
+    markers[3].start(2)  # ranks 0-2 are still in case b, rank 3 went on to c and waits there
+    lines = progress.diagnose(tmp_path, 4, exit_codes={}, ended=time.time())
+    assert [line.split(" in ")[0] for line in lines] == [
+        "rank 0 stalled",
+        "rank 1 stalled",
+        "rank 2 stalled",
+        "rank 3 was",
+    ]
+    markers[3].finished()
+    for m in markers[:3]:
+        m.finished()
+    assert progress.diagnose(tmp_path, 4, exit_codes={}, ended=time.time()) == []
+
+
+def test_a_planted_fault_fires_on_its_rank_at_its_unit_only(monkeypatch):
+    monkeypatch.setenv(launch.FAULT_ENV, "raise:1@3")
+    for rank, unit in ((1, None), (1, 2), (0, 3), (1, 4)):
+        ranks._fault(rank, unit)  # not this rank's fault, or not yet
+    with pytest.raises(RuntimeError, match="rank 1 raises"):
+        ranks._fault(1, 3)
+    monkeypatch.setenv(launch.FAULT_ENV, "raise:1")  # without @K: right after joining
+    with pytest.raises(RuntimeError):
+        ranks._fault(1)
+
+
+def test_the_ranks_other_than_0_write_their_rows_nowhere(tmp_path, monkeypatch):
+    # a writer onto os.devnull replaced /dev/null itself (its atomic rewrite), and its ranks
+    # raced on /dev/null.tmp
+    replaced = []
+    monkeypatch.setattr(os, "replace", lambda src, dst: replaced.append(str(dst)))
+    row = Record(run_id="r", suite="s", kernel="k", provider="p", case="c", quantity="q", metric="m", value=1.0,
+                 unit="", limit=2.0, verdict="pass", message="")  # fmt: skip
+    for rank in (1, 3):
+        writer = launch.rank_writer(tmp_path, rank)
+        writer.write(row)
+        writer.close()
+    assert replaced == [] and list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    writer = launch.rank_writer(tmp_path, 0)
+    writer.write(row)
+    writer.close()
+    assert list(load_records(tmp_path / "records.csv")["case"]) == ["c"]
+
+
+def test_a_collective_waits_at_most_40_s_whatever_the_wall_clock():
+    # the default wall clock (1800 s) once gave 300 s: a stalled rank held the run that long
+    assert launch.collective_timeout(1800.0) == launch.STALL_BOUND_S == 40.0
+    assert launch.collective_timeout(60.0) == 15.0 and launch.collective_timeout(6.0) == 10.0
+
+
+# ----------------------------------------------------------------------------- 4 real ranks
+
+# four ranks split the vocabulary (w4) or sit on a 2 x 2 mesh: 5 cases, fp32, one provider
+FOUR_RANKS = ["--kernel", "vp_ce", "--nproc", "4", "--provider", "ours", "--where", "dtype=fp32",
+              "--where", "option=plain", "--where", "reduction=mean"]  # fmt: skip
+
+
+@pytest.mark.slow(seconds=40)
+@pytest.mark.interpreter
+def test_a_rank_stalled_after_a_case_ends_a_4_rank_run_naming_it_with_the_case_kept(tmp_path, monkeypatch):
+    # a 10 s bound instead of 40 s: the same path, a shorter wait for CI
+    monkeypatch.setattr(launch, "STALL_BOUND_S", 10.0)
+    args = ["verify", *FOUR_RANKS, "--device", "cpu", "--out", str(tmp_path), "--json"]
+    result = runner.invoke(app, args, env={launch.FAULT_ENV: "hang:1@2"})
+    ended = time.time()
+    assert result.exit_code == 1, result.output
+    run = next(tmp_path.iterdir())
+    stalled = json.loads((run / "ranks" / "rank1.json").read_text())
+    assert stalled["state"] == "working" and stalled["index"] == 1
+    assert ended - stalled["since"] < 60  # from the stall to the command's end
+    records = load_records(run / "records.csv")
+    launcher = records[records["provider"] == "launcher"]
+    message = launcher["message"].iloc[0]
+    assert f"rank 1 stalled in case {stalled['label']} (its 2nd of 5)" in message, message
+    assert "rank(s) 0, 2, 3 gave up waiting for it in a collective" in message and "only 1 of 5 cases" in message
+    assert "in _fault" in message  # the stalled rank's stack, written when it was stopped
+    kept = records[records["provider"] == "ours"]  # the first case's rows, written before the stall
+    assert kept["case"].nunique() == 1 and stalled["label"] not in set(kept["case"])
+    assert len(kept) >= 3 and (kept["verdict"] == "pass").all()
