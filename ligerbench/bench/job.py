@@ -1,7 +1,10 @@
 """A bench run, as ligerbench/lifecycle.py drives it: the ceilings measured first (they go into
 env.json), the plan's steps timed in this process (engine.py) or on N ranks (--nproc N, a
 collective kernel: rank 0 writes the measured rows), then the derived figures and targets as
-rows of their own, summary.md, the plots and (--baseline) a copy of the run folder.
+rows of their own, summary.md, the plots and (--baseline) a copy of the run folder. With several
+rank counts (--nproc 1,2,4) the ranks are started once per count, each launch in a folder of its
+own (ranks<N>/: its job.json, launch.log and markers), its rows then appended to the run's
+records.csv; the report and scaling.png put the counts side by side (scaling.py).
 
     job = BenchJob(plan, kernel="ce", sweep="vocab", dtype="bf16", tokens=None, rep_ms=600.0)
     code = lifecycle.execute(job, quiet=False, device=dev, triton_mode=mode, seed=0, out=out, filters={})
@@ -18,7 +21,7 @@ import torch
 
 from ligerbench import named, runs
 from ligerbench import records as rec
-from ligerbench.bench import ceilings, metrics, pareto, plots
+from ligerbench.bench import ceilings, metrics, pareto, plots, scaling
 from ligerbench.bench import report as bench_report
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
 from ligerbench.distributed import jobs, launch
@@ -38,8 +41,8 @@ class BenchJob(Job):
     rep_ms: float
     named: list[str] = field(default_factory=list)  # providers asked for by name: each must be timed
     mutates_input: bool = False  # the ad-hoc providers' declaration, for the ranks
-    nproc: int = 0
-    timeout_s: float = 1800.0
+    nprocs: tuple[int, ...] = ()  # the rank counts, each a launch of its own; none: in this process
+    timeout_s: float = 1800.0  # each launch's wall clock
     baseline: Path | None = None  # copy the run folder here when it completes
     ceiling: dict = field(default_factory=dict, init=False)
     ceiling_rows: list = field(default_factory=list, init=False)
@@ -68,7 +71,7 @@ class BenchJob(Job):
             console.print(f"[yellow]note:[/] {bench_report.FAIRNESS_NOTE}")
         console.print("measuring the ceilings (copy bandwidth, bf16 matmul) ...")
         self.ceiling = ceilings.measure(self.plan.device)
-        if self.nproc and self.plan.device.type == "cuda":
+        if self.nprocs and self.plan.device.type == "cuda":
             torch.cuda.empty_cache()  # the ranks (one per GPU) get GPU 0's memory back
         smoke = self.plan.smoke
         return {"kernel": self.kernel, "sweep": self.sweep, "mode": self.plan.mode, "dtype": self.dtype,
@@ -80,7 +83,7 @@ class BenchJob(Job):
         self.ceiling_rows = metrics.ceiling_records(
             self.ceiling, run_id=run.id, kernel=self.kernel, verdict=self.verdict, message=message
         )
-        for r in [] if self.nproc else self.ceiling_rows:  # with --nproc: written once the ranks' rows are back
+        for r in [] if self.nprocs else self.ceiling_rows:  # with --nproc: written once the ranks' rows are back
             run.writer.write(r)
         with life.progress(f"bench {self.kernel} {self.sweep}", total=self.planned) as advance:
 
@@ -88,32 +91,62 @@ class BenchJob(Job):
                 advance(step)
                 life.done()  # counted; a stop signal whose exception was kept is raised here
 
-            if not self.nproc:
+            if not self.nprocs:
                 run_plan(self.plan, run_id=run.id, writer=run.writer, on_step=on_step)
                 return
             run.writer.close()  # the ranks' rank 0 writes the measured rows
-            plan = self.plan
-            job = jobs.BenchRankJob(
-                kernel=self.kernel, device_type=plan.device.type, seed=plan.seed, run_id=run.id,
-                run_path=str(run.path), sweep=self.sweep, mode=plan.mode, dtype=self.dtype, tokens=self.tokens,
-                smoke=plan.smoke, rep_ms=self.rep_ms, mutates_input=self.mutates_input,
-                providers=tuple(p.name for p in plan.providers), cases=tuple(p.case.id for p in plan.points),
-            )  # fmt: skip
-            echo = None if life.quiet else launch.echo_with(advance)
+            launches, folders = {}, []
             try:
-                facts = launch.run_job(
-                    job, nproc=self.nproc, planned=self.planned, unit="steps", timeout_s=self.timeout_s, echo=echo
-                )
+                for nproc in self.nprocs:
+                    folder = run.path if len(self.nprocs) == 1 else run.path / f"ranks{nproc}"
+                    folder.mkdir(exist_ok=True)
+                    folders.append(folder)
+                    launches[nproc] = self._launch(life, advance, nproc, folder)
             except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the ranks are stopped; their steps counted from their rows
-                life.completed = launch.units_with_records(run.path / "records.csv", "steps")
+                self._gather(run.path, folders)
+                life.completed = sum(launch.units_with_records(f / "records.csv", "steps") for f in folders)
                 raise
-            life.completed = facts.pop("completed_steps")
-            facts.pop("done")
-            life.facts.update(facts)
+            self._gather(run.path, folders)
+            life.completed = sum(facts.pop("completed_steps") for facts in launches.values())
+            if len(launches) == 1:
+                life.facts.update(next(iter(launches.values())))
+            else:
+                backends = {facts["backend"] for facts in launches.values()} - {""}
+                life.facts.update(nproc=list(launches), backend=", ".join(sorted(backends)),
+                                  launches={str(n): facts for n, facts in launches.items()})  # fmt: skip
+
+    def _launch(self, life: Life, advance, nproc: int, folder: Path) -> dict:
+        """The plan's points at `nproc` ranks, run by them; rank 0 writes folder/records.csv."""
+        plan, run = self.plan, life.run
+        points = [p for p in plan.points if p.case.world == nproc]
+        job = jobs.BenchRankJob(
+            kernel=self.kernel, device_type=plan.device.type, seed=plan.seed, run_id=run.id, run_path=str(folder),
+            sweep=self.sweep, mode=plan.mode, dtype=self.dtype, tokens=self.tokens, smoke=plan.smoke,
+            rep_ms=self.rep_ms, mutates_input=self.mutates_input, providers=tuple(p.name for p in plan.providers),
+            cases=tuple(p.case.id for p in points),
+        )  # fmt: skip
+        echo = None if life.quiet else launch.echo_with(advance)
+        facts = launch.run_job(job, nproc=nproc, planned=len(points) * len(plan.providers), unit="steps",
+                               timeout_s=self.timeout_s, echo=echo)  # fmt: skip
+        facts.pop("done")
+        return facts
+
+    @staticmethod
+    def _gather(path: Path, folders: list[Path]) -> None:
+        """Each launch's rows (its launcher's errors included) appended to the run's records.csv."""
+        writer = rec.RecordWriter(path / "records.csv", append=True)
+        try:
+            for folder in folders:
+                rows = folder / "records.csv"
+                if folder != path and rows.exists() and rows.stat().st_size:
+                    for r in rec.from_frame(rec.load_records(rows)):
+                        writer.write(r)
+        finally:
+            writer.close()
 
     def rows(self, life: Life) -> pd.DataFrame:
         run = life.run
-        if self.nproc:  # after the ranks' rows (launcher errors included): the ceilings, then what follows
+        if self.nprocs:  # after the ranks' rows (launcher errors included): the ceilings, then what follows
             run.writer.close()
             run.writer = rec.RecordWriter(run.path / "records.csv", append=True)
             for r in self.ceiling_rows:
@@ -138,8 +171,13 @@ class BenchJob(Job):
         )  # fmt: skip
         (run.path / "summary.md").write_text(text)
         shown = title + (" NOT A MEASUREMENT" if plan.smoke else "")
-        plots.draw(df, list(plan.points), sweep=self.sweep, mode=plan.mode, title=shown, folder=run.path)
-        pareto.draw(df, list(plan.points), title=title, folder=run.path)
+        points = list(plan.points)
+        scaling.draw(df, points, mode=plan.mode, title=shown, folder=run.path)
+        # a scaling run's sweep plots show its most ranks: a line through every count would zigzag
+        headline = scaling.largest(points)
+        at = f" at {headline[0].case.world} ranks" if len(headline) < len(points) else ""
+        plots.draw(df, headline, sweep=self.sweep, mode=plan.mode, title=shown + at, folder=run.path)
+        pareto.draw(df, headline, title=title + at, folder=run.path)
 
     def exit_code(self, life: Life, df: pd.DataFrame) -> ExitCode:
         errors = df["verdict"].isin(["error", "fail"]).any()

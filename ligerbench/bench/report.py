@@ -6,6 +6,7 @@ import math
 
 import pandas as pd
 
+from ligerbench.bench import scaling
 from ligerbench.bench.spec import BenchSpec, SweepPoint
 from ligerbench.records import TARGET_PREFIX
 
@@ -80,11 +81,13 @@ def markdown(
             "provider at one sweep point): the tables hold the steps finished before it.",
             "",
         ]
+    nproc = env.get("nproc")
+    counts = ", ".join(map(str, nproc)) if isinstance(nproc, list) else nproc  # a scaling run: several counts
     ranks_line = [
-        f"- {env.get('nproc')} ranks ({env.get('backend') or '?'}), each timing its shard at once: time and "
+        f"- {counts} ranks ({env.get('backend') or '?'}), each timing its shard at once: time and "
         "memory are per rank, the slowest (largest) of the ranks"
     ]
-    ranks_line = ranks_line if env.get("nproc") else []
+    ranks_line = ranks_line if nproc else []
     lines += [
         f"- device: {env.get('device_name')} ({env.get('device_type')}); torch {env.get('torch')}, "
         f"triton {env.get('triton')}; liger-kernel {env.get('liger_kernel')}, "
@@ -132,8 +135,11 @@ def markdown(
                 f"{_fmt(float(t['limit']))} | {t['verdict']} | {t['message']} |"
             )
         lines.append("")
+    lines += scaling.table(df, points, sweep=sweep, mode=mode)
+    several = len(scaling.rank_counts(points)) > 1
     for point in points:
         c = point.case
         shape = ", ".join(f"{k.upper()}={c.get(k)}" for k in SHAPE_AXES if c.get(k))
-        lines += [f"## {sweep} = {point.label} ({shape})", "", *point_table(df, point, spec, mode), ""]
+        on = f", {c.get('world')} ranks" if several else ""
+        lines += [f"## {sweep} = {point.label} ({shape}){on}", "", *point_table(df, point, spec, mode), ""]
     return "\n".join(lines)

@@ -7,6 +7,7 @@
     ligerbench bench --kernel ce --provider ours --provider mypkg.losses:my_ce   # your own callable
     ligerbench bench --kernel vp_ce --nproc 2     # a vocab-parallel kernel on 2 GPUs (NCCL)
     ligerbench bench --kernel vp_ce --nproc 2 --smoke   # 2 gloo ranks on CPU (tests)
+    ligerbench bench --kernel vp_flce --nproc 1,2,4     # the same problem at 1, 2 and 4 ranks: scaling
 
 The command holds its options and its selection; the run is ligerbench/bench/job.py under
 ligerbench/lifecycle.py. Each kernel's inputs, work model and sweeps are its
@@ -14,6 +15,10 @@ ligerbench/lifecycle.py. Each kernel's inputs, work model and sweeps are its
 plots are in ligerbench/bench/. A kernel whose call is collective (`BenchSpec.distributed`)
 runs on N ranks started through torch.distributed.run (`--nproc N`, ligerbench/distributed/):
 rank 0 writes the measured rows, this process the ceilings, derived figures, targets and report.
+Several counts (`--nproc 1,2,4`) start the ranks once per count on the same global problem and
+add a scaling table and plot (ligerbench/bench/scaling.py). The counts are a list given to
+--nproc rather than a sweep: a sweep's points share one set of ranks, and a rank count is the
+launch itself (its own process group), so it is told where the launch is asked for.
 """
 
 from __future__ import annotations
@@ -105,15 +110,19 @@ def bench(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
     nproc: Annotated[
-        int,
+        str,
         typer.Option(
             help="Run on N real ranks started by torch.distributed.run (NCCL on N GPUs; gloo on CPU "
             "with --smoke), every rank timing the same call at once: for kernels whose call is "
-            "collective (vp_ce), which need it. 0: in this process."
+            "collective (vp_ce), which need it. 0: in this process. N,M,...: the same global problem "
+            "at each rank count (one launch each), with a scaling table and plot (time and memory per "
+            "rank against ranks).",
+            metavar="N[,M...]",
         ),
-    ] = 0,
+    ] = "0",
     timeout: Annotated[
-        float, typer.Option(help="With --nproc: wall-clock limit in seconds of the ranks' run (then killed).")
+        float,
+        typer.Option(help="With --nproc: wall-clock limit in seconds of each rank count's run (then killed)."),
     ] = 1800.0,
 ):
     """Time and measure every provider of a kernel side by side (GPU).
@@ -139,6 +148,8 @@ def bench(
       ligerbench bench --kernel flce --sweep budget
 
       ligerbench bench --kernel vp_ce --nproc 2
+
+      ligerbench bench --kernel vp_flce --nproc 1,2,4
     """
     if baseline and smoke:
         raise runs.usage_error("a smoke run is not a measurement and cannot be a baseline", "--baseline")
@@ -161,9 +172,9 @@ def bench(
     chosen = _providers(registry, spec, kernel, provider, sweep_name)
     named.require_loadable(registry, kernel, provider, dev.type)
     points = spec.sweeps[sweep_name](dtype.value, tokens, smoke)
-    _check_nproc(spec, kernel, nproc, dev)
-    if spec.distributed:
-        points = on_ranks(points, nproc)
+    nprocs = _check_nproc(spec, kernel, nproc, dev)
+    if spec.distributed:  # every point at every rank count, the counts in turn
+        points = [p for n in nprocs for p in on_ranks(points, n)]
     budget = SMOKE_BUDGET if smoke else TimingBudget(rep_ms=rep_ms)
     plan = Plan(
         spec=spec,
@@ -176,7 +187,7 @@ def bench(
         smoke=smoke,
     )
     selection = {"sweep": sweep_name, "mode": mode.value, "dtype": dtype.value, "provider": [p.name for p in chosen]}
-    selection |= {"nproc": nproc} if nproc else {}
+    selection |= {"nproc": nprocs[0] if len(nprocs) == 1 else list(nprocs)} if nprocs else {}
     if collect_only:
         facts = {"command": "bench", "kernel": kernel, "filters": selection, "points": len(points)}
         facts |= {"steps": len(points) * len(chosen), "case_ids": [p.case.id for p in points]}
@@ -188,19 +199,32 @@ def bench(
         return ExitCode.OK
     dest = baseline_root / f"bench-{kernel}-{sweep_name}-{mode.value}" if baseline else None
     job = BenchJob(plan, kernel, sweep_name, dtype.value, tokens, rep_ms, named=provider, mutates_input=mutates_input,
-                   nproc=nproc, timeout_s=timeout, baseline=dest)  # fmt: skip
+                   nprocs=nprocs, timeout_s=timeout, baseline=dest)  # fmt: skip
     return lifecycle.execute(job, quiet=as_json, device=dev, triton_mode=triton_mode, seed=seed, out=out,
                              filters=selection)  # fmt: skip
 
 
-def _check_nproc(spec: BenchSpec, kernel: str, nproc: int, dev: torch.device) -> None:
-    """A collective kernel needs --nproc; any other kernel would time N copies of one call."""
-    if nproc < 0 or (nproc and dev.type == "cuda" and nproc > torch.cuda.device_count()):
-        raise runs.usage_error(f"--nproc must be 0 or at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
-    if spec.distributed and not nproc:
+def _check_nproc(spec: BenchSpec, kernel: str, nproc: str, dev: torch.device) -> tuple[int, ...]:
+    """The rank counts, ascending (none: in this process). A collective kernel needs --nproc; any
+    other kernel would time N copies of one call."""
+    most = torch.cuda.device_count() if dev.type == "cuda" else None
+    try:
+        counts = tuple(sorted({int(n) for n in nproc.split(",")}))
+    except ValueError:
+        counts = (-1,)
+    if counts == (0,):
+        counts = ()
+    if any(n < 1 or (most is not None and n > most) for n in counts):
+        raise runs.usage_error(
+            f"--nproc must be 0, or rank counts of at least 1 and at most the GPUs here (one rank per GPU), "
+            f"e.g. 2 or 1,2,4; got {nproc}",
+            "--nproc",
+        )
+    if spec.distributed and not counts:
         raise runs.usage_error(f"kernel {kernel!r} is collective: its bench runs on ranks, pass --nproc N", "--nproc")
-    if nproc and not spec.distributed:
+    if counts and not spec.distributed:
         raise runs.usage_error(f"kernel {kernel!r} runs in one process: --nproc is for collective kernels", "--nproc")
+    return counts
 
 
 def _spec(registry: Registry, kernel: str) -> BenchSpec:

@@ -4,8 +4,8 @@
     ligerbench bench --kernel vp_ce --nproc 2 --smoke    # 2 gloo ranks on CPU, NOT a measurement
 
 Each rank holds its shard [N, V_local] of the global logits [N, V] (suites/vp_ce/spec.py's
-`shard_bounds`: V_local = ceil(V / world) on the first ranks), drawn on its device from the run
-seed, the case and the rank; the targets are the same on every rank. Every rank times the same
+`shard_bounds`: V_local = ceil(V / world) on the first ranks), drawn on its device block by block
+(`vocab_slice`: the same values whatever the split); the targets are the same on every rank. Every rank times the same
 provider at once; figures are the slowest rank's (ligerbench/bench/engine.py).
 
 Bytes model, per rank (the fewest bytes a rank must move through HBM per step):
@@ -75,11 +75,34 @@ def _rank_world() -> tuple[int, int]:
     return 0, 1
 
 
-def rank_generator(case: Case, seed: int, rank: int, device: torch.device) -> torch.Generator:
-    """Each rank's shard is its own draw (seeded from the run seed, the case and the rank):
-    no rank draws the whole [N, V] (2 GB at the target shape)."""
-    digest = hashlib.sha256(f"{seed}:{case.id}:rank{rank}".encode()).digest()
-    return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+# Columns of the vocabulary drawn together. A block's values depend on the run seed, the point
+# (not the ranks it is split over) and the block's index alone, so a shard holds the same values
+# whatever the split: `bench --nproc 1,2,4` times one global problem at every rank count (the same
+# loss in every column of the scaling table), and no rank draws the whole [N, V] (2 GB at the
+# target shape), only the blocks its shard overlaps (at most one block over on either side).
+BLOCK = 4096
+
+
+def unsplit(case: Case) -> Case:
+    """The point before it is split over ranks (world 0): what every draw is keyed by."""
+    return case.replace(world=0)
+
+
+def vocab_slice(case: Case, seed: int, lo: int, hi: int, other: int, *, dim: int, device, dtype) -> torch.Tensor:
+    """Classes [lo, hi) of the point's random normal tensor whose vocabulary runs along `dim`
+    (1: the logits [N, V]; 0: a head's weight [V, H]) and whose other dim has `other` entries."""
+    parts = []
+    for block in range(lo // BLOCK, -(-hi // BLOCK)):
+        start = block * BLOCK
+        width = min(BLOCK, case.v - start)
+        digest = hashlib.sha256(f"{seed}:{unsplit(case).id}:block{block}".encode()).digest()
+        g = torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+        shape = (other, width) if dim == 1 else (width, other)
+        drawn = torch.randn(shape, generator=g, device=device, dtype=dtype)
+        parts.append(drawn.narrow(dim, max(lo - start, 0), min(hi, start + width) - max(lo, start)))
+    if not parts:  # an empty shard (fewer classes than ranks)
+        return torch.empty((other, 0) if dim == 1 else (0, other), device=device, dtype=dtype)
+    return torch.cat(parts, dim=dim).contiguous()
 
 
 def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
@@ -89,10 +112,10 @@ def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
     if case.world != world:
         raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
     lo, hi = shard_bounds(case.v, world)[rank]
-    g = rank_generator(case, seed, rank, device)
-    shard = torch.randn(case.n, hi - lo, generator=g, device=device, dtype=DTYPES[case.dtype])
-    ignore_index, ignored = ignored_rows(case, seed, device)
-    target = torch.randint(0, case.v, (case.n,), generator=case_generator(case, seed, device), device=device)
+    shard = vocab_slice(case, seed, lo, hi, case.n, dim=1, device=device, dtype=DTYPES[case.dtype])
+    whole = unsplit(case)  # the targets and the ignored rows, too, whatever the split
+    ignore_index, ignored = ignored_rows(whole, seed, device)
+    target = torch.randint(0, case.v, (case.n,), generator=case_generator(whole, seed, device), device=device)
     target = torch.where(ignored, torch.full_like(target, ignore_index), target)
     shard.requires_grad_(True)
     options = dict(

@@ -4,8 +4,9 @@
     ligerbench bench --kernel vp_flce --nproc 2 --smoke    # 2 gloo ranks on CPU, NOT a measurement
 
 Each rank holds the hidden states [N, H] (the same on every rank: drawn from the case alone) and
-its shard [V_local, H] of the head's weight (its own draw, scaled by 1/sqrt(H) so the logits are
-about unit normal); the targets are the same on every rank. Timing as for vp_ce
+its shard [V_local, H] of the head's weight (vp_ce's `vocab_slice`: the same rows whatever the
+split, scaled by 1/sqrt(H) so the logits are about unit normal); the targets are the same on
+every rank. Timing as for vp_ce
 (ligerbench/bench/engine.py: every rank times the same provider at once, the slowest counts).
 
 Work model, per rank: FLOPs = 6 * N * H * V_local (the local logits, then dh and dW_shard); the
@@ -38,7 +39,8 @@ from ligerbench.suites.vp_ce.bench import (
     _load_loss_parallel,
     _rank_world,
     element_bytes,
-    rank_generator,
+    unsplit,
+    vocab_slice,
     widest_shard,
 )
 from ligerbench.suites.vp_ce.spec import shard_bounds
@@ -68,11 +70,12 @@ def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
         raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
     lo, hi = shard_bounds(case.v, world)[rank]
     dtype = DTYPES[case.dtype]
-    g = case_generator(case, seed, device)
+    whole = unsplit(case)  # every draw the same whatever the split: one global problem at every rank count
+    g = case_generator(whole, seed, device)
     hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype)
-    weight = torch.randn(hi - lo, case.h, generator=rank_generator(case, seed, rank, device), device=device)
+    weight = vocab_slice(case, seed, lo, hi, case.h, dim=0, device=device, dtype=torch.float32)
     weight = (weight / math.sqrt(case.h)).to(dtype)
-    ignore_index, ignored = ignored_rows(case, seed, device)
+    ignore_index, ignored = ignored_rows(whole, seed, device)
     target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
     target = torch.where(ignored, torch.full_like(target, ignore_index), target)
     hidden.requires_grad_(True)
