@@ -8,9 +8,8 @@ replicated) as ligerbench checks it: spec, axes, grid, suites, providers and pla
 Every case is the global `flp` problem plus the world size its vocab is split over and where
 the targets sit among the shards (suites/vp_flp/grid.py says which crossings and why). Slicing is
 a provider axis (suites/vp_flp/providers.py): `ours` runs the quick cases in one vocabulary
-slice per shard, `ours_3_slices` in 3. No bench yet: the single-GPU `flp` bench measures the
-per-rank work (a V_local head), and the collectives move N * (3 + K) floats forward and N * H
-backward.
+slice per shard, `ours_3_slices` in 3. `bench --kernel vp_flp --nproc N` races it on real ranks
+beside verl's and Liger's tensor-parallel heads (suites/vp_flp/bench.py).
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from __future__ import annotations
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.vp_ce.mesh import procs_of
-from ligerbench.suites.vp_flp import axes, mutants, providers, spec
+from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
 KERNEL = KernelSpec(
@@ -38,6 +37,7 @@ KERNEL = KernelSpec(
     signature=spec.SIGNATURE,
     peer="gathered",
     control="ours",
+    bench=bench.SPEC,
     applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
     simulated_devices=("cpu",),
     simulated_why="its backward holds a collective (the hidden gradient's all-reduce), and autograd runs every "
@@ -56,4 +56,4 @@ SUITES = (
 
 
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

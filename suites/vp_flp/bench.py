@@ -1,0 +1,131 @@
+"""`bench` of the `vp_flp` kernel (vocab-parallel log-probs and entropy from a column-parallel
+lm_head) on real ranks, beside the peers' tensor-parallel heads:
+
+    ligerbench bench --kernel vp_flp --nproc 2              # 2 GPUs, NCCL; Llama-3-8B and Qwen2.5-7B heads
+    ligerbench bench --kernel vp_flp --nproc 1,2,4          # the same heads at 1, 2 and 4 ranks
+    ligerbench bench --kernel vp_flp --nproc 2 --smoke      # 2 gloo ranks on CPU, NOT a measurement
+
+Each rank holds the hidden states [N, H] (the same on every rank) and its shard [V_local, H] of
+the head's weight (vp_ce's `vocab_slice`: the same rows whatever the split, scaled by 1/sqrt(H));
+the targets (~10% ignored) and the upstream gradients on logp and entropy (what a policy loss
+with an entropy bonus hands backward, as flp's bench draws them) are the same on every rank, at
+flp's rollout temperature 0.7. Timing as for vp_ce (every rank times the same call at once, the
+slowest counts).
+
+Work model, per rank: FLOPs = 6 * N * H * V_local (the local logits, then dh and dW_shard), the
+least any design does (ours recomputes the logits in backward, as flp's kernel does); the
+collectives move a few floats per row forward and N * H (dh's all-reduce) backward.
+
+Peers (per rank): verl's `verl_fused_tp` and Liger's `liger_tp` (suites/peers/, CUDA only), and
+the bench-only `single_gpu`: our single-GPU flp kernel on a whole head held by this rank, no
+collective: what one GPU costs, the line a scaling run's ranks are read against.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, ignored_rows
+from ligerbench.bench.spec import device_generator as case_generator
+from ligerbench.cases import DTYPES
+from ligerbench.registry import Provider
+from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, unsplit, vocab_slice, widest_shard
+from ligerbench.suites.vp_ce.spec import shard_bounds
+from ligerbench.suites.vp_flp.axes import case as vp_flp_case
+
+MATMULS = {"full": 6, "forward": 2, "backward": 4}
+TEMPERATURE = 0.7  # flp's bench: a rollout temperature
+HEADS = {"llama3-8b": (4096, 128256), "qwen2.5-7b": (3584, 152064)}  # H % 128 == 0: verl's head runs
+SMOKE_HEADS = {"llama3-8b": (16, 96)}
+TOKENS = 8192
+
+
+def flops(case, mode: str) -> float:
+    return MATMULS[mode] * case.n * case.h * widest_shard(case)
+
+
+def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
+    rank, world = _rank_world()
+    if case.world != world:
+        raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
+    lo, hi = shard_bounds(case.v, world)[rank]
+    dtype = DTYPES[case.dtype]
+    whole = unsplit(case)  # every draw the same whatever the split: one global problem at every rank count
+    g = case_generator(whole, seed, device)
+    hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype).requires_grad_(True)
+    weight = vocab_slice(case, seed, lo, hi, case.h, dim=0, device=device, dtype=torch.float32)
+    weight = (weight / math.sqrt(case.h)).to(dtype).requires_grad_(True)
+    ignore_index, ignored = ignored_rows(whole, seed, device)
+    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
+    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    u_logp = torch.randn(case.n, generator=g, device=device)
+    u_ent = 0.5 * torch.randn(case.n, generator=g, device=device)
+    options = dict(bias=None, temperature=case.temperature, softcap=None, logit_scale=1.0, ignore_index=ignore_index,
+                   group=None, vocab_start=lo)  # fmt: skip
+    return BenchInputs(positional=[hidden, weight, target], leaves=[hidden, weight], options=options,
+                       objective=lambda out: (out[0] * u_logp).sum() + (out[1] * u_ent).sum())  # fmt: skip
+
+
+def heads(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
+    """world is left 0 here: `bench --nproc N` splits every point over N ranks (spec.on_ranks)."""
+    n = 8 if smoke else (tokens or TOKENS)
+    table = SMOKE_HEADS if smoke else HEADS
+    return [
+        SweepPoint(
+            name, float(i), vp_flp_case(n=n, v=v, h=h, dtype=dtype, temperature=TEMPERATURE, ignore_pattern="random")
+        )  # fmt: skip
+        for i, (name, (h, v)) in enumerate(table.items())
+    ]
+
+
+def _load_single_gpu():
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+
+    held: dict = {}
+
+    def single_gpu(hidden, weight_shard, target, *, temperature, ignore_index):
+        # a whole head [world * V_local, H] held by this rank, built once per shard (outside the
+        # timed calls after the first); its gradient dropped before each call, so that autograd
+        # assigns it rather than adding into the last one
+        key = (weight_shard.data_ptr(), tuple(weight_shard.shape))
+        if held.get("key") != key:
+            _, world = _rank_world()
+            held.update(key=key, weight=weight_shard.detach().repeat(world, 1).requires_grad_(True))
+        weight = held["weight"]
+        weight.grad = None
+        return fused_linear_log_probs(hidden, weight, target, temperature=temperature, ignore_index=ignore_index)
+
+    return single_gpu
+
+
+VARIANTS = (
+    Provider(
+        name="single_gpu",
+        kernel="vp_flp",
+        description="our single-GPU flp kernel on a whole head held by each rank (no collective): what one GPU "
+        "costs; the head is this rank's shard tiled, so its log-probs are not the others'",
+        bench_only=True,
+        load=_load_single_gpu,
+        supports=_even_shards,  # the whole head is world copies of the shard
+    ),
+)
+
+SPEC = BenchSpec(
+    kernel="vp_flp",
+    make_inputs=make_inputs,
+    work=flops,
+    work_formula="FLOPs per rank = k * N * H * V_local, V_local = ceil(V / ranks); k: full 6, forward 2, backward 4",
+    rate_unit="TFLOP/s",
+    rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
+    ceiling="matmul_tflops",
+    sweeps={"heads": heads},
+    excluded={
+        "gathered": "the verification yardstick (the whole head in float32 PyTorch on every rank); single_gpu is "
+        "the one-GPU line",
+        "ours_3_slices": "a verification setting (3 slices a shard); name it with --provider to time it",
+    },
+    inputs="random normal, ~10% of targets ignored, T=0.7, random upstream gradients on logp and entropy",
+    distributed=True,
+)
