@@ -11,12 +11,17 @@ import os
 import time
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
+from ligerbench.bench.engine import Plan, run_plan
+from ligerbench.bench.ranks import Group
+from ligerbench.bench.timing import SMOKE_BUDGET
+from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.commands import ranks
 from ligerbench.distributed import launch, progress
-from ligerbench.records import Record, load_records
+from ligerbench.records import Record, RecordWriter, load_records
 
 runner = CliRunner()
 LABELS = {"cases": ("vp_ce/a", "vp_ce/b", "vp_ce/c"), "steps": ("8 ours", "16 ours"), "dtypes": ("fp32", "bf16")}
@@ -113,6 +118,35 @@ def test_the_ranks_other_than_0_write_their_rows_nowhere(tmp_path, monkeypatch):
     writer.write(row)
     writer.close()
     assert list(load_records(tmp_path / "records.csv")["case"]) == ["c"]
+
+
+class _RankOneOfTwo(Group):
+    """Rank 1 of 2 without a process group: max() takes the larger of its values and rank 0's."""
+
+    def __init__(self, rank0: list[float]):
+        self.device, self.rank, self.world, self.rank0 = torch.device("cpu"), 1, 2, rank0
+
+    def max(self, values: list[float]) -> list[float]:
+        return [max(v, o) for v, o in zip(values, self.rank0, strict=True)]
+
+
+def test_a_provider_that_cannot_load_on_one_rank_is_skipped_on_every_rank(tmp_path):
+    # rank 0 cannot load liger_vp (its flag 1.0); this rank can, and skips it all the same
+    reasons = _RankOneOfTwo(rank0=[0.0, 1.0]).agree_unavailable({"ours": None, "liger_vp": None})
+    assert reasons == {"ours": None, "liger_vp": "liger_vp cannot load on another rank (its reason is in launch.log)"}
+    # the bench engine asks the ranks: nothing is timed, one skip row per point
+    reg = default_registry()
+    spec = reg.kernels["ce"].bench
+    points = tuple(spec.sweeps["vocab"]("bf16", None, True))
+    plan = Plan(spec=spec, providers=(reg.provider("ce", "ours"),), points=points, mode="full",
+                device=torch.device("cpu"), seed=0, budget=SMOKE_BUDGET, smoke=True,
+                ranks=_RankOneOfTwo([1.0]))  # fmt: skip
+    writer = RecordWriter(tmp_path / "records.csv")
+    run_plan(plan, run_id="r", writer=writer)
+    writer.close()
+    rows = writer.frame()
+    assert len(rows) == len(points) and (rows["verdict"] == "skip").all()
+    assert rows["message"].str.contains("cannot load on another rank").all()
 
 
 def test_a_collective_waits_at_most_40_s_whatever_the_wall_clock():

@@ -67,7 +67,7 @@ def run_plan(plan: Plan, *, run_id: str, writer: RecordWriter, on_step: Callable
     when told to: lifecycle's Life.done)."""
     verdict = NOT_A_MEASUREMENT if plan.smoke else MEASURED
     note = SMOKE_MESSAGE if plan.smoke else ""
-    reasons = {p.name: p.unavailable(plan.device.type) for p in plan.providers}
+    reasons = plan.ranks.agree_unavailable({p.name: p.unavailable(plan.device.type) for p in plan.providers})
     settings = {p.name: settings_text(p.settings) for p in plan.providers}
     for point in plan.points:
         case = point.case

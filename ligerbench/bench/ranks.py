@@ -4,6 +4,7 @@ torch.distributed group (`Group`, for `bench --nproc N`, ligerbench/distributed/
     ranks = Group(device)      # after init_process_group
     ranks.sync()               # every rank here before the next timed run
     ranks.max([t, m])          # [max over ranks of t, of m]: the slowest rank's time, the largest memory
+    ranks.agree_unavailable(r) # a provider unavailable on any rank is skipped on every rank
 
 Every rank runs the same provider on its own shard at the same time; a figure of the step is
 the worst rank's (the step ends when its slowest rank does). Only rank 0 writes records.
@@ -33,6 +34,9 @@ class Local:
     def max(self, values: list[float]) -> list[float]:
         return [float(v) for v in values]
 
+    def agree_unavailable(self, reasons: dict[str, str | None]) -> dict[str, str | None]:
+        return reasons
+
 
 LOCAL = Local()
 
@@ -58,3 +62,19 @@ class Group:
         t = torch.where(t.isnan(), -math.inf, t)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return [math.nan if v == -math.inf else v for v in t.tolist()]
+
+    def agree_unavailable(self, reasons: dict[str, str | None]) -> dict[str, str | None]:
+        """Why each provider is skipped (None: it runs), agreed by every rank: a provider that
+        cannot load on one rank is skipped on all. Decided per rank, the ranks that run it would
+        pair its collectives with the next provider's on the ranks that skipped it: out of step,
+        timing one provider against another or waiting until the collective timeout."""
+        names = list(reasons)
+        if self.rank and any(reasons.values()):  # rank 0's reasons are in its skip rows already
+            for name in names:
+                if reasons[name]:
+                    print(f"ligerbench: rank {self.rank}: {reasons[name]}", flush=True)
+        missing = self.max([1.0 if reasons[n] else 0.0 for n in names])
+        return {
+            n: reasons[n] or (f"{n} cannot load on another rank (its reason is in launch.log)" if m else None)
+            for n, m in zip(names, missing, strict=True)
+        }

@@ -213,7 +213,8 @@ def diagnose(run_path: Path, world: int, *, exit_codes: dict[str, str], ended: f
     lines = culprits
     if waited:
         ranks = ", ".join(str(r) for r, _ in waited)
-        lines.append(f"rank(s) {ranks} gave up waiting for it in a collective: {waited[0][1]}")
+        whom = "for it " if culprits else ""
+        lines.append(f"rank(s) {ranks} gave up waiting {whom}in a collective: {waited[0][1]}")
     for rank, facts in working:
         lines.append(f"rank {rank} was in {_unit(facts)} when the run ended")
     return lines
