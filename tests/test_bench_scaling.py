@@ -42,7 +42,10 @@ def _fake_run_job(launched: list):
         for case_id in job.cases:
             case = cases[case_id]
             for provider in job.providers:
-                for metric, value in (("time_ms", _ms(provider, nproc, case.n)), ("extra_mib", 10.0 / nproc)):
+                # the loss: the same at every count for ours (one global problem), not for the peer
+                loss = 4.5 if provider == "ours" else 4.5 + nproc
+                figures = (("time_ms", _ms(provider, nproc, case.n)), ("extra_mib", 10.0 / nproc), ("loss", loss))
+                for metric, value in figures:
                     writer.write(Record.for_case(case, run_id=job.run_id, suite="bench", provider=provider,
                                                  quantity="full", metric=metric, value=value, unit="", limit=math.nan,
                                                  verdict="not_a_measurement"))  # fmt: skip
@@ -73,8 +76,9 @@ def test_every_count_is_a_launch_and_the_report_puts_them_side_by_side(tmp_path,
     summary = (run / "summary.md").read_text()
     assert "- 1, 2, 4 ranks (gloo)" in summary
     # a row per provider, a column per count: ours 8 / 4 / 2 ms at N=8 (halving), memory 10 / 5 / 2.5
-    assert "| ours | 8 / 10 | 4 / 5 | 2 / 2.5 |" in summary
-    assert "| loss_parallel | 24 / 10 | 24 / 5 | 24 / 2.5 |" in summary
+    assert "| provider | 1 rank | 2 ranks | 4 ranks | loss |" in summary
+    assert "| ours | 8 / 10 | 4 / 5 | 2 / 2.5 | 4.5 |" in summary
+    assert "| loss_parallel | 24 / 10 | 24 / 5 | 24 / 2.5 | 5.5 / 6.5 / 8.5 |" in summary
     assert "## tokens = 8 (N=8, V=96), 4 ranks" in summary
     assert (run / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -107,3 +111,20 @@ def test_a_shard_holds_the_same_values_whatever_the_split():
     assert one.shape == (3, v) and one.std() > 0.5
     for world in (2, 3, 4):
         assert torch.equal(whole(world), one), world
+
+
+def test_the_tensor_parallel_peers_are_raced_beside_ours():
+    """Each vocab-parallel bench names the peers' tensor-parallel losses (bench only where they
+    are not verified against the kernel's contract), and vp_flp's heads are ones verl's head takes
+    (H % 128 == 0)."""
+    reg = default_registry(plugins=False)
+
+    def benched(kernel: str) -> set[str]:
+        return {p.name for p in reg.providers_for(kernel, bench_only=True)} - set(reg.kernels[kernel].bench.excluded)
+
+    assert {"ours", "loss_parallel", "liger_vp"} <= benched("vp_ce")
+    assert {"ours", "single_gpu", "loss_parallel", "liger_tp"} <= benched("vp_flce")
+    assert {"ours", "single_gpu", "verl_fused_tp", "liger_tp"} <= benched("vp_flp")
+    assert {"liger_tp", "verl_fused_tp"} <= {p.name for p in reg.providers_for("vp_flp")}  # verified too
+    spec = reg.kernels["vp_flp"].bench
+    assert spec.distributed and all(p.case.h % 128 == 0 for p in spec.sweeps["heads"]("bf16", None, False))

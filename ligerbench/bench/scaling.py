@@ -17,6 +17,7 @@ scaling.png   per sweep point: median time per rank and extra memory per rank (M
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import pandas as pd
@@ -65,31 +66,49 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else "-"
 
 
+def _ranks(n: int) -> str:
+    return f"{n} rank" if n == 1 else f"{n} ranks"
+
+
+def _verdicts(df: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(provider, case id) -> "skip" or "error" where the step was not measured."""
+    bad = df[df["verdict"].isin(["skip", "error"]) & (df["metric"] == "time_ms")]
+    return {(r.provider, r.case): r.verdict for r in bad.itertuples(index=False)}
+
+
 def table(df: pd.DataFrame, points: list[SweepPoint], *, sweep: str, mode: str) -> list[str]:
     """Markdown: per sweep point, a row per provider, a column per rank count, each cell
-    `ms / MiB` per rank (`-` where not measured: skipped, errored, or no allocator on CPU)."""
+    `ms / MiB` per rank (`-` where a figure is missing: no allocator on CPU; `skip` or `error`
+    where the step did not run), and the loss at every count: one number where the counts agree
+    to 6 digits, the same global problem seen through each split."""
     counts = rank_counts(points)
     if len(counts) < 2:
         return []
     times, memory = _values(df, "time_ms", mode), _values(df, "extra_mib", mode)
+    losses, unmeasured = _values(df, "loss", mode), _verdicts(df)
     lines = [
         "## Scaling: time / extra memory per rank against ranks",
         "",
         f"The same global problem at every rank count; each cell is `{mode} ms / extra MiB` per rank (the slowest "
         "and the largest rank). Perfect scaling halves both at each doubling; `single_gpu` and `gathered` hold the "
-        "whole problem on every rank.",
+        "whole problem on every rank (single_gpu's head is a rank's shard tiled: its loss differs by design).",
         "",
     ]
     for label, at in by_label(points).items():
-        lines += [f"### {sweep} = {label}", "", "| provider | " + " | ".join(f"{n} ranks" for n in counts) + " |",
-                  "|---|" + "---|" * len(counts)]  # fmt: skip
+        lines += [f"### {sweep} = {label}", "", "| provider | " + " | ".join(map(_ranks, counts)) + " | loss |",
+                  "|---|" + "---|" * (len(counts) + 1)]  # fmt: skip
         for provider in _providers(df, list(at.values())):
-            cells = []
+            cells, seen = [], []
             for n in counts:
-                point = at.get(n)
-                key = (provider, point.case.id) if point else None
+                key = (provider, at[n].case.id) if n in at else ("", "")
+                if key in unmeasured:
+                    cells.append(unmeasured[key])
+                    continue
                 cells.append(f"{_fmt(times.get(key, math.nan))} / {_fmt(memory.get(key, math.nan))}")
-            lines.append(f"| {provider} | " + " | ".join(cells) + " |")
+                if math.isfinite(losses.get(key, math.nan)):
+                    seen.append(f"{losses[key]:.6g}")
+            loss = seen[0] if len(set(seen)) == 1 else " / ".join(seen) or "-"
+            lines.append(f"| {provider} | " + " | ".join(cells) + f" | {loss} |")
         lines.append("")
     return lines
 
@@ -112,6 +131,9 @@ def draw(df: pd.DataFrame, points: list[SweepPoint], *, mode: str, title: str, f
                 ys = [values.get((provider, at[n].case.id), math.nan) if n in at else math.nan for n in counts]
                 if any(math.isfinite(y) for y in ys):
                     ax.plot(counts, ys, marker="o", label=provider)
+            finite = [v for v in values.values() if math.isfinite(v) and v > 0]
+            if finite and max(finite) > 10 * min(finite):  # peers 10x apart: a linear axis hides the fast ones
+                ax.set_yscale("log")
             ax.set_xscale("log", base=2)
             ax.set_xticks(counts, [str(n) for n in counts])
             ax.minorticks_off()
@@ -120,7 +142,7 @@ def draw(df: pd.DataFrame, points: list[SweepPoint], *, mode: str, title: str, f
             ax.set_title(f"{label}", fontsize=9)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(textwrap.fill(title, 90), fontsize=9)
     fig.tight_layout()
     path = folder / "scaling.png"
     fig.savefig(path, dpi=120)
