@@ -92,13 +92,18 @@ def test_killed_at_the_wall_clock_the_rank_behind_the_others_stalled(tmp_path):
 
 def test_a_planted_fault_fires_on_its_rank_at_its_unit_only(monkeypatch):
     monkeypatch.setenv(launch.FAULT_ENV, "raise:1@3")
-    for rank, unit in ((1, None), (1, 2), (0, 3), (1, 4)):
+    for rank, unit in ((1, 0), (1, None), (1, 2), (0, 3), (1, 4)):
         ranks._fault(rank, unit)  # not this rank's fault, or not yet
     with pytest.raises(RuntimeError, match="rank 1 raises"):
         ranks._fault(1, 3)
     monkeypatch.setenv(launch.FAULT_ENV, "raise:1")  # without @K: right after joining
+    ranks._fault(1, 0)
     with pytest.raises(RuntimeError):
         ranks._fault(1)
+    monkeypatch.setenv(launch.FAULT_ENV, "raise:1@0")  # before joining
+    ranks._fault(1)
+    with pytest.raises(RuntimeError):
+        ranks._fault(1, 0)
 
 
 def test_the_ranks_other_than_0_write_their_rows_nowhere(tmp_path, monkeypatch):

@@ -20,8 +20,8 @@ torch.distributed.run stops the others only once this rank has exited.
 
 Fault injection for tests (LIGERBENCH_FAULT=KIND:R or KIND:R@K): rank R exits with status 3
 (die), sleeps forever (hang) or raises (raise), right after joining the group, or with @K as it
-starts its K-th unit (the K-1 before it finished, their rows written). Each must end the run
-with a clear error naming the rank and its unit.
+starts its K-th unit (the K-1 before it finished, their rows written), or with @0 before it
+joins the group. Each must end the run with a clear error naming the rank and its unit.
 """
 
 from __future__ import annotations
@@ -64,12 +64,15 @@ from ligerbench.verify.engine import make_plan, run_plan
 
 def _fault(rank: int, unit: int | None = None) -> None:
     """The planted fault of LIGERBENCH_FAULT (module docstring) if it is this rank's at this
-    point: `unit` None right after joining, else the 1-based unit the rank starts."""
+    point: `unit` None right after joining, 0 before joining, else the 1-based unit it starts."""
     kind, _, where = os.environ.get(FAULT_ENV, "").partition(":")
     who, _, at = where.partition("@")
     if not kind or who != str(rank) or (int(at) if at else None) != unit:
         return
-    print(f"ligerbench: fault injection: rank {rank} {kind}s" + (f" at unit {unit}" if unit else ""), flush=True)
+    print(
+        f"ligerbench: fault injection: rank {rank} {kind}s" + (f" at unit {unit}" if unit is not None else ""),
+        flush=True,
+    )
     if kind == "die":
         os._exit(3)
     if kind == "raise":
@@ -125,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         # starts is waited for this long)
         timeout = datetime.timedelta(seconds=job.collective_timeout_s)
         kw = {"device_id": dev} if dev.type == "cuda" else {}
+        _fault(rank, 0)
         dist.init_process_group(backend, timeout=timeout, **kw)
         progress.joined()
         _fault(rank)
