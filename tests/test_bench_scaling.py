@@ -79,7 +79,7 @@ def test_every_count_is_a_launch_and_the_report_puts_them_side_by_side(tmp_path,
     assert "| provider | 1 rank | 2 ranks | 4 ranks | loss |" in summary
     assert "| ours | 8 / 10 | 4 / 5 | 2 / 2.5 | 4.5 |" in summary
     assert "| loss_parallel | 24 / 10 | 24 / 5 | 24 / 2.5 | 5.5 / 6.5 / 8.5 |" in summary
-    assert "## tokens = 8 (N=8, V=96), 4 ranks" in summary
+    assert "## tokens = 8 (N=8, V=96), 4 ranks" in summary and "## tokens = 8 (N=8, V=96), 1 rank\n" in summary
     assert (run / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

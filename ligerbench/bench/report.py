@@ -140,6 +140,6 @@ def markdown(
     for point in points:
         c = point.case
         shape = ", ".join(f"{k.upper()}={c.get(k)}" for k in SHAPE_AXES if c.get(k))
-        on = f", {c.get('world')} ranks" if several else ""
+        on = f", {scaling.ranks_text(c.get('world'))}" if several else ""
         lines += [f"## {sweep} = {point.label} ({shape}){on}", "", *point_table(df, point, spec, mode), ""]
     return "\n".join(lines)

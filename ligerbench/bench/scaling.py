@@ -66,7 +66,7 @@ def _fmt(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else "-"
 
 
-def _ranks(n: int) -> str:
+def ranks_text(n: int) -> str:
     return f"{n} rank" if n == 1 else f"{n} ranks"
 
 
@@ -95,7 +95,7 @@ def table(df: pd.DataFrame, points: list[SweepPoint], *, sweep: str, mode: str) 
         "",
     ]
     for label, at in by_label(points).items():
-        lines += [f"### {sweep} = {label}", "", "| provider | " + " | ".join(map(_ranks, counts)) + " | loss |",
+        lines += [f"### {sweep} = {label}", "", "| provider | " + " | ".join(map(ranks_text, counts)) + " | loss |",
                   "|---|" + "---|" * (len(counts) + 1)]  # fmt: skip
         for provider in _providers(df, list(at.values())):
             cells, seen = [], []

@@ -27,7 +27,7 @@ import math
 
 import torch
 
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, ignored_rows
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
@@ -57,9 +57,9 @@ def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
     hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype).requires_grad_(True)
     weight = vocab_slice(case, seed, lo, hi, case.h, dim=0, device=device, dtype=torch.float32)
     weight = (weight / math.sqrt(case.h)).to(dtype).requires_grad_(True)
-    ignore_index, ignored = ignored_rows(whole, seed, device)
+    ignore_index = -100
     target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
-    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    target = torch.where(torch.rand(case.n, generator=g, device=device) < 0.1, ignore_index, target)  # as flp's
     u_logp = torch.randn(case.n, generator=g, device=device)
     u_ent = 0.5 * torch.randn(case.n, generator=g, device=device)
     options = dict(bias=None, temperature=case.temperature, softcap=None, logit_scale=1.0, ignore_index=ignore_index,
