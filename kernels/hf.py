@@ -28,7 +28,9 @@ transformers 5.x: run the base model, slice the hidden states by `logits_to_keep
         that FSDP2's hooks gather lm_head's weight once per step when lm_head (or the unit that
         owns a tied weight) is sharded, and handle its gradient in backward.
         Under tensor parallelism (lm_head ColwiseParallel: its weight a DTensor sharded on the
-        vocab, Shard(0) on a 1-D mesh, and no FSDP2 in the model) the weight is sharded for good:
+        vocab, Shard(0) on a 1-D mesh; alone, or under FSDP2 on a 2-D mesh with lm_head in the
+        root's unit, whose forward leaves it the shard on the tp sub-mesh: kernels/hf_parallel.py's
+        `vocab_sharded_head`) the weight is sharded for good:
         the vocab-parallel fused kernel (kernels/vocab_parallel_fused_linear_cross_entropy.py)
         runs on this rank's shard (`weight.to_local()`, whose gradient reaches the parameter),
         the mesh's group and the shard's first global row (kernels/hf_parallel.py's
@@ -73,7 +75,7 @@ from typing import Literal
 
 import torch
 
-from .hf_parallel import call_as_forward, is_dtensor, replicated_local, under_fsdp, vocab_shard
+from .hf_parallel import call_as_forward, is_dtensor, replicated_local, vocab_shard, vocab_sharded_head
 from .packing import per_sequence_token_weights, shift_labels_packed
 
 PatchKind = Literal["ce", "flce", "both"]
@@ -320,7 +322,7 @@ class CausalLMPatch:
         target, weights, reduction, n_items = self._targets(labels, position_ids, kwargs)
         common = dict(ignore_index=kwargs.get("ignore_index", -100), reduction=reduction, softcap=cap)
         head = model.lm_head
-        if is_dtensor(head.weight) and not under_fsdp(model):  # tensor parallel: the weight stays sharded
+        if vocab_sharded_head(model):  # tensor parallel (alone, or under FSDP2): the weight stays sharded
             loss = self._vocab_parallel_fused(head, hidden, target, weights, common)
             self.calls["flce"] += 1  # counted once it ran (a refusal raises before)
             return _divide(loss, n_items)
@@ -333,8 +335,8 @@ class CausalLMPatch:
             if is_dtensor(head.weight):
                 raise TypeError(
                     "lm_head's weight is still a DTensor inside lm_head's own forward under FSDP2 (FSDP2 "
-                    "composed with tensor parallelism?): the fused kernel needs the whole weight there; the "
-                    "patch takes tensor parallelism alone (lm_head ColwiseParallel) or FSDP2 alone"
+                    "composed with tensor parallelism, lm_head a unit of its own?): the fused kernel needs the "
+                    "whole weight there; under FSDP2 x TP leave lm_head to the root's unit"
                 )
             return fused(x, head.weight, target.to(x.device), bias=head.bias, **common, **extra, **options)
 

@@ -20,9 +20,10 @@ How the weights are reached is the loss patch's (kernels/hf.py): the work runs a
 forward and the kernel as lm_head's, each through the module's call (call_as_forward), so that
 FSDP2's hooks gather what the root and lm_head own and reduce-scatter their gradients (a model
 whose instance has a forward of its own, e.g. inside CausalLMPatch, is refused: nest no patches).
-Under tensor parallelism (lm_head ColwiseParallel: its weight a DTensor sharded on the vocab, no
-FSDP2 in the model) the vocab-parallel op (kernels/vocab_parallel_fused_linear_log_probs.py)
-runs on this rank's shard with the mesh's group and the shard's first global row
+Under tensor parallelism (lm_head ColwiseParallel: its weight a DTensor sharded on the vocab;
+alone, or under FSDP2 on a 2-D mesh with lm_head in the root's unit: kernels/hf_parallel.py's
+`vocab_sharded_head`) the vocab-parallel op (kernels/vocab_parallel_fused_linear_log_probs.py)
+runs on this rank's shard with the tp mesh's group and the shard's first global row
 (kernels/hf_parallel.py's `vocab_shard`, uneven shards included), not through lm_head's call;
 the hidden states are the same on every rank and their gradient comes back summed over the
 group. Every rank gets the whole (logp, entropy).
@@ -36,7 +37,7 @@ from __future__ import annotations
 import torch
 
 from .hf import check_supported
-from .hf_parallel import call_as_forward, is_dtensor, under_fsdp, vocab_shard
+from .hf_parallel import call_as_forward, is_dtensor, vocab_shard, vocab_sharded_head
 
 
 def completion_log_probs(
@@ -73,8 +74,6 @@ def completion_log_probs(
             )
         target = torch.where(completion_mask.bool(), target, ignore_index)
     head = model.lm_head
-    sharded = is_dtensor(head.weight) and not under_fsdp(model)
-    shard = vocab_shard(head) if sharded else None  # refuses other placements before any work
     softcap = getattr(model.config, "final_logit_softcapping", None)
     options = dict(temperature=temperature, softcap=softcap, ignore_index=ignore_index)
 
@@ -89,6 +88,9 @@ def completion_log_probs(
         return fused_linear_log_probs(x, head.weight, target.to(x.device), bias=head.bias, **options)
 
     def model_forward(ids):  # runs as the model's forward: FSDP2's root hooks gather what it owns
+        # decided here, where the root has gathered what it owns (under FSDP2 x TP, lm_head's dp
+        # dim), before the base model runs: other placements are refused before its work
+        shard = vocab_shard(head) if vocab_sharded_head(model) else None
         outputs = model.model(input_ids=ids, attention_mask=attention_mask, **model_kwargs)
         # positions L-C-1 .. L-2 predict tokens L-C .. L-1 (a strided view, handed to the kernel as is)
         hidden = outputs.last_hidden_state[:, -logits_to_keep - 1 : -1, :]

@@ -4,7 +4,10 @@
                     lm_head's weight (or a tied weight's owner) around it.
   vocab_shard       tensor parallelism: the shard, group and first global row of a column-parallel
                     lm_head's weight, for the vocab-parallel fused kernel.
-  under_fsdp, is_dtensor, replicated_local: what tells the two apart, and the local tensor of
+  vocab_sharded_head  which of the two a model's lm_head needs now: its weight a tensor-parallel
+                    shard (TP alone, or TP under FSDP2 with lm_head in an enclosing unit), or a
+                    weight that is whole, or made whole by lm_head's own call (FSDP2).
+  under_fsdp, is_dtensor, replicated_local: what tells them apart, and the local tensor of
                     replicated hidden states.
 
 Imports torch.distributed only inside the functions: a torch without it still runs the
@@ -45,10 +48,41 @@ def call_as_forward(module: torch.nn.Module, forward, *args):
         del module.forward
 
 
+def vocab_sharded_head(model: torch.nn.Module) -> bool:
+    """Whether the loss must take lm_head's weight as a tensor-parallel vocab shard (vocab_shard),
+    as the model's forward sees the weight now, rather than whole through lm_head's call.
+
+    Its weight is a DTensor in three cases, which DTensor's layout alone cannot tell apart (a TP
+    shard and an FSDP2 shard are both Shard(0) over a 1-D mesh):
+      TP alone (no FSDP2 in the model): the shard, for good;
+      FSDP2 with lm_head a unit of its own (fully_shard(lm_head), or a list holding it: either
+        makes lm_head an FSDPModule): sharded until lm_head's call gathers it; with TP composed
+        under that unit, still the TP shard inside the call, which the fused loss refuses there;
+      FSDP2 x TP with lm_head in an enclosing unit (the root, as torchtitan's 2-D recipe puts
+        it): that unit's forward, running now, has gathered the dp dim; the TP shard is left,
+        a DTensor on the tp sub-mesh.
+    A tied weight under FSDP2 (the embedding's) is never taken for a TP shard: owned by the
+    embedding's unit it can be an FSDP2 shard here, and summing a loss over the dp ranks'
+    different tokens would be silently wrong; lm_head's call then finds it (or refuses it)."""
+    head = model.lm_head
+    if not is_dtensor(head.weight):
+        return False
+    if not under_fsdp(model):
+        return True
+    from torch.distributed.fsdp import FSDPModule
+
+    tied = head.weight is model.get_input_embeddings().weight
+    return not isinstance(head, FSDPModule) and not tied
+
+
 def vocab_shard(head: torch.nn.Module):
     """(weight shard, bias shard or None, process group, vocab_start) of an lm_head whose weight
     [V, H] is a DTensor sharded on the vocab (Shard(0)) over a 1-D mesh, as ColwiseParallel makes
-    it (its bias, if any, Shard(0) on the same mesh). Anything else is refused (ValueError).
+    it (its bias, if any, Shard(0) on the same mesh). Anything else is refused (ValueError). On a
+    2-D mesh under FSDP2, read inside the forward of the unit that owns lm_head: that unit has
+    gathered the dp dim, and the weight is the shard on the tp sub-mesh, whose group (the tp
+    group, not the default one) and coordinate place it: inside the tp group of ranks {2, 3},
+    rank 2 holds the first shard.
 
     vocab_start comes from the DTensor's layout, not from rank * local width: torch's Shard(0)
     gives the first ranks ceil(V / world) rows and the last ones fewer (or none), so shards are

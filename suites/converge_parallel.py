@@ -1,13 +1,14 @@
 """The convergence suite under a parallel plan: what every rank of
-`converge --nproc N --parallel ddp|fsdp2|tp` checks (ligerbench/commands/ranks.py runs it).
+`converge --nproc N --parallel PLAN` checks (ligerbench/commands/ranks.py runs it).
 
     result = run_parallel_case(ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "ce", parallel="fsdp2", nproc=2))
 
 Every rank trains the model under the plan with our kernels patched in (ligerbench/converge/
-parallel.py: ddp and fsdp2 each rank its slice of every global batch, tp the same batch), and,
-in one process of its own, transformers' run in the case's dtype and the float64 run on the
-WHOLE batch (the single-process yardstick and truth of suites/converge.py: no collective, every
-rank computes them, so no rank waits on another). Checks (rank 0's records):
+parallel.py: ddp and fsdp2 each rank its slice of every global batch, tp the same batch, the 2-D
+plans each dp replica its slice), judged against transformers' run in the case's dtype and the
+float64 run, each single-process on the WHOLE batch (the yardstick and truth of
+suites/converge.py), trained once: rank 0 the yardstick, rank 1 the truth, sent to rank 0
+(ligerbench/converge/yardsticks.py). Checks (rank 0's records; the other ranks judge nothing):
   patch_active       our training kernel ran on every rank, once per micro-batch
   grads@step0        all parameters' gradients after step 0's reduction over ranks, against the
                      float64 gradient of the whole batch, limit: the kernel rule on transformers'
@@ -27,69 +28,92 @@ import torch
 import torch.distributed as dist
 
 from ligerbench.converge import tolerance as tol
-from ligerbench.converge.checker import Checker, ConvergeCase, ConvergeResult, build, float64_truth
+from ligerbench.converge.checker import Checker, ConvergeCase, ConvergeResult, build
 from ligerbench.converge.data import Batch, make_batches
 from ligerbench.converge.models import build_model
 from ligerbench.converge.parallel import CORRECT, Normalisation, apply_plan, eval_logprobs_parallel, train_parallel
-from ligerbench.converge.train import eval_logprobs, flat, float64_causal_lm_loss, grads_of, train
+from ligerbench.converge.train import RunResult, eval_logprobs, flat, float64_causal_lm_loss, train
+from ligerbench.converge.yardsticks import Yardsticks, yardsticks
 from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.records import Record
 from ligerbench.suites.converge import TRAINING_KERNEL, judge_trajectory
 
-# the patches each plan can take: every one; under tp, ce takes the vocab-sharded logits to the
-# vocab-parallel cross entropy and flce (both) takes lm_head's weight shard to the vocab-parallel
-# fused kernel (kernels/hf.py). A plan that cannot take one is refused here, before any rank starts.
+# the patches each plan can take: every one; under tp and the 2-D plans, ce takes the vocab-sharded
+# logits to the vocab-parallel cross entropy and flce (both) takes lm_head's weight shard to the
+# vocab-parallel fused kernel, with the tp group (kernels/hf.py). A plan that cannot take one is
+# refused here, before any rank starts.
 # `flp` is `converge --rl` (suites/converge_rl.py): its log-probs come through the model's parts
 # (completion_log_probs), not DDP's wrapper forward, which DDP's gradient sync needs.
 PLAN_PATCHES = {
     "ddp": ("ce", "flce", "both"),
     "fsdp2": ("ce", "flce", "both", "flp"),
     "tp": ("ce", "flce", "both", "flp"),
+    "fsdp2_tp": ("ce", "flce", "both", "flp"),
+    "fsdp2_tp_strided": ("ce", "flce", "both", "flp"),
 }
 
 
-def grads_at_start(model, batch: Batch, loss_fn=None) -> dict[str, torch.Tensor]:
-    """Parameter gradients of one forward/backward on the whole batch (single process)."""
-    inputs = batch.to(next(model.parameters()).device).inputs()
-    loss = loss_fn(model, inputs) if loss_fn else model(**inputs).loss
-    loss.backward()
-    grads = grads_of(model)
-    model.zero_grad(set_to_none=True)
-    return grads
+def case_batches(case: ConvergeCase) -> tuple[list[Batch], Batch]:
+    """The case's training batches and its held-out batch."""
+    p = case.preset
+    batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
+    held_out = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=1, seed=case.seed + 1)[0]
+    return batches, held_out
+
+
+def single_process(model, batches, held_out, *, lr, on_step=None, loss_fn=None) -> tuple[RunResult, torch.Tensor]:
+    """One single-process run on the whole batch, step 0's gradients kept, and its eval log-probs."""
+    run = train(model, batches, lr=lr, on_step=on_step, loss_fn=loss_fn, keep_grads=True)
+    return run, eval_logprobs(model, held_out)
+
+
+def run_key(case: ConvergeCase, objective: str, dtype: str) -> tuple:
+    """What a single-process run depends on: a kept run is reused only for the same."""
+    return (objective, case.model, case.preset, case.seed, case.device, dtype)
 
 
 def check_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation = CORRECT):
     case, p = c.case, c.case.preset
-    batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
-    held_out = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=1, seed=case.seed + 1)[0]
+    batches, held_out = case_batches(case)
     tell = (lambda who: lambda i, v: on_step(who, i, v)) if on_step else (lambda who: None)
 
-    # single process, whole batch: transformers in the case's dtype (yardstick), then float64
-    ref_model = build(case)
-    ref_g0 = grads_at_start(ref_model, batches[0])
-    ref = train(ref_model, batches, lr=p.lr, on_step=tell("ref"))
-    ref_lp = eval_logprobs(ref_model, held_out)
-    del ref_model
-    truth_model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
-    truth_g0 = grads_at_start(truth_model, batches[0], float64_causal_lm_loss)
-    del truth_model
-    truth, truth_lp = float64_truth(case, batches, held_out, on_step=tell("float64"))
+    # single process, whole batch, on ranks 0 and 1: transformers in the case's dtype (the
+    # yardstick) and in float64 (ligerbench/converge/yardsticks.py)
+    def truth():
+        model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
+        return single_process(model, batches, held_out, lr=p.lr, on_step=tell("float64"),
+                              loss_fn=float64_causal_lm_loss)  # fmt: skip
+
+    ys = yardsticks(
+        ref=run_key(case, "causal_lm", case.dtype),
+        train_ref=lambda: single_process(build(case), batches, held_out, lr=p.lr, on_step=tell("ref")),
+        truth=run_key(case, "causal_lm", "float64"),
+        train_truth=truth,
+    )
 
     # our kernels under the plan, on every rank
     model = build(case)
-    wrapped = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
+    wrapped, layout = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
     patch = c.patch(model)
     with patch:
-        ours, ours_g0 = train_parallel(
-            model, wrapped, batches, plan=case.parallel, lr=p.lr, accum=case.accum, norm=norm, on_step=tell("ours")
-        )
+        ours, ours_g0 = train_parallel(model, wrapped, batches, plan=case.parallel, layout=layout, lr=p.lr,
+                                       accum=case.accum, norm=norm, on_step=tell("ours"))  # fmt: skip
         our_lp = eval_logprobs_parallel(model, held_out)
     c.tally(patch)
     record_calls(c, "patch_active", TRAINING_KERNEL[case.patch], patch.calls[TRAINING_KERNEL[case.patch]], "launches")
     del model, wrapped
-    record_step0(c, ours_g0, ref_g0, truth_g0)
-    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
-    return ConvergeResult(ref=ref, ours=ours, truth=truth)
+    return judge_parallel(c, ys, ours, ours_g0, our_lp, held_out)
+
+
+def judge_parallel(c: Checker, ys: Yardsticks | None, ours: RunResult, ours_g0: dict, our_lp, held_out):
+    """grads@step0 and the trajectory on rank 0; the other ranks judge nothing (their records are
+    not written) and return ours alone."""
+    if ys is None:
+        return ConvergeResult(ref=RunResult([], {}), ours=ours, truth=RunResult([], {}))
+    ref, truth = ys.ref, ys.truth
+    record_step0(c, ours_g0, ref.result.step0.grads, truth.result.step0.grads)
+    judge_trajectory(c, ref.result, ours, truth.result, (ref.logprobs, our_lp, truth.logprobs), held_out)
+    return ConvergeResult(ref=ref.result, ours=ours, truth=truth.result)
 
 
 def record_calls(c: Checker, check: str, kernel: str, calls: int, unit: str) -> None:

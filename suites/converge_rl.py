@@ -15,14 +15,16 @@ step's completion tokens) at temperature 0.7.
 Checked besides the trajectory: `flp_active`, our op ran once per training step (a run that
 silently took the logits path would compare transformers with itself).
 
-Under `--nproc N --parallel fsdp2|tp` (run_parallel_case, on every rank): ours trains under the
-plan (ligerbench/converge/parallel.py; fsdp2: each rank its rows of every step, the policy loss
-normalised by the step's completion tokens over all ranks and scaled for FSDP2's averaging, as
-kernels/grpo_loss.py's docstring says to split a step; tp: lm_head column-parallel, the
-vocab-parallel log-probs), against the same single-process transformers and float64 runs on the
-whole batch; `grads@step0` checks every parameter's gradient after the ranks' reduction (a
-normaliser or scale wrong by the world size is off by 50% at 2 ranks, which Adam's trajectory
-hides), `flp_active` counts on the rank that called our op the fewest times.
+Under `--nproc N --parallel fsdp2|tp|fsdp2_tp|fsdp2_tp_strided` (run_parallel_case, on every
+rank): ours trains under the plan (ligerbench/converge/parallel.py; fsdp2: each rank its rows of
+every step, the policy loss normalised by the step's completion tokens over all ranks and scaled
+for FSDP2's averaging, as kernels/grpo_loss.py's docstring says to split a step; tp: lm_head
+column-parallel, the vocab-parallel log-probs; the 2-D plans: both, the count over the dp group
+only), against the same single-process transformers and float64 runs on the whole batch (rank 0
+and rank 1 train them: ligerbench/converge/yardsticks.py); `grads@step0` checks every
+parameter's gradient after the ranks' reduction (a normaliser or scale wrong by the world size
+is off by 50% at 2 ranks, which Adam's trajectory hides), `flp_active` counts on the rank that
+called our op the fewest times.
 """
 
 from __future__ import annotations
@@ -45,12 +47,20 @@ from ligerbench.converge.parallel import (
     train_parallel,
 )
 from ligerbench.converge.train import eval_logprobs, train
+from ligerbench.converge.yardsticks import yardsticks
 from ligerbench.kernels.grpo_loss import policy_loss
 from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.kernels.hf_log_probs import completion_log_probs
 from ligerbench.records import Record
 from ligerbench.suites.converge import judge_trajectory
-from ligerbench.suites.converge_parallel import grads_at_start, record_calls, record_step0
+from ligerbench.suites.converge_parallel import (
+    PLAN_PATCHES,
+    case_batches,
+    judge_parallel,
+    record_calls,
+    run_key,
+    single_process,
+)
 
 TEMPERATURE = 0.7
 LOSS = dict(loss_type="dapo", eps_low=0.2, eps_high=0.28, beta=0.04, kl_estimator="k3")
@@ -179,36 +189,38 @@ def _rl_objective(model, data: list[Rollout], calls: list) -> Objective:
 
 def check_rl_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation = CORRECT) -> ConvergeResult:
     case, p = c.case, c.case.preset
-    batches = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=p.steps, seed=case.seed)
-    held_out = make_batches(vocab=p.vocab, batch=p.batch, seq_len=p.seq_len, steps=1, seed=case.seed + 1)[0]
-    data = rollouts(case, batches)
+    batches, held_out = case_batches(case)
+    data = rollouts(case, batches)  # every rank: ours needs them
 
     def step_cb(who):
         return (lambda i, v: on_step(who, i, v)) if on_step else None
 
-    # single process, whole batch: transformers' logits path in the case's dtype, then float64
-    ref_model = build(case)
-    ref_g0 = grads_at_start(ref_model, batches[0], _loss_fn(data, _theirs))
-    ref = train(ref_model, batches, lr=p.lr, on_step=step_cb("ref"), loss_fn=_loss_fn(data, _theirs))
-    ref_lp = eval_logprobs(ref_model, held_out)
-    del ref_model
-    truth_model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
-    truth_g0 = grads_at_start(truth_model, batches[0], _loss_fn(data, _theirs))
-    del truth_model
-    truth, truth_lp = _float64_run(case, batches, held_out, data, step_cb("float64"))
+    # single process, whole batch, on ranks 0 and 1 (ligerbench/converge/yardsticks.py):
+    # transformers' logits path in the case's dtype, and in float64
+    def run(model, who: str):
+        return single_process(model, batches, held_out, lr=p.lr, on_step=step_cb(who), loss_fn=_loss_fn(data, _theirs))
+
+    def float64_model():
+        return build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
+
+    ys = yardsticks(
+        ref=run_key(case, "grpo", case.dtype),
+        train_ref=lambda: run(build(case), "ref"),
+        truth=run_key(case, "grpo", "float64"),
+        train_truth=lambda: run(float64_model(), "float64"),
+    )
 
     # ours under the plan, on every rank
     calls: list = []
     model = build(case)
-    wrapped = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
-    ours, ours_g0 = train_parallel(model, wrapped, batches, plan=case.parallel, lr=p.lr, accum=case.accum, norm=norm,
-                                   on_step=step_cb("ours"), objective=_rl_objective(model, data, calls))  # fmt: skip
+    wrapped, layout = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
+    ours, ours_g0 = train_parallel(model, wrapped, batches, plan=case.parallel, layout=layout, lr=p.lr,
+                                   accum=case.accum, norm=norm, on_step=step_cb("ours"),
+                                   objective=_rl_objective(model, data, calls))  # fmt: skip
     our_lp = eval_logprobs_parallel(model, held_out)
     record_calls(c, "flp_active", "completion_log_probs", len(calls), "calls")
     del model, wrapped
-    record_step0(c, ours_g0, ref_g0, truth_g0)
-    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
-    return ConvergeResult(ref=ref, ours=ours, truth=truth)
+    return judge_parallel(c, ys, ours, ours_g0, our_lp, held_out)
 
 
 def run_parallel_case(
@@ -219,10 +231,11 @@ def run_parallel_case(
     sink: Callable[[Record], None] | None = None,
     on_step: Callable[[str, int, float], None] | None = None,
 ) -> ConvergeResult:
-    """`converge --rl grpo --nproc N --parallel fsdp2|tp` on one case, on every rank of the default
-    group (collectives inside: an exception is raised, not recorded)."""
-    if case.parallel not in ("fsdp2", "tp"):
-        raise ValueError(f"--rl runs under --parallel fsdp2 or tp, not {case.parallel}")
+    """`converge --rl grpo --nproc N --parallel PLAN` (a plan of PLAN_PATCHES that takes flp) on one
+    case, on every rank of the default group (collectives inside: an exception is raised, not
+    recorded)."""
+    if "flp" not in PLAN_PATCHES[case.parallel]:
+        raise ValueError(f"--rl does not run under --parallel {case.parallel}")
     c = Checker(case, run_id, CausalLMPatch, sink)  # (the policy loss calls our op itself: no patch)
     result = check_rl_parallel_trajectory(c, on_step, norm=norm)
     result.records = c.records

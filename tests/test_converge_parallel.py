@@ -1,7 +1,8 @@
 """`converge --nproc 2 --parallel ddp|fsdp2|tp` on 2 real gloo ranks (torch.distributed.run):
 passes with our kernels under each plan, fails on a gradient divided by the world size twice
 and on a mean taken per accumulation micro-batch,
-ends with a clear error when a rank dies, and refuses what it cannot run (exit 2)."""
+ends with a clear error when a rank dies, and refuses what it cannot run (exit 2).
+The 2-D plans (FSDP2 x tensor parallel) on 4 real gloo ranks: tests/mesh_2d_checks.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ligerbench.cli import app
+from ligerbench.converge.parallel import Layout, micro_rows
 from ligerbench.distributed.launch import FAULT_ENV
 
 runner = CliRunner()
@@ -94,6 +96,8 @@ def test_a_rank_that_dies_ends_the_converge_run_with_a_clear_error(tmp_path):
         (["--parallel", "ddp", "--packed"], "single-process"),  # packing is not a parallel check
         (["--parallel", "ddp", "--accum", "2"], "cannot be split"),  # 2 rows over 2 ranks x 2
         (["--parallel", "ddp", "--mutant", "nonsense"], "--mutant"),
+        (["--parallel", "fsdp2_tp"], "at least 4, got 2"),  # a (dp, 2) mesh needs dp >= 2
+        (["--parallel", "fsdp2_tp", "--nproc", "6", "--accum", "2"], "over 3 replica(s)"),  # dp 3, not 6
     ],
 )
 def test_usage_errors_exit_2_without_a_run_folder(tmp_path, args, why):
@@ -101,3 +105,26 @@ def test_usage_errors_exit_2_without_a_run_folder(tmp_path, args, why):
     assert result.exit_code == 2, result.output
     assert why in result.output
     assert not any(tmp_path.iterdir())
+
+
+# One set of 4 gloo ranks runs every 2-D case (start-up is most of the cost): see CASES there.
+@pytest.mark.slow(seconds=60)
+def test_the_2d_plans_pass_and_catch_their_planted_bugs_on_four_gloo_ranks(tmp_path):
+    from mesh_2d_checks import CASES, check_mesh_2d
+    from vp_checks import run_gloo
+
+    run_gloo(4, check_mesh_2d, list(CASES), store=str(tmp_path / "store"), timeout_s=300)
+
+
+@pytest.mark.parametrize(
+    "layout, rows",
+    [
+        (Layout(0, 1), [slice(0, 8)]),  # no data parallelism (tp): the whole batch
+        (Layout(1, 2), [slice(4, 8)]),  # the second dp replica of two: under fsdp2_tp, global ranks 2 and 3
+        (Layout(2, 3), [slice(6, 8)]),  # uneven: torch.tensor_split gives the last replica fewer rows
+    ],
+)
+def test_each_replica_takes_its_slice_of_the_batch(layout, rows):
+    assert micro_rows(8, layout, 1) == rows
+    # accumulation splits the replica's slice again, contiguously
+    assert micro_rows(8, layout, 2)[0].start == rows[0].start and micro_rows(8, layout, 2)[-1].stop == rows[0].stop

@@ -3,8 +3,12 @@ exception lands between a row's bookkeeping and its write (the flaky SIGTERM tes
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pandas as pd
 
+from ligerbench import records
 from ligerbench.records import Record, RecordWriter
 from ligerbench.suites.ce.axes import case as ce_case
 
@@ -31,3 +35,19 @@ def test_a_second_close_leaves_what_others_wrote(tmp_path):
     path.write_text(path.read_text() + "written,by,a,rank\n")
     w.close()
     assert path.read_text().endswith("written,by,a,rank\n")
+
+
+def test_a_writer_on_devnull_never_renames_a_file_onto_it(monkeypatch):
+    # every rank of a --nproc run but rank 0 writes its records to os.devnull: a rewrite (a row
+    # with new parameters widens the header; close) renamed a .tmp file onto it, which as root
+    # replaces the device, and ranks racing for the one .tmp name failed (4 gloo ranks)
+    renamed = []
+    monkeypatch.setattr(records.os, "replace", lambda src, dst: renamed.append((src, dst)))
+    tmp = Path(os.devnull + ".tmp")
+    try:
+        w = RecordWriter(Path(os.devnull))
+        w.write(_record(0))
+        w.close()
+    finally:
+        tmp.unlink(missing_ok=True)
+    assert renamed == []

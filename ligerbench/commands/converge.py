@@ -28,7 +28,7 @@ from ligerbench import lifecycle, runs
 from ligerbench.converge.job import ConvergeJob
 from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
-from ligerbench.converge.parallel import DATA_PARALLEL, PLANS
+from ligerbench.converge.parallel import DATA_PARALLEL, MESH_2D, PLANS, TP_SIZE
 from ligerbench.exits import ExitCode
 from ligerbench.suites import converge_distill, converge_rl
 from ligerbench.suites.converge import PATCHES, run_case
@@ -84,8 +84,10 @@ def converge(
         Optional[ParallelPlan],
         typer.Option(
             help="With --nproc: ddp (DistributedDataParallel), fsdp2 (fully_shard per layer, lm_head its own "
-            "unit, root) or tp (lm_head column-parallel: vocab-parallel cross entropy with --patch ce, "
-            "vocab-parallel fused kernel with flce/both)."
+            "unit, root), tp (lm_head column-parallel: vocab-parallel cross entropy with --patch ce, "
+            "vocab-parallel fused kernel with flce/both), fsdp2_tp (a 2-D mesh of N/2 x 2 ranks: tp on the "
+            "tp sub-mesh, then fully_shard over dp; tp groups {0,1},{2,3}) or fsdp2_tp_strided (the same, "
+            "tp groups {0,2},{1,3})."
         ),
     ] = None,
     accum: Annotated[
@@ -101,7 +103,7 @@ def converge(
         Optional[RLKind],
         typer.Option(
             help="Train with an RL loss instead: policy-gradient steps through our fused log-probs "
-            "(suites/converge_rl.py); --patch is then not used. With --nproc: --parallel fsdp2 or tp."
+            "(suites/converge_rl.py); --patch is then not used. With --nproc: any --parallel but ddp."
         ),
     ] = None,
     distill: Annotated[
@@ -137,10 +139,13 @@ def converge(
 
       ligerbench converge llama-mini --rl grpo --nproc 2 --parallel fsdp2 --device cpu --dtype fp32
 
+      ligerbench converge llama-mini --nproc 4 --parallel fsdp2_tp --patch flce --device cpu --dtype fp32
+
       ligerbench converge llama-mini --distill jsd --device cpu
 
     With --nproc N --parallel PLAN, ours trains on N ranks under the plan (ddp/fsdp2: each rank
-    its slice of every batch, the loss normalised over the global batch; tp: the same batch) and
+    its slice of every batch, the loss normalised over the global batch; tp: the same batch;
+    fsdp2_tp: each of the N/2 dp replicas its slice, the 2 tp ranks of a replica the same) and
     is judged against the same single-process runs, plus step 0's gradients after the ranks'
     reduction against float64 (suites/converge_parallel.py); logits_to_keep and packing are
     single-process checks and are not run. With --rl the same, for the policy loss
@@ -218,7 +223,8 @@ def _check_parallel(nproc, parallel, accum, patch, packed, mutant, batch, dev) -
     if dev.type == "cuda" and nproc > torch.cuda.device_count():
         raise runs.usage_error(f"--nproc must be at most the GPUs here (one rank per GPU), got {nproc}", "--nproc")
     if patch == "flp" and patch not in PLAN_PATCHES[parallel.value]:
-        plans = " or ".join(p for p, patches in PLAN_PATCHES.items() if "flp" in patches)
+        *some, last = (p for p, patches in PLAN_PATCHES.items() if "flp" in patches)
+        plans = f"{', '.join(some)} or {last}"
         message = f"--rl trains under --parallel {plans}: its log-probs come through the model's parts, not DDP's"
         message += " wrapper, whose forward DDP's gradient sync needs"
         raise runs.usage_error(message, "--parallel")
@@ -227,9 +233,14 @@ def _check_parallel(nproc, parallel, accum, patch, packed, mutant, batch, dev) -
         raise runs.usage_error(f"--parallel {parallel.value} takes --patch {allowed}", "--patch")
     if packed:
         raise runs.usage_error("--packed is a single-process check; leave it out with --nproc", "--packed")
-    ranks = nproc if parallel.value in DATA_PARALLEL else 1
-    if batch < ranks * accum:
-        message = f"{batch} rows per step cannot be split over {ranks} rank(s) x {accum} micro-batches"
+    replicas = nproc if parallel.value in DATA_PARALLEL else 1
+    if parallel.value in MESH_2D:
+        if nproc % TP_SIZE or nproc < 2 * TP_SIZE:
+            message = f"--parallel {parallel.value} is a (dp, {TP_SIZE}) mesh: --nproc a multiple of {TP_SIZE}"
+            raise runs.usage_error(message + f", at least {2 * TP_SIZE}, got {nproc}", "--nproc")
+        replicas = nproc // TP_SIZE
+    if batch < replicas * accum:
+        message = f"{batch} rows per step cannot be split over {replicas} replica(s) x {accum} micro-batches"
         raise runs.usage_error(message, "--accum")
     if mutant is not None and mutant not in PARALLEL_MUTANTS:
         raise runs.usage_error(f"--mutant: one of {', '.join(PARALLEL_MUTANTS)}", "--mutant")

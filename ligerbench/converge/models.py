@@ -131,5 +131,11 @@ def build_model(name: str, preset: Preset, *, seed: int, dtype: torch.dtype, dev
     # eager attention: the same kernels on CPU and GPU, and it honours packed-sequence masks
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
-    model = _model_class(name)(config)
-    return model.to(device=device, dtype=dtype)
+    # initialised where it will run: on the host, the gpu preset's 110M parameters take 2-4 s of
+    # one core each time (a --nproc rank has one thread: torch.distributed.run's OMP_NUM_THREADS=1),
+    # and a converge rank builds several models per dtype. A device draws its own random stream,
+    # so the same seed gives other weights on CUDA than on CPU; every run of one comparison is
+    # built on the same device.
+    with torch.device(device):
+        model = _model_class(name)(config)
+    return model.to(dtype=dtype)

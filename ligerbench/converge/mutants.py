@@ -75,11 +75,11 @@ MUTANTS = {
 }
 
 
-def grad_divided_by_world_twice(world: int) -> float:
-    """Data parallel (converge --parallel ddp|fsdp2): the loss normalised by the GLOBAL token
-    count and backpropagated as it is, while DDP / FSDP2 average the gradients over the ranks
-    again: the gradient comes out `world` times too small (the correct backward scale is `world`:
-    ligerbench/converge/parallel.py, backward_scale). The loss logged is right."""
+def grad_divided_by_world_twice(dp_size: int) -> float:
+    """Data parallel (converge --parallel ddp|fsdp2|fsdp2_tp): the loss normalised by the GLOBAL
+    token count and backpropagated as it is, while DDP / FSDP2 average the gradients over the dp
+    ranks again: the gradient comes out `dp_size` times too small (the correct backward scale is
+    `dp_size`: ligerbench/converge/parallel.py, backward_scale). The loss logged is right."""
     return 1.0
 
 
@@ -88,5 +88,8 @@ PARALLEL_MUTANTS = {
     "grad_divided_by_world_twice": Normalisation(scale=grad_divided_by_world_twice),
     # each micro-batch (and rank) its own mean, averaged: a micro-batch with few counted targets
     # weighs as much as one with many (transformers' gradient accumulation before its 2024 fix)
-    "mean_per_micro_batch": Normalisation(scale=lambda world: 1.0, per_micro_batch=True),
+    "mean_per_micro_batch": Normalisation(scale=lambda dp_size: 1.0, per_micro_batch=True),
+    # 2-D plans: the count all-reduced over every rank, as on a 1-D mesh, while the tp ranks of a
+    # replica hold the same tokens: each counted TP_SIZE times, the loss and gradient halved
+    "count_over_tp_too": Normalisation(count_over_world=True),
 }

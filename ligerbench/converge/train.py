@@ -35,6 +35,7 @@ class StepZero:
     logits_grad: torch.Tensor | None = None  # of lm_head's output; None when never materialised
     head_weight: torch.Tensor | None = None
     labels: torch.Tensor | None = None
+    grads: dict[str, torch.Tensor] | None = None  # every parameter's gradient (train's keep_grads)
 
 
 @dataclass
@@ -74,19 +75,23 @@ def train(
     lr: float,
     on_step: Callable[[int, float], None] | None = None,
     loss_fn: Callable | None = None,
+    keep_grads: bool = False,
 ) -> RunResult:
     """AdamW over `batches`, one step each; returns the loss per step and the final parameters.
 
     `loss_fn(model, inputs)` replaces `model(**inputs).loss` (the float64 truth run passes
-    float64_causal_lm_loss)."""
+    float64_causal_lm_loss). `keep_grads`: step 0's parameter gradients are kept in
+    `step0.grads` (before the update: those of one forward/backward on the first batch).
+    The losses are read back at the end, not per step, unless `on_step` asks for each: a read
+    is a host sync, and the GPU would idle while the next step is launched."""
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=BETAS, weight_decay=WEIGHT_DECAY)
     device = next(model.parameters()).device
     step0 = StepZero(head_weight=model.lm_head.weight.detach().clone())
     losses = []
-    for step, batch in enumerate(batches):
+    for step, batch in enumerate([b.to(device) for b in batches]):
         handles = _capture_step0(model, step0) if step == 0 else []
-        inputs = batch.to(device).inputs()
+        inputs = batch.inputs()
         if step == 0:
             step0.labels = inputs["labels"].clone()
         try:
@@ -95,13 +100,15 @@ def train(
         finally:
             for h in handles:
                 h.remove()
+        if step == 0 and keep_grads:
+            step0.grads = grads_of(model)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(float(loss.detach()))
+        losses.append(loss.detach())
         if on_step:
-            on_step(step, losses[-1])
+            on_step(step, float(losses[-1]))
     params = {name: p.detach().clone() for name, p in model.named_parameters()}
-    return RunResult(losses, params, step0)
+    return RunResult(torch.stack(losses).tolist() if losses else [], params, step0)
 
 
 def float64_causal_lm_loss(model, inputs: dict) -> torch.Tensor:
