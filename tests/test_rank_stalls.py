@@ -59,6 +59,21 @@ def test_a_rank_still_at_work_when_the_others_gave_up_on_it_stalled(tmp_path, un
     assert len(lines) == 2
 
 
+def test_on_nccl_the_ranks_the_watchdog_ended_waited_for_the_stalled_one(tmp_path):
+    # NCCL's watchdog aborts a rank past the collective timeout (exit -6, no Python exception):
+    # its line in launch.log, not its marker, says it was waiting
+    _ranks_at(tmp_path, "steps")
+    watchdog = "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE) ran for 40001 ms"
+    log = tmp_path / "launch.log"
+    log.write_text("".join(f"[rank{r}]:[E1127 ProcessGroupNCCL.cpp:632] [Rank {r}] {watchdog}\n" for r in (0, 2, 3)))
+    launched = launch.Launched(returncode=1, timed_out=False, seconds=50.0, log=log)
+    assert set(launched.watchdog_timeouts()) == {"0", "2", "3"}
+    codes = {"0": "-6", "1": "-15", "2": "-6", "3": "-6"}
+    lines = progress.diagnose(tmp_path, 4, exit_codes=codes, ended=time.time(), timed_out=launched.watchdog_timeouts())
+    assert lines[0].startswith(f"rank 1 stalled in {NAMED['steps']}"), lines
+    assert lines[1] == f"rank(s) 0, 2, 3 gave up waiting for it in a collective: {watchdog}"
+
+
 def test_a_rank_that_raised_is_named_with_its_error_and_not_the_ones_stopped_after_it(tmp_path):
     markers = _ranks_at(tmp_path, "cases")
     markers[2].failed(ValueError("target holds 600, outside [0, 501)"))
@@ -167,7 +182,7 @@ FOUR_RANKS = ["--kernel", "vp_ce", "--nproc", "4", "--provider", "ours", "--wher
               "--where", "option=plain", "--where", "reduction=mean"]  # fmt: skip
 
 
-@pytest.mark.slow(seconds=40)
+@pytest.mark.slow(seconds=35)
 @pytest.mark.interpreter
 def test_a_rank_stalled_after_a_case_ends_a_4_rank_run_naming_it_with_the_case_kept(tmp_path, monkeypatch):
     # a 10 s bound instead of 40 s: the same path, a shorter wait for CI

@@ -54,8 +54,11 @@ CHILD_ENV = {
     "NVSHMEM_DISABLE_NVLS": "1",
     # NCCL's watchdog tears a rank down once a collective has waited past the group's timeout
     # (3: without aborting the communicator first, which can itself wait on a stuck peer); its
-    # main thread may be blocked in a CUDA sync behind that collective and never see an error
+    # main thread may be blocked in a CUDA sync behind that collective and never see an error.
+    # At once: no flight-recorder dump first (its wait can outlast the run's minute; each
+    # rank's stack is written to the run folder instead)
     "TORCH_NCCL_ASYNC_ERROR_HANDLING": "3",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT": "0",
 }
 # fault injection for tests: "die:<rank>", "hang:<rank>", "raise:<rank>", each optionally
 # "@<K>" (at the rank's K-th unit): commands/ranks.py
@@ -92,6 +95,17 @@ class Launched:
         """The failed ranks' exit codes, as torch.distributed.run's summary gives them."""
         text = self.log.read_text(errors="replace") if self.log.exists() else ""
         return dict(re.findall(r"rank\s*: (\d+) \(local_rank.*\n\s*exitcode\s*: (-?\d+)", text))
+
+    def watchdog_timeouts(self) -> dict[str, str]:
+        """Ranks whose NCCL watchdog ended them at the collective timeout (they abort, SIGABRT,
+        with no Python exception to mark), each with the watchdog's line."""
+        text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        found = {}
+        for line in re.findall(r"^.*collective operation timeout.*$", text, re.M):
+            rank = re.search(r"\[rank(\d+)\]|Rank (\d+)\]", line)
+            if rank:
+                found.setdefault(rank.group(1) or rank.group(2), line.split("] ")[-1][:300])
+        return found
 
 
 def ranks_done(run_path: Path, rank: int, **facts) -> None:
@@ -335,7 +349,9 @@ def run_job(
             + ("" if done else " (the ranks never reported: counted from the cases in records.csv)")
         )
     if problems:
-        culprits = progress.diagnose(run_path, nproc, exit_codes=result.exit_codes(), ended=ended)
+        culprits = progress.diagnose(
+            run_path, nproc, exit_codes=result.exit_codes(), ended=ended, timed_out=result.watchdog_timeouts()
+        )
         message = "; ".join(problems) + ".\n" + "".join(f"{line}\n" for line in culprits)
         message += f"The ranks said (whole output in launch.log):\n{result.diagnosis()}"
         if echo:

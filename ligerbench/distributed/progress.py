@@ -173,11 +173,16 @@ def _stack_tail(run_path: Path, rank: int, frames: int = 4) -> str:
     return " <- ".join(lines[:frames])
 
 
-def diagnose(run_path: Path, world: int, *, exit_codes: dict[str, str], ended: float) -> list[str]:
+def diagnose(
+    run_path: Path, world: int, *, exit_codes: dict[str, str], ended: float, timed_out: dict[str, str] | None = None
+) -> list[str]:
     """Lines naming the rank(s) that stopped the run, each with the unit it was on: one that
     raised, died or never started; else one that stalled, seen by the others giving up on it
     in a collective, or by being behind them when the run was killed. Then the ranks that
-    waited. [] when every rank finished."""
+    waited. `timed_out`: ranks that NCCL's watchdog ended at the collective timeout (they
+    abort with no exception of their own to mark), with its message. [] when every rank
+    finished."""
+    timed_out = timed_out or {}
     markers = read_markers(run_path)
     culprits, waited, working = [], [], []
     for rank in range(world):
@@ -191,6 +196,8 @@ def diagnose(run_path: Path, world: int, *, exit_codes: dict[str, str], ended: f
             waited.append((rank, facts.get("error", "")))
         elif facts.get("state") == "raised":
             culprits.append(f"rank {rank} raised in {_unit(facts)}: {facts.get('error', '')}")
+        elif str(rank) in timed_out:
+            waited.append((rank, timed_out[str(rank)]))
         elif code is not None and code not in STOPPED:
             culprits.append(f"rank {rank} died (exit code {code}) in {_unit(facts)}")
         else:
