@@ -129,12 +129,12 @@ def test_the_ranks_other_than_0_write_their_rows_nowhere(tmp_path, monkeypatch):
     row = Record(run_id="r", suite="s", kernel="k", provider="p", case="c", quantity="q", metric="m", value=1.0,
                  unit="", limit=2.0, verdict="pass", message="")  # fmt: skip
     for rank in (1, 3):
-        writer = launch.rank_writer(tmp_path, rank)
+        writer = progress.rank_writer(tmp_path, rank)
         writer.write(row)
         writer.close()
     assert replaced == [] and list(tmp_path.iterdir()) == []
     monkeypatch.undo()
-    writer = launch.rank_writer(tmp_path, 0)
+    writer = progress.rank_writer(tmp_path, 0)
     writer.write(row)
     writer.close()
     assert list(load_records(tmp_path / "records.csv")["case"]) == ["c"]

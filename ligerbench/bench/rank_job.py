@@ -21,8 +21,8 @@ from ligerbench.bench.ranks import Group
 from ligerbench.bench.spec import on_ranks
 from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
 from ligerbench.distributed.jobs import BenchRankJob
-from ligerbench.distributed.launch import PROGRESS, rank_writer, ranks_done
-from ligerbench.distributed.progress import RankProgress
+from ligerbench.distributed.launch import PROGRESS, ranks_done
+from ligerbench.distributed.progress import RankProgress, rank_writer
 from ligerbench.registry import Registry
 
 

@@ -52,11 +52,10 @@ from ligerbench.distributed.launch import (
     FAULT_ENV,
     PROGRESS,
     WARNINGS_LOG,
-    rank_writer,
     ranks_done,
     warnings_to_file,
 )
-from ligerbench.distributed.progress import RankProgress, stack_file
+from ligerbench.distributed.progress import RankProgress, rank_writer, stack_file
 from ligerbench.suites import converge_rl
 from ligerbench.suites.converge_parallel import run_parallel_case
 from ligerbench.verify.engine import make_plan, run_plan

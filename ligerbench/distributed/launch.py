@@ -46,7 +46,7 @@ from pathlib import Path
 
 import ligerbench
 from ligerbench.distributed import jobs, progress
-from ligerbench.records import Record, RecordWriter, append_record
+from ligerbench.records import Record, append_record
 
 CHILD_ENV = {
     "NCCL_NVLS_ENABLE": "0",
@@ -119,28 +119,6 @@ def ranks_done(run_path: Path, rank: int, **facts) -> None:
 
 
 PROGRESS = "ligerbench: ["  # rank 0's line per finished case: "ligerbench: [i/N] case-id"
-
-
-class Discard:
-    """What the ranks other than 0 write their rows to: nowhere (the engines only call write()).
-
-    Not a RecordWriter onto os.devnull: it rewrites its file atomically (a temporary file beside
-    it, then os.replace) on its first row and at close, so each such rank, running as root,
-    replaced /dev/null itself with a regular file, and from three ranks on they raced on
-    /dev/null.tmp: one raised FileNotFoundError as the first step's rows were written, while
-    the others waited for it in the next step's collective."""
-
-    def write(self, record: Record) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
-def rank_writer(run_path: Path, rank: int) -> RecordWriter | Discard:
-    """Rank 0's RecordWriter onto run_path/records.csv (the rows the parent reads), a Discard
-    for every other rank."""
-    return RecordWriter(Path(run_path) / "records.csv") if rank == 0 else Discard()
 
 
 WARNINGS_LOG = "warnings-rank{rank}.log"  # each rank's Python warnings, in the run folder

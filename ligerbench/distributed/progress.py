@@ -1,5 +1,7 @@
-"""What each rank of a --nproc run is on, so that the parent can name the rank that stalled or
-raised and the unit (verify case, bench step, converge dtype) it was on:
+"""What each rank of a --nproc run leaves in the run folder for the parent: its marker of the
+unit it is on (verify case, bench step, converge dtype), so that the parent can name the rank
+that stalled or raised and its unit; its Python stacks when it is stopped; and, rank 0 only, the
+rows (`rank_writer`):
 
     progress = RankProgress(run_path, rank, unit="cases", labels=("c1", "c2"))
     progress.joined()        # in the group, before its first unit
@@ -27,6 +29,8 @@ from pathlib import Path
 
 import torch.distributed as dist
 
+from ligerbench.records import Record, RecordWriter
+
 FOLDER = "ranks"  # in the run folder
 MARKER, STACK = "rank{rank}.json", "rank{rank}-stack.txt"
 # a launcher that starts ranks must see this in their command line before it signals a pid read
@@ -44,6 +48,28 @@ def stack_file(run_path: Path, rank: int) -> Path:
     path = Path(run_path) / FOLDER / STACK.format(rank=rank)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
+
+
+class Discard:
+    """What the ranks other than 0 write their rows to: nowhere (the engines only call write()).
+
+    Not a RecordWriter onto os.devnull: that writer rewrote its file atomically (a temporary
+    file beside it, then os.replace) on its first row and at close, so each such rank, running
+    as root, replaced /dev/null itself with a regular file, and from three ranks on they raced
+    on /dev/null.tmp: one raised FileNotFoundError as the first step's rows were written, while
+    the others waited for it in the next step's collective."""
+
+    def write(self, record: Record) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def rank_writer(run_path: Path, rank: int) -> RecordWriter | Discard:
+    """Rank 0's RecordWriter onto run_path/records.csv (the rows the parent reads), a Discard
+    for every other rank."""
+    return RecordWriter(Path(run_path) / "records.csv") if rank == 0 else Discard()
 
 
 def collective_failure(exc: BaseException) -> bool:
