@@ -108,6 +108,10 @@ MUST_KILL = {
     "mutant_grpo_temperature_ignored": "gradients",
     "mutant_grpo_eager_upstream_ignored": "invariance",  # the split step's losses are scaled (1/2)
     "mutant_grpo_eager_cispo_ratio_kept": "gradients",
+    # the split step (suites/split_step.py): a trainer normalising each piece by its own count
+    "mutant_local_token_count": "invariance",
+    "mutant_flce_local_token_count": "invariance",
+    "mutant_grpo_local_normaliser": "invariance",
     # preference losses (suites/pref/mutants.py, issue 23)
     "mutant_pref_label_smoothing_ignored": "correctness",
     "mutant_pref_kto_weights_ignored": "correctness",
@@ -211,11 +215,13 @@ def test_a_mutant_nothing_catches_fails_the_command(tmp_path, monkeypatch):
     assert result.exit_code == 1, result.output
     assert "survived every suite" in result.stdout and "mutant_equivalent" in result.stdout
     table = pd.read_csv(run / "kill_matrix.csv").set_index("mutant")
-    columns = ["kernel", "correctness", "gradients", "contracts", "verdict", "default_verdict", "about", "needs"]
+    columns = ["kernel", "correctness", "gradients", "invariance", "contracts", "verdict", "default_verdict", "about",
+               "needs"]  # fmt: skip
     assert list(table.columns) == columns
     row = table.loc["mutant_equivalent"]
     assert row["verdict"] == "SURVIVED"
     assert (row["correctness"], row["gradients"], row["contracts"]) == ("survived",) * 3
+    assert row["invariance"] == "survived"  # its slice holds a split case (a sum), which it runs unharmed
 
 
 @pytest.mark.interpreter

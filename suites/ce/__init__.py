@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites import split_step
 from ligerbench.suites.ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.ce.grid import ce_cases
 from ligerbench.suites.hints import numerical_hints
@@ -27,7 +28,7 @@ KERNEL = KernelSpec(
     hints=numerical_hints,
     textbook=spec.textbook,
     run=spec.run_ce,
-    quantities=("loss", "z_loss", "grad_logits", "input_unchanged", "input_layout"),
+    quantities=("loss", "z_loss", "grad_logits", "split_grad_logits", "input_unchanged", "input_layout"),
     grid=ce_cases,
     axes=axes.AXES,
     signature="fn(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, "
@@ -36,6 +37,7 @@ KERNEL = KernelSpec(
     control="ours",
     bench=bench.SPEC,
     applies={"z_loss": has_z_loss},
+    ranks=split_step.ranks_of,
 )
 
 SUITES = (
@@ -50,6 +52,14 @@ SUITES = (
         kernel="ce",
         description="gradient of the logits vs the float64 reference",
         quantities=("grad_logits",),
+    ),
+    Suite(
+        name="invariance",
+        kernel="ce",
+        description="the gradient of the logits a split step leaves (data parallel, gradient accumulation; "
+        "uneven, one valid token, an empty piece) equals the one batch's float64 gradient",
+        quantities=("split_grad_logits",),
+        select=split_step.is_split,
     ),
     Suite(
         name="contracts",

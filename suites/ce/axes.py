@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, UPSTREAMS, Case
+from ligerbench.suites import split_step
 
 DTYPE = Axis(
     "dtype",
@@ -104,6 +105,28 @@ LAYOUT = Axis(
 )
 
 
+SPLIT = split_step.split_axis(
+    "how the step's tokens are split (mean and sum: the summed gradients must be the one batch's)",
+    {
+        "none": "one batch",
+        "dp2": "2 data-parallel ranks, each a contiguous shard of the tokens (whole sequences, or a "
+        "context-parallel shard of one): each sums its tokens, divides by the step's count (num_items_in_batch) "
+        "and multiplies by the world, DDP averages; real ranks under verify --nproc 2",
+        "dp4": "4 ranks so (Megatron-LM #7513: one valid token, CP=4, a quarter of the gradient when each "
+        "rank divides by its own count)",
+        "accum2": "2 micro-batches of gradient accumulation, each its sum over the step's count, summed",
+        "accum4": "4 micro-batches so",
+    },
+)
+SPREAD = split_step.spread_axis(
+    {
+        "uneven": "the last piece keeps one valid token: a short sequence's shard beside full ones",
+        "one_token": "one valid token in the whole step: the other pieces' shards are all padding or prompt",
+        "empty_piece": "the first piece has no valid token (its mean would be 0/0)",
+    }
+)
+
+
 def tokens(values: dict[str, tuple]) -> Axis:
     return Axis("n", "tokens (rows of the logits)", values, tag="n", default=NO_DEFAULT)
 
@@ -128,10 +151,15 @@ def loss_axes(n: Axis, v: Axis, *shape: Axis, layout: Axis) -> tuple[Axis, ...]:
     return (n, v, *shape, DTYPE, REDUCTION, UPSTREAM, IGNORE_PATTERN, OPTION, LOGITS, layout)
 
 
-AXES = loss_axes(
-    tokens({"quick": (16, 8, 1), "full": (1024, 512, 1, 256)}),
-    vocab({"quick": (1000, 1, 3, 4099), "full": (32000, 1, 3, 4099, 128256, 256000)}, VOCABS),
-    layout=LAYOUT,
+# the split axes stay out of loss_axes: they are this kernel's and flce's, not every CE kernel's
+AXES = (
+    *loss_axes(
+        tokens({"quick": (16, 8, 1), "full": (1024, 512, 1, 256)}),
+        vocab({"quick": (1000, 1, 3, 4099, 256), "full": (32000, 1, 3, 4099, 128256, 256000)}, VOCABS),
+        layout=LAYOUT,
+    ),
+    SPLIT,
+    SPREAD,
 )
 
 

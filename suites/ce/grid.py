@@ -12,6 +12,8 @@ grid crosses, for every dtype, each axis with the ones it interacts with:
      label smoothing with a class as ignore_index met in 2 of 298 cases, fp32 only; exact-zero
      upstream rows in 5; the padded-vocabulary stride in 8), each in both dtypes and every
      reduction it applies to: at least 4 cases per dtype each.
+  S  (every preset, last) the split step (suites/split_step.py): data parallel and gradient
+     accumulation, 2 and 4 pieces, with uneven, one-token and empty pieces (split_cases).
 These are the cases for the known bugs' interactions, all in the 2-D layout with the upstream
 gradients of REDUCTION_VARIANTS. Then, in every preset, an all-pairs covering design
 (suites/covering.py) adds the cases needed for every pair of values of any two axes to appear
@@ -66,6 +68,7 @@ def ce_cases(preset: str, device_type: str) -> list[Case]:
     cases += covering(n, v, shapes, DTYPES[device_type], cases)
     if preset in THIN:
         cases += thin(n, v, DTYPES[device_type])
+    cases += split_cases(n, SPLIT_VOCAB.get(preset, v))
     if preset in PAST_INT32:
         big_n, big_v = PAST_INT32[preset]
         cases.append(case(n=big_n, v=big_v, dtype="bf16", reduction="mean", upstream="ones"))
@@ -84,6 +87,27 @@ def thin(n: int, v: int, dtypes) -> list[Case]:
         none = base.replace(reduction="none", upstream="masked")
         out += [none.replace(option=o) for o in ("plain", "label_smoothing", "token_weight", "all")]
     return out
+
+
+# S on CPU: a tiny head (Triton's interpreter pays per block of the vocabulary); a split's
+# normaliser does not depend on it. On a GPU the preset's own shape.
+SPLIT_VOCAB = {"quick": 256}
+
+
+def split_cases(n: int, v: int) -> list[Case]:
+    """S (module docstring): after the rest, so the cases before keep their order. Each split with
+    the spreads the field's normaliser bugs show on (suites/split_step.py): the mean under each
+    split and spread at least once, a weighted mean (class weights: its denominator a weight sum),
+    bf16, and the sum (no normaliser: an empty or one-token piece must still add its share)."""
+    base = case(n=n, v=v, reduction="mean", upstream="ones")
+    return [
+        base.replace(split="dp2", spread="uneven"),
+        base.replace(split="dp4", spread="one_token"),
+        base.replace(split="accum4", spread="empty_piece", upstream="grad_scaler"),
+        base.replace(split="accum2", spread="uneven", option="all"),
+        base.replace(split="dp2", spread="empty_piece", dtype="bf16"),
+        base.replace(split="accum4", spread="one_token", reduction="sum", upstream="random"),
+    ]
 
 
 def axes(n: int, v: int, shapes, dtypes) -> dict[str, tuple]:

@@ -13,7 +13,7 @@ import functools
 import torch
 
 from ligerbench.registry import Provider
-from ligerbench.suites import input_mutants
+from ligerbench.suites import input_mutants, split_step
 
 
 def _ours(**fixed):
@@ -289,3 +289,16 @@ PROVIDERS += (
         targets=({"reduction": "sum", "upstream": "ones"},),
     ),
 )
+
+
+# ----------------------------------------------------------------------------- the split step (suites/split_step.py)
+
+PROVIDERS += (
+    split_step.local_normaliser(
+        "ce", "mutant_local_token_count", _ours,
+        "each piece of a split step normalised by its own valid tokens, the pieces' means averaged "
+        "(Megatron-LM #7452: one valid token, CP=4, a quarter of the gradient)",
+        # the mean only (a sum has no normaliser), where the pieces' counts differ
+        {"reduction": "mean", "spread": ("uneven", "one_token", "empty_piece")},
+    ),
+)  # fmt: skip

@@ -45,6 +45,7 @@ from ligerbench.problems import (
     upstream_for,
     written,
 )
+from ligerbench.suites import split_step
 from ligerbench.suites.ce.axes import LAYOUT
 from ligerbench.suites.device_tanh import forms_on, tanh_one_ulp_low
 from ligerbench.tolerance import yardstick
@@ -64,6 +65,7 @@ class CEProblem:
     label_smoothing: float = 0.0
     softcap: float | None = None
     z_loss_scale: float = 0.0
+    split: str = "none"  # the step split into pieces (suites/split_step.py), or "none"
 
     def options(self) -> dict:
         """Keyword arguments every `ce` provider takes."""
@@ -84,7 +86,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
     ignore_index, _ = IGNORE_PATTERNS[case.ignore_pattern]
     opts = OPTIONS[case.option]
     target = torch.randint(0, v, (n,), generator=g)
-    ignored = draw_ignored(case, n, g, target)
+    ignored = split_step.ignored_of(case, draw_ignored(case, n, g, target), target, ignore_index)
     target = torch.where(ignored, torch.full_like(target, ignore_index), target)
     big = device_generator(g, device)  # the [N, V] draws: on a GPU, drawn there
     logits = draw_logits(case.logits, n, v, torch.where(ignored, 0, target), big)
@@ -107,6 +109,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
         label_smoothing=opts.get("label_smoothing", 0.0),
         softcap=opts.get("softcap"),
         z_loss_scale=opts.get("z_loss_scale", 0.0),
+        split=case.get("split", "none"),
     )
 
 
@@ -255,11 +258,31 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
     if need_grad:
         loss.backward(upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape)))
         values["grad_logits"] = x.grad.detach().clone() if x.grad is not None else None
+    if need_grad and problem.split != "none":
+        values["split_grad_logits"] = _split_grad(fn, problem)
     built = {"logits": layout_of(problem.logits), "target": layout_of(problem.target)}
     mutated = ([] if same_bits(flat, before) else ["logits"]) + written(side, handed)
     return Outcome(
         values=values, input_mutated=bool(mutated), built=built, received=spy.seen, mutated_inputs=tuple(mutated)
     )
+
+
+def _split_grad(fn, problem: CEProblem) -> torch.Tensor:
+    """The gradient of the logits the split step leaves (suites/split_step.py): each piece its
+    own rows [n, V] of the flattened logits, the class weights whole, the step's denominator."""
+    v = problem.logits.shape[-1]
+    t, tw = problem.target.reshape(-1), problem.token_weight
+    tw = None if tw is None else tw.reshape(-1)
+    opts = problem.options()
+
+    def call(rows, mine, _whole, reduction):
+        piece_tw = None if tw is None else tw[rows].clone()
+        return fn(mine[0], t[rows].clone(), **{**opts, "reduction": reduction, "token_weight": piece_tw})
+
+    denom = split_step.step_denominator(t, problem.weight, problem.ignore_index, v)
+    (grad,) = split_step.token_split_grads(fn, problem.split, problem.reduction, problem.upstream, denom,
+                                           [problem.logits.detach().reshape(-1, v)], [], call)  # fmt: skip
+    return grad.view(problem.logits.shape)
 
 
 # From this many logits on, the truth and the yardstick are formed a block of rows at a time
@@ -320,15 +343,15 @@ def rowwise(problem: CEProblem, dtype: torch.dtype, *, chunk_elements: int = CHU
 def reference(problem: CEProblem) -> Outcome:
     """The float64 truth, on the problem's device."""
     if problem.logits.numel() >= CHUNKED_FROM:
-        return rowwise(problem, torch.float64)
+        return split_step.aliased(rowwise(problem, torch.float64), problem.split)
     x64 = problem.logits.detach().double()
-    p64 = CEProblem(**{**problem.__dict__, "logits": x64})
+    p64 = CEProblem(**{**problem.__dict__, "logits": x64, "split": "none"})
     p64.weight = problem.weight.double() if problem.weight is not None else None
     p64.token_weight = problem.token_weight.double() if problem.token_weight is not None else None
     p64.upstream = problem.upstream.double()
     out = run_ce(ce_torch, p64)
     out.scales.update(_one_class_scales(p64))
-    return out
+    return split_step.aliased(out, problem.split)
 
 
 def _one_class_scales(problem: CEProblem) -> dict[str, float]:
@@ -362,8 +385,10 @@ def eager_in_dtype(problem: CEProblem) -> Outcome:
     """The yardstick of the tolerance rule (ligerbench/tolerance.py): PyTorch in float32, each
     output rounded once to a 16-bit case dtype."""
     if problem.logits.numel() >= CHUNKED_FROM:
-        return yardstick(lambda p: rowwise(p, p.logits.dtype), problem, {"logits": problem.logits})
-    return yardstick(lambda p: run_ce(ce_torch, p), problem, {"logits": problem.logits})
+        out = yardstick(lambda p: rowwise(p, p.logits.dtype), problem, {"logits": problem.logits})
+    else:
+        out = yardstick(lambda p: run_ce(ce_torch, p), split_step.whole(problem), {"logits": problem.logits})
+    return split_step.aliased(out, problem.split)
 
 
 def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
@@ -377,5 +402,6 @@ def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
             return lambda p: rowwise(p, p.logits.dtype, textbook=form)
         return lambda p: run_ce(functools.partial(ce_torch, textbook=form), p)
 
-    forms = textbook_forms(problem.softcap)
-    return tuple(yardstick(written(form), problem, {"logits": problem.logits}) for form in forms)
+    one = split_step.whole(problem)
+    outs = [yardstick(written(form), one, {"logits": problem.logits}) for form in textbook_forms(problem.softcap)]
+    return tuple(split_step.aliased(out, problem.split) for out in outs)

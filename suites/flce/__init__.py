@@ -8,6 +8,7 @@ case grid, suites, providers, planted bugs and bench, registered together.
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites import split_step
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
@@ -30,7 +31,8 @@ KERNEL = KernelSpec(
     peer="eager",
     control="ours",
     bench=bench.SPEC,
-    applies={"z_loss": has_z_loss},
+    applies={"z_loss": has_z_loss, "split_grad_bias": lambda case: case.bias},
+    ranks=split_step.ranks_of,
 )
 
 SUITES = (
@@ -53,6 +55,14 @@ SUITES = (
         quantities=("grad_bias",),
         # bias cases only, so a case without bias yields no empty rows
         select=lambda case: case.bias,
+    ),
+    Suite(
+        name="invariance",
+        kernel="flce",
+        description="the gradients a split step leaves (data parallel, gradient accumulation; uneven, one valid "
+        "token, an empty piece) equal the one batch's float64 gradients",
+        quantities=("split_grad_hidden", "split_grad_weight", "split_grad_bias"),
+        select=split_step.is_split,
     ),
     Suite(
         name="contracts",

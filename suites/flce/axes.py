@@ -1,5 +1,5 @@
 """The case axes of `flce`: those of `ce` (suites/ce/axes.py), plus the hidden size and a bias,
-and the layouts of the hidden states."""
+and the layouts of the hidden states; the split step's as `ce`'s."""
 
 from __future__ import annotations
 
@@ -47,12 +47,16 @@ LAYOUT = Axis(
     tag="lay-",
     hidden=("2d",),
 )
-AXES = ce.loss_axes(
-    ce.tokens({"quick": (12, 1, 11, 17, 72), "full": (4096, 1, 4099, 1001, 777)}),
-    ce.vocab({"quick": (256, 257, 100), "full": (32000, 32001, 128256, 256000)}, ce.VOCABS),
-    hidden(HIDDEN),
-    BIAS,
-    layout=LAYOUT,
+AXES = (
+    *ce.loss_axes(
+        ce.tokens({"quick": (12, 1, 11, 17, 72), "full": (4096, 1, 4099, 1001, 777)}),
+        ce.vocab({"quick": (256, 257, 100), "full": (32000, 32001, 128256, 256000)}, ce.VOCABS),
+        hidden(HIDDEN),
+        BIAS,
+        layout=LAYOUT,
+    ),
+    ce.SPLIT,
+    ce.SPREAD,
 )
 
 

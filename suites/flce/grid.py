@@ -20,6 +20,8 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
      budget) runs them as one chunk and ours_small_chunks with a partial last chunk. Chunking
      is a setting of the caller (chunk size, accumulation mode), not of the inputs, so it is a
      provider axis, not a case axis.
+  S  (every preset, last) the split step at the base shape: data parallel and gradient
+     accumulation, 2 and 4 pieces, uneven, one-token and empty pieces (split_cases).
 Then, in every preset, an all-pairs covering design (suites/covering.py) adds the cases needed
 for every pair of values of any two axes to appear together in some case, over: dtype,
 (reduction, upstream) (cases.UPSTREAMS), ignore pattern, option, logits kind, layout
@@ -79,7 +81,21 @@ def flce_cases(preset: str, device_type: str) -> list[Case]:
         many = case(n=MANY_CHUNK_TOKENS[preset], v=v, h=h, dtype="bf16", bias=True)
         cases.append(many.replace(reduction=reduction, upstream=upstream))
     cases += covering(n, v, h, shapes, DTYPES[device_type], cases)
+    cases += split_cases(case(n=n, v=v, h=h, reduction="mean", upstream="ones"))
     return list(dict.fromkeys(cases))
+
+
+def split_cases(base: Case) -> list[Case]:
+    """S (module docstring): the split step (suites/split_step.py), as ce's (suites/ce/grid.py):
+    the mean under each split and spread at least once, with a bias and with every option (class
+    weights: a weighted denominator), bf16, and the sum."""
+    return [
+        base.replace(split="dp2", spread="uneven", bias=True),
+        base.replace(split="dp4", spread="one_token"),
+        base.replace(split="accum2", spread="empty_piece", dtype="bf16"),
+        base.replace(split="accum4", spread="uneven", option="all", bias=True, upstream="grad_scaler"),
+        base.replace(split="dp2", spread="one_token", reduction="sum", upstream="random"),
+    ]
 
 
 def axes(n: int, v: int, h: int, shapes, dtypes) -> dict[str, tuple]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench.registry import Provider
-from ligerbench.suites import input_mutants
+from ligerbench.suites import input_mutants, split_step
 from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.flce.providers import MANY_CHUNKS
 
@@ -213,3 +213,15 @@ PROVIDERS = (
         targets=({"dtype": "fp32", "ignore_pattern": "none", "option": "plain", "logits": "normal"},),
     ),
 )
+
+
+# ----------------------------------------------------------------------------- the split step (suites/split_step.py)
+
+PROVIDERS += (
+    split_step.local_normaliser(
+        "flce", "mutant_flce_local_token_count", lambda: _ours,
+        "each piece of a split step normalised by its own valid tokens, the pieces' means averaged "
+        "(Megatron-LM #7452; gradient accumulation's: Liger-Kernel #1082)",
+        {"reduction": "mean", "spread": ("uneven", "one_token", "empty_piece")},
+    ),
+)  # fmt: skip

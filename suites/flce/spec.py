@@ -40,12 +40,14 @@ from ligerbench.problems import (
     upstream_for,
     written,
 )
+from ligerbench.suites import split_step
 from ligerbench.suites.ce.spec import ce_torch, textbook_forms
 from ligerbench.suites.flce.axes import LAYOUT
 from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
 
-QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged", "input_layout")
+QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "split_grad_hidden", "split_grad_weight",
+              "split_grad_bias", "input_unchanged", "input_layout")  # fmt: skip
 KEPT_PREFIX = 3  # kept_slice: rows of hidden states before the kept ones (logits_to_keep drops them)
 
 
@@ -65,6 +67,7 @@ class FLCEProblem:
     label_smoothing: float = 0.0
     softcap: float | None = None
     z_loss_scale: float = 0.0
+    split: str = "none"  # the step split into pieces (suites/split_step.py), or "none"
 
     def options(self) -> dict:
         """Keyword arguments every `flce` provider takes (besides hidden, weight, target)."""
@@ -106,7 +109,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
     ignore_index, _ = IGNORE_PATTERNS[case.ignore_pattern]
     opts = OPTIONS[case.option]
     target = torch.randint(0, v, (n,), generator=g)
-    ignored = draw_ignored(case, n, g, target)
+    ignored = split_step.ignored_of(case, draw_ignored(case, n, g, target), target, ignore_index)
     target = torch.where(ignored, torch.full_like(target, ignore_index), target)
 
     h = torch.randn(n, hd, generator=g, dtype=torch.float64)
@@ -154,6 +157,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
         label_smoothing=opts.get("label_smoothing", 0.0),
         softcap=opts.get("softcap"),
         z_loss_scale=opts.get("z_loss_scale", 0.0),
+        split=case.get("split", "none"),
     )
 
 
@@ -213,12 +217,36 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
         for name, leaf in leaves.items():
             if leaf is not None:
                 values[f"grad_{name}"] = None if leaf.grad is None else leaf.grad.detach().clone()
+    if need_grad and problem.split != "none":
+        values.update(_split_grads(fn, problem))
     mutated = [k for k, t in before.items() if not same_bits(copies[k][0], t)] + written(side, handed)
     expected = {k: layout_of(t) for k, t in built.items() if k != "bias"}
     expected["target"] = layout_of(problem.target)
     return Outcome(
         values=values, input_mutated=bool(mutated), built=expected, received=spy.seen, mutated_inputs=tuple(mutated)
     )
+
+
+def _split_grads(fn, problem: FLCEProblem) -> dict[str, torch.Tensor]:
+    """The gradients the split step leaves (suites/split_step.py): each piece its own rows
+    [n, H] of the flattened hidden states and its own copies of weight and bias."""
+    hd = problem.hidden.shape[-1]
+    t, tw = problem.target.reshape(-1), problem.token_weight
+    tw = None if tw is None else tw.reshape(-1)
+    opts = problem.options()
+
+    def call(rows, mine, whole, reduction):
+        piece = {"reduction": reduction, "bias": whole[1], "token_weight": None if tw is None else tw[rows].clone()}
+        return fn(mine[0], whole[0], t[rows].clone(), **{**opts, **piece})
+
+    denom = split_step.step_denominator(t, problem.class_weight, problem.ignore_index, problem.weight.shape[0])
+    grads = split_step.token_split_grads(fn, problem.split, problem.reduction, problem.upstream, denom,
+                                         [problem.hidden.detach().reshape(-1, hd)], [problem.weight, problem.bias],
+                                         call)  # fmt: skip
+    names = ("split_grad_hidden", "split_grad_weight", "split_grad_bias")
+    out = dict(zip(names, grads, strict=True))
+    out["split_grad_hidden"] = out["split_grad_hidden"].view(problem.hidden.shape)
+    return {k: g for k, g in out.items() if g is not None}
 
 
 def reference(problem: FLCEProblem) -> Outcome:
@@ -236,9 +264,10 @@ def reference(problem: FLCEProblem) -> Outcome:
             "class_weight": f64(problem.class_weight),
             "token_weight": f64(problem.token_weight),
             "upstream": f64(problem.upstream),
+            "split": "none",
         }
     )
-    return run_flce(flce_torch, p64)
+    return split_step.aliased(run_flce(flce_torch, p64), problem.split)
 
 
 def _careful(dtype: torch.dtype, textbook: bool | str = False):
@@ -261,7 +290,8 @@ def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     dtype before the products (suites/rounding.py says why), each output rounded once to that dtype."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     careful = _careful(problem.hidden.dtype)
-    return yardstick(lambda p: run_flce(careful, p), problem, upcast)
+    out = yardstick(lambda p: run_flce(careful, p), split_step.whole(problem), upcast)
+    return split_step.aliased(out, problem.split)
 
 
 def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
@@ -271,4 +301,6 @@ def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
     off)."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     written = [_careful(problem.hidden.dtype, textbook=form) for form in textbook_forms(problem.softcap)]
-    return tuple(yardstick(lambda p, users=users: run_flce(users, p), problem, upcast) for users in written)
+    one = split_step.whole(problem)
+    outs = [yardstick(lambda p, users=users: run_flce(users, p), one, upcast) for users in written]
+    return tuple(split_step.aliased(out, problem.split) for out in outs)

@@ -1,12 +1,14 @@
 """The case axes of `grpo` (the GRPO family of policy losses on flp): what each value stands for.
 
 ligerbench verify --kernel grpo --where loss_type=dapo --where split=dp2
+ligerbench verify --kernel grpo --split dp4 --spread one_token
 """
 
 from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
+from ligerbench.suites import split_step
 
 B = Axis("b", "sequences (completions) in the batch", {"quick": (4,), "full": (8,)}, tag="b", default=NO_DEFAULT)
 T = Axis("t", "completion length (tokens per sequence, ragged under the mask)", {"quick": (6,), "full": (1024,)},
@@ -38,16 +40,24 @@ TEMPERATURE = Axis("temperature", "the sampling temperature the logits are divid
                    default=1.0)  # fmt: skip
 EPS = Axis("eps", "the clip range (eps_low, eps_high)", ("sym", "asym"), default="sym", tag="eps-",
            means={"sym": "(0.2, 0.2)", "asym": "(0.2, 0.28): DAPO's clip-higher"})  # fmt: skip
-SPLIT = Axis("split", "how the step's batch is split (the gradient must not depend on it)",
-             ("none", "accum2", "dp2"), default="none", tag="split-", hidden=("none",), means={
+SPLIT = split_step.split_axis("how the step's batch is split (the gradient must not depend on it)", {
     "none": "one batch",
-    "accum2": "2 micro-batches of gradient accumulation: losses summed (dapo, cispo with the step's "
-              "num_items) or averaged (grpo, dr_grpo)",
-    "dp2": "2 data-parallel ranks, gradients averaged (DDP): dapo and cispo with num_items = the "
-           "step's count / world",
+    "dp2": "2 data-parallel ranks, gradients averaged (DDP): dapo and cispo with num_items = the step's count / "
+           "world, grpo and dr_grpo each rank's mean weighted by its share of the sequences; real ranks under "
+           "verify --nproc 2",
+    "dp4": "4 ranks so (Megatron-LM #7452: one valid token in the step, a quarter of the gradient when each rank "
+           "divides by its own count)",
+    "accum2": "2 micro-batches of gradient accumulation: losses summed (dapo, cispo with the step's num_items) or "
+              "weighted by their share of the sequences (grpo, dr_grpo)",
+    "accum4": "4 micro-batches so",
+})  # fmt: skip
+SPREAD = split_step.spread_axis({
+    "uneven": "pieces of unequal numbers of sequences (3 and 1): dynamic batch sizes pack micro-batches by tokens",
+    "one_token": "one completion token in the whole step (the other completions empty)",
+    "empty_piece": "the first piece's completions all empty (truncated or filtered)",
 })  # fmt: skip
 
-AXES = (B, T, H, V, DTYPE, LOSS_TYPE, IMPORTANCE, KL, TEMPERATURE, EPS, SPLIT)
+AXES = (B, T, H, V, DTYPE, LOSS_TYPE, IMPORTANCE, KL, TEMPERATURE, EPS, SPLIT, SPREAD)
 EPS_VALUES = {"sym": (0.2, 0.2), "asym": (0.2, 0.28)}
 BETA = 0.04
 

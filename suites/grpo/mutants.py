@@ -8,6 +8,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench.registry import Provider
+from ligerbench.suites import split_step
 
 
 def _op():
@@ -107,7 +108,7 @@ def _mutant(name: str, description: str, fn, *targets) -> Provider:
 
 PROVIDERS = (
     _mutant("num_items_ignored", "the normaliser of each micro-batch or rank, not the step's (num_items ignored)",
-            _num_items_ignored, {"loss_type": ("dapo", "cispo"), "split": ("accum2", "dp2")}),
+            _num_items_ignored, {"loss_type": ("dapo", "cispo"), "split": ("accum2", "dp2", "accum4", "dp4")}),
     _mutant("dr_grpo_as_mean", "Dr. GRPO's constant normaliser replaced by the token mean", _dr_grpo_as_mean,
             {"loss_type": "dr_grpo"}),
     _mutant("k3_for_k1", "kl_estimator='k1' asked, k3 computed", _k3_for_k1, {"kl": "k1"}),
@@ -123,4 +124,15 @@ PROVIDERS = (
     _mutant("eager_cispo_ratio_kept", "the eager path's weights taken through CISPO's clipped ratio (no stop-gradient)",
             _eager_with(TOKEN_TERMS=staticmethod(_cispo_ratio_kept)), {"importance_level": "token",
                                                                        "loss_type": "cispo"}),
+)  # fmt: skip
+PROVIDERS += (
+    # the trainer's half of the same bug, for the per-sequence normalisers too (suites/split_step.py)
+    split_step.local_normaliser(
+        "grpo", "mutant_grpo_local_normaliser", _op,
+        "each piece of a split step normalised by its own sequences (grpo, dr_grpo) or tokens (dapo, cispo), the "
+        "pieces averaged (verl's dynamic batch sizes; Megatron-LM #7452 for tokens)",
+        # per sequence where the pieces' sequence counts differ; per token wherever their token counts do
+        {"spread": "uneven", "loss_type": ("grpo", "dr_grpo", "dapo", "cispo")},
+        {"spread": ("one_token", "empty_piece"), "loss_type": ("dapo", "cispo")},
+    ),
 )  # fmt: skip

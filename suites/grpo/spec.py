@@ -22,16 +22,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.distributed as dist
 
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome
+from ligerbench.suites import split_step
 from ligerbench.suites.grpo.axes import BETA, EPS_VALUES
 from ligerbench.suites.log_prob_semantics import textbook_forms
 from ligerbench.suites.rounding import grad_rounded_to
+from ligerbench.suites.split_step import Split, blocks, even_sizes
 from ligerbench.tolerance import yardstick
-
-WORLD = 2  # the split axis' micro-batches or ranks
 
 
 @dataclass
@@ -44,7 +43,8 @@ class GRPOProblem:
     advantages: torch.Tensor  # [B] float32
     mask: torch.Tensor  # [B, T] int64, 1 for a completion token
     options: dict  # loss_type, importance_level, eps_low, eps_high, beta, kl_estimator, temperature
-    split: str
+    split: str  # suites/split_step.py: "none", or the pieces' kind and count
+    spread: str = "drawn"  # how the completion tokens fall over the pieces (spread_mask)
 
 
 def options_of(case: Case) -> dict:
@@ -72,16 +72,52 @@ def make_problem(case: Case, seed: int, device: torch.device) -> GRPOProblem:
     adv[0] = 0.0  # a group whose rewards were all equal
     lengths = torch.randint(2, t + 1, (b,), generator=g)
     lengths[-1] = t
+    lengths = spread_lengths(case, lengths)
     mask = (torch.arange(t)[None, :] < lengths[:, None]).long()
     opts = options_of(case)
-    if case.importance_level == "token":
+    if case.spread == "one_token":  # the one token inside the clip range: a clipped one would check no gradient
+        old[-1, 0] = current[-1, 0] - 0.05
+    elif case.importance_level == "token":
         r = torch.exp(current - old)[mask.bool()]
         clipped = ((r < 1 - opts["eps_low"]) | (r > 1 + opts["eps_high"])).double().mean().item()
         assert 0.0 < clipped < 1.0, f"{case.id}: clipped fraction {clipped}: the regime checks no clipping branch"
     return GRPOProblem(
         hidden.to(device), weight.to(device), ids.to(device), old.float().to(device), ref.float().to(device),
-        adv.float().to(device), mask.to(device), opts, case.split,
+        adv.float().to(device), mask.to(device), opts, case.split, case.spread,
     )  # fmt: skip
+
+
+def spread_lengths(case: Case, lengths: torch.Tensor) -> torch.Tensor:
+    """The completions' lengths under the case's spread (suites/split_step.py): uneven pieces keep
+    the drawn lengths (their sequence counts differ: piece_sizes); one_token leaves one completion
+    token in the step, the last sequence's first (advantages[-1] is not 0); empty_piece empties
+    the first piece's sequences (truncated or filtered completions)."""
+    if case.split == "none":
+        if case.spread != "drawn":
+            raise ValueError(f"case {case.id}: spread {case.spread!r} needs a split")
+        return lengths
+    pieces = piece_rows(case.split, case.spread, len(lengths))
+    out = lengths.clone()
+    if case.spread == "one_token":
+        out[:] = 0
+        out[-1] = 1
+    elif case.spread == "empty_piece":
+        out[pieces[0]] = 0
+    elif case.spread not in ("drawn", "uneven"):
+        raise ValueError(f"unknown spread {case.spread!r}")
+    return out
+
+
+def piece_rows(split: str, spread: str, b: int) -> tuple[slice, ...]:
+    """The pieces' sequences: even blocks, or under spread 'uneven' every piece one sequence but
+    the first (dynamic batch sizes: micro-batches packed by tokens hold different numbers of
+    sequences, verl's use_dynamic_bsz)."""
+    pieces = Split.of(split).pieces
+    if spread != "uneven":
+        return blocks(b, even_sizes(b, pieces))
+    if b <= pieces:
+        raise ValueError(f"{b} sequences cannot make {pieces} uneven pieces")
+    return blocks(b, (b - pieces + 1,) + (1,) * (pieces - 1))
 
 
 def truth_loss(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type,
@@ -123,44 +159,40 @@ def truth_loss(hidden, weight, completion_ids, old_logp, ref_logp, advantages, m
     return loss.sum() / (m.sum().clamp(min=1) if num_items is None else num_items)
 
 
-def _pieces(problem: GRPOProblem) -> list[slice]:
-    b = problem.hidden.shape[0]
-    half = b // WORLD
-    return [slice(0, half), slice(half, b)]
-
-
 def _call(fn, problem: GRPOProblem, rows: slice, leaves, **extra):
     p = problem
     return fn(leaves[0][rows], leaves[1], p.completion_ids[rows], p.old_logp[rows], p.ref_logp[rows],
               p.advantages[rows], p.mask[rows], **p.options, **extra)  # fmt: skip
 
 
-def split_recipe(problem: GRPOProblem) -> tuple[dict, float]:
-    """(extra keyword arguments for each piece, the factor each piece's loss gets) under the
-    case's split: kernels/grpo_loss.py's docstring, 'Splitting a step'."""
-    lt = problem.options["loss_type"]
-    tokens = problem.mask.sum()
+def piece_recipe(problem: GRPOProblem, rows: slice, local: bool = False) -> tuple[dict, float]:
+    """(extra keyword arguments for the piece of `rows`, the factor its loss gets) under the case's
+    split: kernels/grpo_loss.py's docstring, 'Splitting a step', with pieces of any size. The
+    factor folds in DDP's average over the ranks, so the pieces' gradients are summed. Per token
+    (dapo, cispo): num_items the step's count (over the world, data parallel). Per sequence
+    (grpo's mean over sequences, dr_grpo's B * max_completion_length): the piece's mean weighted
+    by its share of the step's sequences. `local`: the planted bug (suites/split_step.py), each
+    piece normalised by its own count or sequences, the pieces averaged."""
+    split = Split.of(problem.split)
+    world = split.pieces
     extra = {"max_completion_length": problem.mask.shape[1]}
-    if lt in ("dapo", "cispo"):
-        if problem.split == "accum2":
+    if problem.options["loss_type"] in ("dapo", "cispo"):
+        if local:
+            return {**extra, "num_items": None}, 1.0 / world
+        tokens = problem.mask.sum()
+        if split.kind == "accum":
             return {**extra, "num_items": tokens}, 1.0  # summed
-        return {**extra, "num_items": tokens / WORLD}, 1.0 / WORLD  # DDP averages the ranks' gradients
-    return extra, 1.0 / WORLD  # grpo, dr_grpo: the mean over equal pieces
+        return {**extra, "num_items": tokens / world}, 1.0 / world  # DDP averages the ranks' gradients
+    return extra, 1.0 / world if local else (rows.stop - rows.start) / problem.mask.shape[0]
 
 
-def ranks_of(case: Case) -> int | None:
-    """dp2 cases run on real ranks under `verify --kernel grpo --nproc 2`."""
-    return WORLD if case.split == "dp2" else None
-
-
-def _on_real_ranks(problem: GRPOProblem) -> bool:
-    return problem.split == "dp2" and dist.is_available() and dist.is_initialized() and dist.get_world_size() == WORLD
+ranks_of = split_step.ranks_of  # dp cases run on real ranks under `verify --kernel grpo --nproc N`
 
 
 def run_grpo(fn, problem: GRPOProblem) -> Outcome:
     """The loss and gradients of the whole batch; and, when the case splits it, the gradients
     the split step leaves (each piece on its own leaves' copy, as on separate ranks or steps).
-    Under `verify --nproc 2` a dp2 case's pieces are the ranks': each rank backpropagates its
+    Under `verify --nproc N` a dp case's pieces are the ranks': each rank backpropagates its
     own rows and the gradients are summed over the process group (gloo on CPU, NCCL on GPUs),
     as DDP's all-reduce does, so the global normaliser is checked across real processes."""
     leaves = (
@@ -172,22 +204,20 @@ def run_grpo(fn, problem: GRPOProblem) -> Outcome:
     loss.backward()
     values = {"loss": loss.detach().float().reshape(()), "grad_hidden": leaves[0].grad, "grad_weight": leaves[1].grad}
     if problem.split != "none":
-        extra, factor = split_recipe(problem)
-        grads = [torch.zeros_like(leaves[0], dtype=torch.float64), torch.zeros_like(leaves[1], dtype=torch.float64)]
-        pieces, real = _pieces(problem), _on_real_ranks(problem)
-        if real:
-            pieces = [pieces[dist.get_rank()]]
-        for rows in pieces:
+        pieces = piece_rows(problem.split, problem.spread, problem.hidden.shape[0])
+        local = split_step.normalises_locally(fn)
+
+        def add(i: int, grads: list) -> None:
+            extra, factor = piece_recipe(problem, pieces[i], local)
             piece = (problem.hidden.detach().clone().requires_grad_(True),
                      problem.weight.detach().clone().requires_grad_(True))  # fmt: skip
-            (_call(fn, problem, rows, piece, **extra) * factor).backward()
+            (_call(fn, problem, pieces[i], piece, **extra) * factor).backward()
             for acc, leaf in zip(grads, piece, strict=True):
                 if leaf.grad is not None:
                     acc += leaf.grad.double()
-        if real:  # this rank's piece: the others' come through the all-reduce
-            for acc in grads:
-                dist.all_reduce(acc)  # float64 sums: gloo and NCCL both reduce them
-        values["split_grad_hidden"], values["split_grad_weight"] = grads
+
+        split = split_step.Split.of(problem.split)
+        values["split_grad_hidden"], values["split_grad_weight"] = split_step.summed_over_pieces(split, leaves, add)
     after = (problem.old_logp, problem.ref_logp, problem.advantages)
     mutated = not all(torch.equal(a, b) for a, b in zip(before, after, strict=True))
     return Outcome(values=values, input_mutated=mutated)
@@ -199,11 +229,8 @@ def _truth_provider(hidden, weight, *args, **kwargs):
 
 def reference(problem: GRPOProblem) -> Outcome:
     """The float64 truth of the whole batch; the split quantities' truth is the same gradients."""
-    p = _in(problem, torch.float64)
-    out = run_grpo(_truth_provider, GRPOProblem(**{**p.__dict__, "split": "none"}))
-    out.values["split_grad_hidden"] = out.values["grad_hidden"]
-    out.values["split_grad_weight"] = out.values["grad_weight"]
-    return out
+    out = run_grpo(_truth_provider, split_step.whole(_in(problem, torch.float64)))
+    return split_step.aliased(out, problem.split)
 
 
 def eager_in_dtype(problem: GRPOProblem) -> Outcome:
@@ -214,11 +241,9 @@ def eager_in_dtype(problem: GRPOProblem) -> Outcome:
     def careful(*args, **kwargs):
         return truth_loss(*args, **kwargs, logits_grad_dtype=problem.hidden.dtype)
 
-    out = yardstick(lambda p: run_grpo(careful, GRPOProblem(**{**p.__dict__, "split": "none"})), problem,
+    out = yardstick(lambda p: run_grpo(careful, p), split_step.whole(problem),
                     {"hidden": problem.hidden, "weight": problem.weight})  # fmt: skip
-    out.values["split_grad_hidden"] = out.values["grad_hidden"]
-    out.values["split_grad_weight"] = out.values["grad_weight"]
-    return out
+    return split_step.aliased(out, problem.split)
 
 
 def textbook(problem: GRPOProblem) -> Outcome:
@@ -230,13 +255,9 @@ def textbook(problem: GRPOProblem) -> Outcome:
     def written(form):
         return lambda *args, **kwargs: truth_loss(*args, **kwargs, textbook=form)
 
-    outcomes = []
-    for form in textbook_forms(None):  # no softcap
-        out = run_grpo(written(form), GRPOProblem(**{**problem.__dict__, "split": "none"}))
-        out.values["split_grad_hidden"] = out.values["grad_hidden"]
-        out.values["split_grad_weight"] = out.values["grad_weight"]
-        outcomes.append(out)
-    return tuple(outcomes)
+    one = split_step.whole(problem)
+    forms = textbook_forms(None)  # no softcap
+    return tuple(split_step.aliased(run_grpo(written(form), one), problem.split) for form in forms)
 
 
 def _in(problem: GRPOProblem, dtype: torch.dtype) -> GRPOProblem:
