@@ -103,6 +103,8 @@ def test_killed_at_the_wall_clock_the_rank_behind_the_others_stalled(tmp_path):
     for m in markers[:3]:
         m.finished()
     assert progress.diagnose(tmp_path, 4, exit_codes={}, ended=time.time()) == []
+    progress.clear(tmp_path)  # a later launch into the same folder does not read these markers
+    assert len(progress.diagnose(tmp_path, 4, exit_codes={}, ended=time.time())) == 4
 
 
 def test_a_planted_fault_fires_on_its_rank_at_its_unit_only(monkeypatch):

@@ -310,6 +310,7 @@ def run_job(
     it (callers pop it)."""
     run_path = Path(job.run_path)
     jobs.dump(dataclasses.replace(job, collective_timeout_s=collective_timeout(timeout_s)), run_path / JOB_FILE)
+    progress.clear(run_path)  # a folder launched into before: its ranks' markers are not these ranks'
     result = launch(nproc, [str(run_path / JOB_FILE)], log=run_path / LOG_FILE, timeout_s=timeout_s, echo=echo)
     ended = time.time()
     done_path = run_path / DONE_FILE

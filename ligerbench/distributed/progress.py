@@ -137,6 +137,12 @@ class RankProgress:
         os.replace(tmp, self.path)
 
 
+def clear(run_path: Path) -> None:
+    """Forget the markers and stacks of ranks launched into this folder before."""
+    for path in (Path(run_path) / FOLDER).glob("rank*"):
+        path.unlink(missing_ok=True)
+
+
 def read_markers(run_path: Path) -> dict[int, dict]:
     """Every rank's last marker, by rank (a rank that never started has none)."""
     found = {}
