@@ -7,7 +7,7 @@ Every rank trains the model under the plan with our kernels patched in (ligerben
 parallel.py: ddp and fsdp2 each rank its slice of every global batch, tp the same batch, the 2-D
 plans each dp replica its slice), judged against transformers' run in the case's dtype and the
 float64 run, each single-process on the WHOLE batch (the yardstick and truth of
-suites/converge.py), trained once: rank 0 the yardstick, rank 1 the truth, sent to rank 0
+suites/converge.py), trained once: rank 0 the yardstick, rank 1 the truth, broadcast
 (ligerbench/converge/yardsticks.py). Checks (rank 0's records; the other ranks judge nothing):
   patch_active       our training kernel ran on every rank, once per micro-batch
   grads@step0        all parameters' gradients after step 0's reduction over ranks, against the
@@ -77,11 +77,15 @@ def check_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation =
     batches, held_out = case_batches(case)
     tell = (lambda who: lambda i, v: on_step(who, i, v)) if on_step else (lambda who: None)
 
+    # built first on every rank: the first model a process builds imports transformers' modelling
+    # code (~10 s of one core here), which the ranks that train no yardstick do while they wait
+    model = build(case)
+
     # single process, whole batch, on ranks 0 and 1: transformers in the case's dtype (the
     # yardstick) and in float64 (ligerbench/converge/yardsticks.py)
     def truth():
-        model = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
-        return single_process(model, batches, held_out, lr=p.lr, on_step=tell("float64"),
+        model64 = build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
+        return single_process(model64, batches, held_out, lr=p.lr, on_step=tell("float64"),
                               loss_fn=float64_causal_lm_loss)  # fmt: skip
 
     ys = yardsticks(
@@ -89,10 +93,10 @@ def check_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation =
         train_ref=lambda: single_process(build(case), batches, held_out, lr=p.lr, on_step=tell("ref")),
         truth=run_key(case, "causal_lm", "float64"),
         train_truth=truth,
+        device=torch.device(case.device),
     )
 
     # our kernels under the plan, on every rank
-    model = build(case)
     wrapped, layout = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
     patch = c.patch(model)
     with patch:

@@ -191,6 +191,7 @@ def check_rl_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisatio
     case, p = c.case, c.case.preset
     batches, held_out = case_batches(case)
     data = rollouts(case, batches)  # every rank: ours needs them
+    model = build(case)  # ours, built before the yardsticks as in converge_parallel
 
     def step_cb(who):
         return (lambda i, v: on_step(who, i, v)) if on_step else None
@@ -208,11 +209,11 @@ def check_rl_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisatio
         train_ref=lambda: run(build(case), "ref"),
         truth=run_key(case, "grpo", "float64"),
         train_truth=lambda: run(float64_model(), "float64"),
+        device=torch.device(case.device),
     )
 
     # ours under the plan, on every rank
     calls: list = []
-    model = build(case)
     wrapped, layout = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
     ours, ours_g0 = train_parallel(model, wrapped, batches, plan=case.parallel, layout=layout, lr=p.lr,
                                    accum=case.accum, norm=norm, on_step=step_cb("ours"),

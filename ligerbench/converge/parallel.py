@@ -2,9 +2,9 @@
 `converge --nproc N --parallel PLAN` (the checks: suites/converge_parallel.py).
 
     model = build(case)                                   # every rank, same seed: same weights
-    wrapped = apply_plan(model, "fsdp2", world=2, device=dev)
+    wrapped, layout = apply_plan(model, "fsdp2_tp", world=4, device=dev)
     with patch_causal_lm(model, "flce") as patch:
-        run = train_parallel(model, wrapped, batches, plan="fsdp2", lr=1e-2)
+        run, grads0 = train_parallel(model, wrapped, batches, plan="fsdp2_tp", layout=layout, lr=1e-2)
 
 Plans (each rank runs one process of the default group):
   ddp    DistributedDataParallel; each rank its slice of every global batch.
@@ -262,7 +262,7 @@ def train_parallel(
     count_group = None if norm.count_over_world else layout.dp_group
     totals: list[torch.Tensor] = []
     grads0: dict[str, torch.Tensor] = {}
-    for step, batch in enumerate(b.to(device) for b in batches):
+    for step, batch in enumerate([b.to(device) for b in batches]):  # all moved before the first step
         picks = micro_rows(batch.input_ids.shape[0], layout, accum)
         micro = [select(batch, rows) for rows in picks]
         total = torch.zeros((), dtype=torch.float32, device=device)

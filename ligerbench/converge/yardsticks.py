@@ -1,7 +1,7 @@
 """The single-process runs a `converge --nproc N` case is judged against, trained once over the
 ranks instead of once on every rank.
 
-    ys = yardsticks(ref=("ref", case.dtype), train_ref=lambda: ..., truth=("float64",), train_truth=lambda: ...)
+    ys = yardsticks(ref=key, train_ref=lambda: ..., truth=key64, train_truth=lambda: ..., device=dev)
     if ys is not None:  # rank 0, the one that judges
         judge(ys.ref, ours, ys.truth)
 
@@ -10,10 +10,12 @@ float64 (the truth), each single-process on the WHOLE batch. Every rank used to 
 itself, though only rank 0 judges and writes records: four of the five trainings a rank ran
 were the same on every rank (on 4 gloo ranks sharing 2 cores, four times the CPU; on GPUs, the
 float64 run after the yardstick, one after the other). Now rank 0 trains the yardstick while
-rank 1 trains the truth, then rank 1 sends it to rank 0: its losses and parameter names (one
+rank 1 trains the truth, then rank 1 broadcasts it: its losses, parameter names and sizes (one
 object), then three float64 tensors (the flattened final parameters, the flattened step-0
-gradients, the eval log-probs). The other ranks train neither and wait in the plan's first
-collective. On one rank, rank 0 trains both.
+gradients, the eval log-probs). The other ranks train neither, and wait in the broadcast,
+whose copy they drop. A broadcast rather than rank 1's send to rank 0: one collective that every
+backend runs alike, no point-to-point communicator beside the group's while the others wait.
+On one rank, rank 0 trains both.
 
 Each run is kept in this process for the next case with the same key (the float64 truth is the
 same for every dtype; a test that runs several cases in one set of ranks reuses the yardstick
@@ -62,43 +64,43 @@ def _kept(role: str, key: Hashable, train: Training) -> Run:
     return _KEPT[role][1]
 
 
-def yardsticks(*, ref: Hashable, train_ref: Training, truth: Hashable, train_truth: Training) -> Yardsticks | None:
-    """The yardstick and the truth on rank 0 (None on every other rank); a collective between
-    ranks 0 and 1 (module docstring). `ref`, `truth`: keys under which a run is kept for reuse."""
+def yardsticks(
+    *, ref: Hashable, train_ref: Training, truth: Hashable, train_truth: Training, device: torch.device
+) -> Yardsticks | None:
+    """The yardstick and the truth on rank 0 (None on every other rank); a collective (module
+    docstring). `ref`, `truth`: keys under which a run is kept for reuse; `device`: where the
+    broadcast's buffers live (the group's device)."""
     rank, world = dist.get_rank(), dist.get_world_size()
-    truth_rank = TRUTH_RANK if world > TRUTH_RANK else JUDGE
-    if rank == JUDGE:
-        theirs = _kept("ref", ref, train_ref)
-        if truth_rank == JUDGE:
-            return Yardsticks(theirs, _kept("truth", truth, train_truth))
-        return Yardsticks(theirs, _receive(truth_rank, like=theirs.result.params))
-    if rank == truth_rank:
-        _send(_kept("truth", truth, train_truth), JUDGE)
-    return None
+    theirs = _kept("ref", ref, train_ref) if rank == JUDGE else None
+    if world == 1:
+        return Yardsticks(theirs, _kept("truth", truth, train_truth))
+    ours = _kept("truth", truth, train_truth) if rank == TRUTH_RANK else None
+    got = _broadcast(ours, device)
+    return Yardsticks(theirs, _run_like(got, theirs.result.params)) if rank == JUDGE else None
 
 
-def _send(run: Run, dst: int) -> None:
-    grads = run.result.step0.grads or {}
-    dist.send_object_list([run.result.losses, sorted(grads), tuple(run.logprobs.shape)], dst=dst)
-    for t in (flat(run.result.params), flat(grads), run.logprobs.double()):
-        dist.send(t.contiguous(), dst=dst)
+def _broadcast(run: Run | None, device: torch.device) -> tuple[list, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(losses and names, flat parameters, flat step-0 gradients, log-probs) of TRUTH_RANK's `run`,
+    on every rank."""
+    meta: list = [None]
+    if run is not None:
+        grads = run.result.step0.grads or {}
+        tensors = [flat(run.result.params), flat(grads), run.logprobs.double().contiguous()]
+        meta = [(run.result.losses, sorted(run.result.params), sorted(grads), [tuple(t.shape) for t in tensors])]
+    dist.broadcast_object_list(meta, src=TRUTH_RANK, device=device if device.type == "cuda" else None)
+    *names, shapes = meta[0]
+    if run is None:
+        tensors = [torch.empty(shape, dtype=torch.float64, device=device) for shape in shapes]
+    for t in tensors:
+        dist.broadcast(t, src=TRUTH_RANK)
+    return (names, *tensors)
 
 
-def _receive(src: int, *, like: dict[str, torch.Tensor]) -> Run:
-    """The run `_send` sent from `src`; `like`: a run of the same model (names, shapes, device)."""
-    meta = [None, None, None]
-    dist.recv_object_list(meta, src=src)
-    losses, grad_names, lp_shape = meta
-    device = next(iter(like.values())).device
-
-    def receive(n: int | tuple) -> torch.Tensor:
-        t = torch.empty(n, dtype=torch.float64, device=device)
-        dist.recv(t, src=src)
-        return t
-
-    params = _unflat(receive(sum(p.numel() for p in like.values())), {n: like[n].shape for n in like})
-    grads = _unflat(receive(sum(like[n].numel() for n in grad_names)), {n: like[n].shape for n in grad_names})
-    return Run(RunResult(losses, params, StepZero(grads=grads)), receive(lp_shape))
+def _run_like(got, like: dict[str, torch.Tensor]) -> Run:
+    """The broadcast run back as a Run; `like`: a run of the same model (its parameters' shapes)."""
+    (losses, param_names, grad_names), params, grads, lp = got
+    params = _unflat(params, {n: like[n].shape for n in param_names})
+    return Run(RunResult(losses, params, StepZero(grads=_unflat(grads, {n: like[n].shape for n in grad_names}))), lp)
 
 
 def _unflat(vector: torch.Tensor, shapes: dict[str, torch.Size]) -> dict[str, torch.Tensor]:
