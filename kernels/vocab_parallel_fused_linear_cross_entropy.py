@@ -35,11 +35,12 @@ floats per rank; chunks are hundreds of tokens, so there are a handful of them.
 
 Collectives (forward): one all_gather of a [6] layout row (width, vocab_start, class-weight sum,
 this rank's share of the mean's class-weighted denominator), one all_gather of statistics per
-chunk, one all_reduce of dh [N, H] in the hidden dtype; one more all_gather of the widths when
-`vocab_start` is left to the op. None in backward, except reduction="none": each row's upstream
-gradient is only known in backward and dW is a sum over rows, so backward recomputes the local
-logits chunk by chunk (the merged statistics are kept from forward, N * world * 6 floats) with
-the token weights multiplied by the upstream (exact, as the single-GPU kernel), at
+chunk, one all_reduce of dh [N, H] in float32 (then rounded once to the hidden dtype); one more
+all_gather of the widths when `vocab_start` is left to the op. None in backward, except
+reduction="none": each row's upstream gradient is only known in backward and dW is a sum over
+rows, so backward recomputes the local logits chunk by chunk (the merged statistics are kept
+from forward, N * world * 6 floats) with the token weights multiplied by the upstream (exact, as
+the single-GPU kernel), at
 8*N*H*V_local FLOPs in all, and all-reduces dh there (the upstream must be the same on every
 rank, which it is when the loss is used the same way on every rank).
 Every rank must make the same calls with the same chunking: `hidden`'s requires_grad, N,
@@ -187,8 +188,16 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
             if need_h:
                 torch.mm(grad, w, out=grad_h[start:stop])
         del buf, gbuf
-        if need_h:
-            cls.REDUCE(grad_h, s.group)  # the one all_reduce: every rank's share of dh
+        if need_h:  # the one all_reduce: every rank's share of dh
+            if grad_h.dtype == torch.float32:
+                cls.REDUCE(grad_h, s.group)
+            else:
+                # summed in float32, rounded once: a 16-bit all_reduce rounds again at every hop
+                # of NCCL's ring (bf16 at 3 ranks on four H100s: 1.14x the strict limit)
+                total = grad_h.float()
+                cls.REDUCE(total, s.group)
+                grad_h.copy_(total)
+                del total
         if grad_w is not None and grad_w.dtype != w.dtype:
             grad_w = grad_w.to(w.dtype)
         if grad_b is not None:

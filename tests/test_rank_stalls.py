@@ -206,3 +206,36 @@ def test_a_rank_stalled_after_a_case_ends_a_4_rank_run_naming_it_with_the_case_k
     kept = records[records["provider"] == "ours"]  # the first case's rows, written before the stall
     assert kept["case"].nunique() == 1 and stalled["label"] not in set(kept["case"])
     assert len(kept) >= 3 and (kept["verdict"] == "pass").all()
+
+
+def test_the_launcher_ends_the_ranks_soon_after_nccls_watchdog_fired(tmp_path, monkeypatch):
+    """NCCL's watchdog reports a collective past its bound but (torch 2.11, four H100s) its rank
+    lived on behind a host sync: the launcher ends the run WATCHDOG_GRACE_S after the line."""
+    import subprocess
+    import sys
+    import threading
+
+    script = f"print({launch.WATCHDOG_LINE!r}, flush=True); import time; time.sleep(60)"
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    fired = threading.Event()
+
+    def pump():
+        for line in proc.stdout:
+            if launch.WATCHDOG_LINE in line:
+                fired.set()
+
+    threading.Thread(target=pump, daemon=True).start()
+    t0 = time.monotonic()
+    try:
+        assert launch._wait(proc, timeout_s=50, watchdog_fired=fired) is False  # not the wall clock
+        waited = time.monotonic() - t0
+        assert proc.poll() is None and launch.WATCHDOG_GRACE_S <= waited < launch.WATCHDOG_GRACE_S + 5, waited
+    finally:
+        proc.kill()
+        proc.wait()
+    quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert launch._wait(quiet, timeout_s=2, watchdog_fired=threading.Event()) is True  # the wall clock
+    finally:
+        quiet.kill()
+        quiet.wait()

@@ -74,6 +74,7 @@ class Launched:
     timed_out: bool
     seconds: float
     log: Path
+    watchdog_ended: bool = False  # ended by the launcher after a rank's NCCL watchdog fired
 
     def tail(self, lines: int = 25) -> str:
         text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
@@ -200,11 +201,15 @@ def launch(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=child_env(), start_new_session=True
         )
 
+        watchdog_fired = threading.Event()
+
         def pump() -> None:
             assert proc.stdout is not None
             for line in proc.stdout:
                 sink.write(line)
                 sink.flush()
+                if WATCHDOG_LINE in line:
+                    watchdog_fired.set()
                 if echo:
                     echo(line.rstrip("\n"))
 
@@ -213,10 +218,9 @@ def launch(
         timed_out = False
         run_path = log.parent
         try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_session(proc, run_path)
+            timed_out = _wait(proc, timeout_s, watchdog_fired)
+            if proc.poll() is None:
+                _kill_session(proc, run_path)
         except KeyboardInterrupt:  # the ranks live in sessions of their own: Ctrl-C never reaches them
             _kill_session(proc, run_path, graces=INTERRUPTED_GRACES_S)
             raise
@@ -227,7 +231,39 @@ def launch(
     note = warnings_note(log.parent)
     if note and echo:
         echo(note)
-    return Launched(proc.returncode, timed_out, round(time.perf_counter() - started, 1), log)
+    ended = watchdog_fired.is_set() and not timed_out
+    return Launched(proc.returncode, timed_out, round(time.perf_counter() - started, 1), log, ended)
+
+
+# What NCCL's watchdog prints when a collective has waited past the group's timeout. The watchdog
+# is meant to end its rank then, but torch 2.11's first signals the other ranks to dump their
+# flight recorders and its rank lived on past the timeout: on four H100s, a rank stalled by
+# LIGERBENCH_FAULT left the others blocked in a host sync behind the collective, still running
+# 24 s after every watchdog had reported, until the wall clock. So the launcher ends the run
+# itself WATCHDOG_GRACE_S after the first such line.
+WATCHDOG_LINE = "Watchdog caught collective operation timeout"
+WATCHDOG_GRACE_S = 5.0
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float, watchdog_fired: threading.Event) -> bool:
+    """Wait for the launcher to exit: at most timeout_s (then True: timed out), and at most
+    WATCHDOG_GRACE_S after a rank's NCCL watchdog reported a collective timeout (False: the
+    ranks are ended as failed, the diagnosis names who waited and who stalled)."""
+    deadline = time.monotonic() + timeout_s
+    fired_at = None
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return True
+        if fired_at is None and watchdog_fired.is_set():
+            fired_at = now
+        if fired_at is not None and now - fired_at >= WATCHDOG_GRACE_S:
+            return False
+        try:
+            proc.wait(timeout=min(1.0, deadline - now))
+            return False
+        except subprocess.TimeoutExpired:
+            continue
 
 
 # After the wall clock: 10 s each. After Ctrl-C or SIGTERM: the run has ligerbench/signals.py's 8 s
@@ -320,6 +356,9 @@ def run_job(
     problems = []
     if result.timed_out:
         problems.append(f"the {nproc} ranks did not finish within {timeout_s:.0f} s and were killed")
+    elif result.watchdog_ended:
+        problems.append(f"a collective waited past its {collective_timeout(timeout_s):.0f} s bound (NCCL's watchdog) "
+                        f"and the launcher ended the {nproc} ranks")  # fmt: skip
     elif result.returncode != 0:
         problems.append(f"a rank failed: torch.distributed.run exited {result.returncode}")
     if completed < planned:

@@ -76,8 +76,10 @@ class SimulatedGroup:
         w.slots[self._rank] = None
 
     def all_reduce(self, t: torch.Tensor) -> None:
-        """t <- the sum of every rank's t, in place; summed in rank order in float32 (float64
-        for float64) and rounded once to t's dtype, so every rank gets the same bits."""
+        """t <- the sum of every rank's t, in place, the same bits on every rank: summed in rank
+        order in float32 (float64 for float64), and a 16-bit t rounded to its dtype after every
+        addition, as each hop of NCCL's ring rounds what it passes on (a kernel that reduces a
+        16-bit gradient over 3 or more ranks loses those digits on GPUs too)."""
         w = self.world
         w.slots[self._rank] = t.detach().clone()
         self._wait()  # every rank has deposited
@@ -89,6 +91,8 @@ class SimulatedGroup:
                 mine = (tuple(t.shape), t.dtype)
                 raise RuntimeError(f"simulated all_reduce: rank {r} passed {got}, rank {self._rank} {mine}")
             total += s.to(acc)
+            if t.dtype in (torch.bfloat16, torch.float16):
+                total = total.to(t.dtype).to(acc)
         self._wait()  # every rank has read: the slots may be reused
         w.slots[self._rank] = None
         t.copy_(total)
