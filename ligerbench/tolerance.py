@@ -31,7 +31,7 @@ Both yardsticks run on the same inputs as the provider:
   coarse (the sum of exponentials rounded next to 1): F.cross_entropy over the vocabulary in
   another order landed up to 12x farther from the truth than in the given order
   (tests/test_ce_textbook_forms.py), and torch.compile of the same code 1.56x over the limit
-  that one draw set (H100, issue 34).
+  that one draw set (H100; docs/peers.md, "Every failing check, classified").
 
 The default verdict fails a provider only where it is worse than the formula PyTorch users run
 (a harness that fails correct code cannot accuse anyone); `--strict` holds it to the careful
@@ -54,10 +54,10 @@ it).
 
 Four roundings of the output are not enough where the computation's own roundings cancel less
 than that: a reverse KL sums terms of both signs, and in float32 its loss lands 1 to 3 ulps
-from the truth depending on the roundings alone (issue 35: confident rows at T = 2; the careful
-yardstick landed 8.5e-10 from the truth on an H200 and 2.4e-7 on CPU, and the floor alone failed
-our kernel at 1.015x there). One yardstick run is one draw of those roundings, and it can be a
-lucky one. So for float32 cases the careful yardstick also runs on NUDGES copies of the inputs
+from the truth depending on the roundings alone (docs/bugs.md, bug 12: confident rows at T = 2; the
+careful yardstick landed 8.5e-10 from the truth on an H200 and 2.4e-7 on CPU, and the floor alone
+failed our kernel at 1.015x there). One yardstick run is one draw of those roundings, and it can be
+a lucky one. So for float32 cases the careful yardstick also runs on NUDGES copies of the inputs
 with every finite nonzero value moved one ulp (`nudged`: a random direction per value, seeds 0,
 1, 2: one rounding of each input, which re-draws every rounding downstream), and its error is
 the largest of these runs, up to NUDGE_COUNTS_UP_TO (2**-16, 256 ulps): one ulp that moves an
@@ -72,8 +72,8 @@ H200 the case above landed 8.5e-10 from the truth as given and under every nudge
 kernel there, like careful PyTorch on CPU, landed 2.4e-7 from it (1.015x the strict limit). So
 on a GPU the careful yardstick also runs once on a CPU copy of the inputs (`on_cpu`; problems of
 up to CPU_DRAW_ELEMENTS elements, never under torch.distributed, and not where that copy cannot
-run), counted like a nudge. Not yet run on a GPU (the session that wrote it had spent its device
-time): the next GPU verify of flkd shows whether it clears that check.
+run), counted like a nudge. On an H100 that check passes under it (2.437e-7 against a limit of
+7.26e-7; results/runs/verify-flkd-quick-h100/, kernels/NOTES.md).
 
 Error metric: relative L2, ||out - ref|| / ||ref|| (0 when both are exactly zero, inf when only
 the reference is). Non-finite values must match the reference exactly, element by element:
@@ -91,11 +91,11 @@ and TVD all form that part as p or q times a factor of order 1); an implementati
 and q apart (two products, a 16-bit output) leaves noise of a rounding of it, and 16-bit
 gradients are subnormal there. For the loss, S is the reduced entropy sum p |log p|: the size of
 the terms a divergence sums (a logaddexp mixture, TRL's JSD, leaves -2e-9 of a loss near 6).
-Holding such noise to "2x the yardstick's" failed correct fp16 code by 1e8 (issue 35), because
-the careful yardstick's fp16 gradient rounds to exact zeros. A bug that leaves a gradient of the
-natural size (a temperature on one side, a teacher rounded where the student is not) is
-1e3-1e7 times over this limit; one that is exactly 0 at p == q (a swapped KL direction) cannot be
-seen there by any rule, and is caught on the other teachers.
+Holding such noise to "2x the yardstick's" failed correct fp16 code by 1e8 (docs/peers.md,
+"Distillation (kd, flkd)"), because the careful yardstick's fp16 gradient rounds to exact zeros. A
+bug that leaves a gradient of the natural size (a temperature on one side, a teacher rounded where
+the student is not) is 1e3-1e7 times over this limit; one that is exactly 0 at p == q (a swapped KL
+direction) cannot be seen there by any rule, and is caught on the other teachers.
 """
 
 from __future__ import annotations
@@ -115,7 +115,8 @@ FLOOR = {
 
 
 # Tensors of more elements are compared a block at a time, never as whole float64 copies (a
-# 2**31-element gradient is 17 GB per float64 copy: issue 24, finding 4).
+# 2**31-element gradient is 17 GB per float64 copy: the full ce grid's case past 2**31 logits,
+# suites/ce/grid.py).
 BLOCK_ELEMENTS = 2**26
 
 

@@ -1,6 +1,7 @@
 """What a provider's failures have in common, for its author: the axis values that every failing
-case of the provider has and no passing case of it has (issue 24, finding 6: a correct 2-D-only
-kernel met 23 crashing cases with nothing saying they were the 3-D and padded layouts).
+case of the provider has and no passing case of it has (a correct 2-D-only kernel met 23
+crashing cases with nothing saying they were the 3-D and padded layouts:
+tests/test_failure_messages.py).
 
     all 23 failing cases of mine have layout in {3d, padded_vocab} (its passing cases never do):
     fix those, or declare them unsupported (`supports`, docs/providers.md)
@@ -81,7 +82,7 @@ def repeated_errors(df: pd.DataFrame, signature: str) -> list[str]:
 
 
 # Two independent kernels that miss one check by the same amount point at the check, not at both
-# kernels: errors within this fraction of each other make the check suspect (issue 32, finding 3:
+# kernels: errors within this fraction of each other make the check suspect (docs/bugs.md, bug 10:
 # two fused log-prob kernels, one error 6.721e-03 each, against a yardstick that was wrong).
 CONSENSUS = 0.10
 
