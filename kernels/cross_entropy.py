@@ -70,7 +70,8 @@ def _row_stats(
     x_next = load_block(x_row, offs, V, POLICY)
     # One cross-warp reduction a block (the max); the sums stay per lane, rescaled by the block's
     # scalar factor, and are reduced once at the row's end (H100: 5-14% faster than a max and a
-    # sum a block at N=4096-16384, V=32000-256000; kernels/NOTES.md, session 12).
+    # sum a block at N=4096-16384, V=32000-256000; kernels/NOTES.md, "cross entropy, what the HBM
+    # counters say").
     s_v = tl.zeros([BLOCK_V], tl.float32)
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
@@ -224,11 +225,12 @@ def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
 # Ints Triton need not compile a variant for (it specialises each int on == 1 and on divisibility
 # by 16, one compiled variant each): read once a row, they gain nothing from it, and the verify
 # grid's ignore_index (-100, -1, 0) and token-weight strides (0, 1, a column's) made 301 variants
-# of this kernel in ce's quick verify, 233 without (results/examples/issue34-gpu). The strides of
-# the rows and V stay specialised: they let rows be read in 16-byte vectors. The per-row options
-# (has_token_w, zloss, mean, only_rescaled: 0 or 1) are runtime flags for the same reason: as
-# constexprs they made 323 compiled variants of this kernel in ce's cold quick verify on an H100,
-# ~0.25 s of Triton's compile each (run24); on CPU's count 264 -> 118.
+# of this kernel in ce's quick verify, 233 without (count_variants.py:
+# results/README.md#where-the-probes-went). The strides of the rows and V stay specialised: they let
+# rows be read in 16-byte vectors. The per-row options (has_token_w, zloss, mean, only_rescaled: 0
+# or 1) are runtime flags for the same reason: as constexprs they made 323 compiled variants of this
+# kernel in ce's cold quick verify on an H100, ~0.25 s of Triton's compile each (cProfile:
+# kernels/NOTES.md); on CPU's count 264 -> 118.
 @triton.jit(do_not_specialize=["stride_tw", "ignore_index", "stride_only", "has_token_w", "zloss", "mean",
                                "only_rescaled"])  # fmt: skip
 def _ce_fwd_kernel(
@@ -345,8 +347,9 @@ _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 # Launch shape, measured on an H100 (N=8192, V=128256, bf16, forward+backward; kernels/NOTES.md):
 # one program per row, 4096-wide blocks, 16 warps: 1.94 ms. Persistent grids (1-4 programs per
 # SM) and rows split across programs were slower. The cross-entropy kernel itself takes 8192-wide
-# blocks since its pass 1 keeps per-lane sums (session 12: 1.947 against 2.080 ms in one run);
-# the other kernels that share this shape were not measured with them.
+# blocks since its pass 1 keeps per-lane sums (1.947 against 2.080 ms in one run: kernels/NOTES.md,
+# "cross entropy, what the HBM counters say"); the other kernels that share this shape were not
+# measured with them.
 _MAX_BLOCK_V = 4096
 _CE_MAX_BLOCK_V = 8192
 _L2_HINTS = True

@@ -420,10 +420,11 @@ def _teacher_args(teacher: torch.Tensor, topk: bool):
     return t, t.stride(0), t.stride(1), t.stride(2)
 
 
-# The forward's launch config on a GPU (H100, V=152064, JSD; results/examples/issue35-gpu/
-# kd_config_sweep.py): the kernel is bound by its arithmetic, not by reading the rows. For the
-# 128-row float32 sub-chunks flkd hands it, 8192 columns over 16 warps ran 0.215 ms against
-# 0.283 at ce's 4096 over 16; for kd's 2048 bf16 rows 1024 over 4 ran 2.23 ms against 2.47.
+# The forward's launch config on a GPU (H100, V=152064, JSD; kd_config_sweep.py:
+# results/README.md#where-the-probes-went): the kernel is bound by its arithmetic, not by reading
+# the rows. For the 128-row float32 sub-chunks flkd hands it, 8192 columns over 16 warps ran 0.215
+# ms against 0.283 at ce's 4096 over 16; for kd's 2048 bf16 rows 1024 over 4 ran 2.23 ms against
+# 2.47.
 _GPU_FWD_FEW_ROWS = 1024
 _GPU_FWD = {True: (8192, 16), False: (1024, 4)}  # by n_rows <= _GPU_FWD_FEW_ROWS
 

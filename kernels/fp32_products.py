@@ -1,7 +1,8 @@
 """Float32 products from 16-bit operands, shared by the fused kernels (flce, flp, their
 vocab-parallel forms): a chunk's logits formed in float32 and never rounded to 16 bits (a
-rounded logit of a confident row moves its loss by percent: docs/bugs.md, issue 24 finding 3),
-the float32 accumulation of a weight gradient, and the per-chunk buffers."""
+rounded logit of a confident row moves its loss by percent: docs/bugs.md, "What the careful
+yardstick found in our own kernels"), the float32 accumulation of a weight gradient, and the
+per-chunk buffers."""
 
 from __future__ import annotations
 

@@ -12,11 +12,11 @@ recomputes the logits in backward pays 8*N*H*V):
 - tokens are cut into chunks; one [chunk, V] float32 logits buffer is allocated once and
   reused. Per chunk: logits = h_c @ W.T (+ b) by cuBLAS, accumulated AND stored in float32
   (kernels/fp32_products.py: a logit rounded to bf16 moved a confident row's loss by 4% against
-  0.3% for a careful computation, issue 24 finding 3); our cross-entropy kernel reads the
-  logits and writes d loss / d logits into the same storage (for 16-bit inputs, in their dtype,
-  into the upper half of each row's bytes: fp32_products.grad_over_logits; a chunk costs 4
-  bytes per logit, not 6); then dh_c = dlogits @ W and dW += dlogits.T @ h_c (cuBLAS), db +=
-  column sums. All of it happens in forward, so backward
+  0.3% for a careful computation: docs/bugs.md, "What the careful yardstick found in our own
+  kernels"); our cross-entropy kernel reads the logits and writes d loss / d logits into the same
+  storage (for 16-bit inputs, in their dtype, into the upper half of each row's bytes:
+  fp32_products.grad_over_logits; a chunk costs 4 bytes per logit, not 6); then dh_c = dlogits @ W
+  and dW += dlogits.T @ h_c (cuBLAS), db += column sums. All of it happens in forward, so backward
   only rescales the gradients by the upstream scalar (and skips even that when it is 1: the
   test is made on the device, no host sync).
 - reduction="none": each row's upstream gradient is only known in backward, and dW is a sum
@@ -59,8 +59,8 @@ recomputes the logits in backward pays 8*N*H*V):
   (their float16 rounding is at most |y| * 2**-11 relative on a probability, under the bfloat16
   gradient's own 2**-9), written over them in bf16. More tokens a chunk for the same budget
   (576 against 384 at Llama-3-8B, 512 against 320 at Qwen2.5-7B: the float32 slice takes its
-  share), so fewer passes of the weight-gradient accumulation (H100, kernels/NOTES.md session 12:
-  46.1 ms against 52.1, and 52.1 against 57.0-60.3). Only for bfloat16
+  share), so fewer passes of the weight-gradient accumulation (H100, kernels/NOTES.md, "the chunk in
+  2 bytes a logit": 46.1 ms against 52.1, and 52.1 against 57.0-60.3). Only for bfloat16
   inputs without label smoothing, softcap or z-loss; "auto" (default) takes it there, where it
   buys a larger chunk than float32 (not at vocabularies of at most two slices, Mistral's).
 - `split`: "tokens" is the design above. "vocab" computes each row's log-probability of its
@@ -71,7 +71,8 @@ recomputes the logits in backward pays 8*N*H*V):
   those are off and the budget leaves fewer than VOCAB_SPLIT_BELOW tokens a chunk (of the store
   "auto" chose) over more than one chunk: there the weight-gradient accumulation costs more than
   the recomputed logits (the Gemma-2 head, V=256000: 192 tokens a float32 chunk, 320 a 2-byte
-  one, both slower than the vocabulary split: kernels/NOTES.md, sessions 10 and 12).
+  one, both slower than the vocabulary split: kernels/NOTES.md, "every peer beside flce" and "the
+  chunk in 2 bytes a logit").
 
 Output: the loss in float32 (shape of `target` for reduction="none"), like kernels/cross_entropy.
 The gradients have the dtype of the tensors they belong to.

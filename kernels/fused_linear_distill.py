@@ -50,19 +50,19 @@ Design. Two ways to form the gradients, `gradients`:
   At a Llama-3-8B head r=128, R=512: 1317 MiB against 1332. `chunk_rows` forces r = R (tests
   use it for many and partial groups).
 - what the budget costs (N=8192, Qwen2.5-7B heads for both, bf16, JSD, mean; time of forward +
-  backward, extra memory with the gradients; results/examples/issue35-gpu/flkd_rows_probe.py):
-  H100: 224 MiB 125.0 ms / 1319 MiB, 260 MiB 113.9 / 1356, 280 MiB 121.3 / 1375;
-  chunk_rows=256 100.8 / 1468, 384 85.4 / 1653; "backward" 124.3 / 1468; Liger's fused linear
-  JSD (bf16 logits) 87.1 / 3465 in the same run. H200 (session 15, 224 MiB): 100.3 ms, 384 rows
-  80.4, Liger 83.3.
-  Where the time goes (H100 profile at 224 MiB, results/examples/issue35-gpu/heads_profile.py):
-  the 128 logits products 54 ms (43%), the 32 grad_weight passes 36 ms, the grad_hidden products
-  13 ms, the divergence kernels 21 ms (with libdevice's exp, since reverted). A 128-row product
-  reads the whole weight (1.09 GB) for 2 * 128 FLOPs a byte, under the GPU's balance (~200 on
-  an H200, ~300 on an H100): bound by memory. A 256-row product for both heads needs 8 bytes
-  a logit x 256 rows = 297 MiB, and the memory target leaves 274 MiB: so within the target the
-  products stay bound by memory, and a larger budget (`chunk_rows=384`: 1653 MiB) buys Liger's
-  time at half Liger's memory.
+  backward, extra memory with the gradients; flkd_rows_probe.py,
+  results/README.md#where-the-probes-went): H100: 224 MiB 125.0 ms / 1319 MiB, 260 MiB 113.9 / 1356,
+  280 MiB 121.3 / 1375; chunk_rows=256 100.8 / 1468, 384 85.4 / 1653; "backward" 124.3 / 1468;
+  Liger's fused linear JSD (bf16 logits) 87.1 / 3465 in the same run. H200 (224 MiB, 2026-11-26):
+  100.3 ms, 384 rows 80.4, Liger 83.3.
+  Where the time goes (H100 profile at 224 MiB, heads_profile.py,
+  results/README.md#where-the-probes-went): the 128 logits products 54 ms (43%), the 32 grad_weight
+  passes 36 ms, the grad_hidden products 13 ms, the divergence kernels 21 ms (with libdevice's exp,
+  since reverted). A 128-row product reads the whole weight (1.09 GB) for 2 * 128 FLOPs a byte,
+  under the GPU's balance (~200 on an H200, ~300 on an H100): bound by memory. A 256-row product for
+  both heads needs 8 bytes a logit x 256 rows = 297 MiB, and the memory target leaves 274 MiB: so
+  within the target the products stay bound by memory, and a larger budget (`chunk_rows=384`: 1653
+  MiB) buys Liger's time at half Liger's memory.
   Products of different row counts for the two heads (the student's at R rows, the teacher's at
   r) were tried and dropped: a self-distilled teacher's logits then differ from the student's in
   the last bit (a product's rounding depends on its shape), and TVD's gradient at p == q is 0

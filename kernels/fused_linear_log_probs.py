@@ -44,7 +44,7 @@ forward, so backward recomputes the logits instead of keeping [N, V]):
   (tests/test_flp_kernel.py).
 - memory: `chunk_bytes` bounds the per-piece buffer of float32 logits, 4 bytes a logit: the
   gradient is written into the same storage (16-bit: the lower half of each row's bytes,
-  fp32_products.grad_under_logits; before session 17 it had a buffer of its own, 6 bytes a
+  fp32_products.grad_under_logits; before 2a205e2 it had a buffer of its own, 6 bytes a
   logit, and the default budget cut 1.5x as many slices); `chunk_rows` forces the rows per
   chunk of "rows". Forward keeps 12 bytes per row (N_STATS float32).
 """

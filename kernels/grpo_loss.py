@@ -287,8 +287,8 @@ def _requires_grad(t) -> bool:
 # makes the logits twice (2*N*H*V more FLOPs). Eager pays when a chunk holds at least ~2 x the
 # GPU's matmul rate / its HBM bandwidth rows: ~527 on an H100 (790 TFLOP/s, 3.0 TB/s), ~367 on an
 # H200 (4.3 TB/s). Measured at the Llama-3-8B head, N=8192, bf16, the default budget (384 rows a
-# chunk): H100 eager 54.26 ms, recompute 51.07 (session 17); H200 eager 48.51, recompute 51.22
-# (session 15).
+# chunk): H100 eager 54.26 ms, recompute 51.07 (results/runs/bench-grpo-heads-h100/); H200 eager
+# 48.51, recompute 51.22 (results/runs/bench-grpo-heads-h200/).
 EAGER_MIN_ROWS = 384
 EAGER_MIN_ROWS_BY_NAME = (("H100", 512),)  # (part of torch.cuda.get_device_name, rows)
 

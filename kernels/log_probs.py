@@ -104,11 +104,11 @@ def _count_valid(tgt_row, K, ignore_index):
 # Ints read once a row or compared with a target id (as cross_entropy's ignore_index) get no
 # compiled variant of their own (Triton specialises each int on == 1 and on divisibility by 16):
 # T (2-D logits: T is N, whatever the batch), K, col_start, ignore_index, and stride_v (read only
-# where UNIT_STRIDE is False): results/examples/issue34-gpu. The row strides and V stay
-# specialised: they let rows be read in 16-byte vectors. Likewise the alignment of the pointers
-# read or written a few elements a row: the fused op hands chunks of rows (views at a row
-# offset), each chunk's alignment compiled a variant of its own (flp quick: 140 variants of these
-# two kernels on a GPU, 66 without either specialisation; lp quick: 77, 46).
+# where UNIT_STRIDE is False): count_variants.py, results/README.md#where-the-probes-went. The row
+# strides and V stay specialised: they let rows be read in 16-byte vectors. Likewise the alignment
+# of the pointers read or written a few elements a row: the fused op hands chunks of rows (views at
+# a row offset), each chunk's alignment compiled a variant of its own (flp quick: 140 variants of
+# these two kernels on a GPU, 66 without either specialisation; lp quick: 77, 46).
 _LP_NOT_SPECIALISED = ["T", "K", "col_start", "ignore_index", "stride_v"]
 
 
@@ -326,16 +326,16 @@ def _lp_bwd_kernel(
 # the float64 reference do). Its cost was not measured apart (the kernels are memory-bound).
 
 
-# Launch configs on a GPU, measured (H200, bf16, V=151936, N=8192; results/examples/issue34-gpu/):
-# the forward is instruction-bound (the per-lane online softmax, no FMA), and 2048-column
-# blocks over 8 warps ran it in 1.28 ms against 1.48 ms at 4096 over 16 (ce's config); the
-# backward ran 1.66 ms at 4096 over 8 against 1.75 ms over 16. Splitting a row's backward over
-# several programs did not help (1.97 ms at 4 blocks a program). The interpreter keeps ce's.
-# The backward's best config differs by GPU: on an H100 (session 16, the single target read once
-# a row; results/examples/issue34-gpu/bwd_config_probe.py) 4096 over 16 ran 1.79 ms against 1.95
-# over 8 (TRL's backward ~1.9), though on a second H100 the two were equal (1.797, 1.794); the
-# H200 figures above are from before that change. The backward writes each column from that
-# column alone, so its config changes no bit.
+# Launch configs on a GPU, measured (H200, bf16, V=151936, N=8192; lp_split.py,
+# results/README.md#where-the-probes-went): the forward is instruction-bound (the per-lane online
+# softmax, no FMA), and 2048-column blocks over 8 warps ran it in 1.28 ms against 1.48 ms at 4096
+# over 16 (ce's config); the backward ran 1.66 ms at 4096 over 8 against 1.75 ms over 16. Splitting
+# a row's backward over several programs did not help (1.97 ms at 4 blocks a program). The
+# interpreter keeps ce's. The backward's best config differs by GPU: on an H100 (after the single
+# target was read once a row; bwd_config_probe.py, results/README.md#where-the-probes-went) 4096
+# over 16 ran 1.79 ms against 1.95 over 8 (TRL's backward ~1.9), though on a second H100 the two
+# were equal (1.797, 1.794); the H200 figures above are from before that change. The backward writes
+# each column from that column alone, so its config changes no bit.
 _GPU_FWD = (2048, 8)
 _GPU_BWD = (4096, 8)
 _GPU_BWD_BY_NAME = (("H100", (4096, 16)),)  # (part of torch.cuda.get_device_name, config)

@@ -1,11 +1,12 @@
 """A chunk of logits kept in 2 bytes a logit, for the fused linear cross entropy: float16 values
 shifted by the max of their block, beside float32 statistics of each block.
 
-Why (kernels/NOTES.md, session 12): the fused kernel's weight-gradient product is formed per
-chunk of tokens, with K = the chunk's tokens, and each pass reads and writes the whole [V, H]
-gradient; so the fewer bytes a chunk's logit costs, the more tokens a chunk holds and the fewer
-passes. A logit must not be rounded to 16 bits before the loss is formed (a confident row's loss
-moves by percent: issue 24 finding 3), and the loss here is not formed from the 16-bit values:
+Why (kernels/NOTES.md, "the chunk in 2 bytes a logit"): the fused kernel's weight-gradient product
+is formed per chunk of tokens, with K = the chunk's tokens, and each pass reads and writes the whole
+[V, H] gradient; so the fewer bytes a chunk's logit costs, the more tokens a chunk holds and the
+fewer passes. A logit must not be rounded to 16 bits before the loss is formed (a confident row's
+loss moves by percent: docs/bugs.md, "What the careful yardstick found in our own kernels"), and the
+loss here is not formed from the 16-bit values:
 
 - `pack_slice`: a vocabulary slice's logits come out of the matmul in float32 (a small buffer);
   per (row, block of BLOCK columns) this kernel keeps, in float32, the block's max m_b and the
