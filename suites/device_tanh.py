@@ -3,7 +3,7 @@
 Users write a softcap as softcap * tanh(x / softcap), its slope 1 - tanh^2, with whatever tanh
 their device has; CUDA's tanhf and libdevice's tanh promise 2 ulps, not the correctly rounded
 value. Where |tanh| -> 1 the slope cancels, and one ulp of tanh moves it far more than a
-rounding: on the H100 (results/examples/issue34-gpu/softcap_slope_probe.py) Liger's cross
+rounding: on an H100 (softcap_slope_probe.py, results/README.md#where-the-probes-went) Liger's cross
 entropy (libdevice tanh) landed 1.06-3.1x PyTorch's error on large and confident float32 rows,
 PyTorch with the correctly rounded tanh where PyTorch lands, and with every tanh one ulp toward 0
 4-25x farther. A draw of which elements are off is no yardstick: a few saturated elements carry

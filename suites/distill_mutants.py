@@ -1,6 +1,7 @@
-"""Planted bugs of the distillation kernels (`kd`, `flkd`), one per real bug class of issue 35,
-each a PyTorch rendering of suites/distill_semantics.py with the bug in it, on float32 logits:
-the verify grid must catch every one, and `ligerbench selftest` shows which case does.
+"""Planted bugs of the distillation kernels (`kd`, `flkd`), one per real bug class (the table below,
+with the public reports), each a PyTorch rendering of suites/distill_semantics.py with the bug in
+it, on float32 logits: the verify grid must catch every one, and `ligerbench selftest` shows which
+case does.
 
     bug                        what goes wrong
     jsd_mean_of_logs           the mixture's log taken as the mean of the logs, (1-b) log p + b log q

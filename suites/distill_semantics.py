@@ -240,7 +240,8 @@ def upcast(t: torch.Tensor | None, dtype: torch.dtype, device=None) -> torch.Ten
     """t in `dtype` (on `device`, if given) with the same layout: its whole storage converted and
     moved, then viewed as t is. Never `t.to(...)` on the view itself: a view that is not dense (a
     kept slice's rows, a padded vocabulary) comes back as a dense copy, and re-striding that copy
-    reads past its end (issue 35, the H200's kept_slice). None stays None."""
+    reads past its end (flkd's kept_slice layout on an H200: tests/test_distill_cases.py). None
+    stays None."""
     if t is None or not t.is_floating_point():
         return t if t is None or device is None else t.to(device)
     n = t.untyped_storage().nbytes() // t.element_size()

@@ -1,6 +1,7 @@
-"""Planted bugs of the log-prob kernels (`lp`, `flp`), one per real bug class of issue 22, each a
-PyTorch rendering of the semantics with the bug in it, on float32 logits: the verify grid must
-catch every one, and `ligerbench selftest` shows which case does.
+"""Planted bugs of the log-prob kernels (`lp`, `flp`), one per real bug class of docs/bugs.md
+("Bug classes in log-probs and entropy"), each a PyTorch rendering of the semantics with the bug
+in it, on float32 logits: the verify grid must catch every one, and `ligerbench selftest` shows
+which case does.
 
     bug                      where it was real
     temperature_on_logp      TRL #4159, prime-rl #697: log_softmax(x)[t] / T, not log_softmax(x / T)[t]

@@ -2,12 +2,13 @@
 and, in float32, the tolerance yardstick), the case axes both kernels have, how a case's targets
 and upstream gradients are drawn, and how a provider's outputs and gradients are collected.
 
-The yardstick (issue 22): the logits computed in float32 from the unrounded inputs, never
-rounded to 16 bits (what torch.compile and a careful kernel do), the semantics in float32, and
-each 16-bit gradient rounded once at the end (for `flp`, the logits' gradient once before the
-products too: suites/rounding.py). A kernel that rounds the logits to bf16 before the softmax is
-then 4-23% off (Liger #1432) against a yardstick within a rounding of the truth. That is the
-careful yardstick; `reference(..., textbook=True)` is the textbook one (ligerbench/tolerance.py).
+The yardstick (docs/bugs.md, "Bug classes in log-probs and entropy"): the logits computed in float32
+from the unrounded inputs, never rounded to 16 bits (what torch.compile and a careful kernel do),
+the semantics in float32, and each 16-bit gradient rounded once at the end (for `flp`, the logits'
+gradient once before the products too: suites/rounding.py). A kernel that rounds the logits to bf16
+before the softmax is then 4-23% off (Liger #1432) against a yardstick within a rounding of the
+truth. That is the careful yardstick; `reference(..., textbook=True)` is the textbook one
+(ligerbench/tolerance.py).
 """
 
 from __future__ import annotations

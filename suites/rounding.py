@@ -12,8 +12,8 @@ yardstick that kept dlogits in float32 asks for less error than any of them can 
 - in fp16, dlogits below 2**-14 (6.1e-5) is subnormal, with an absolute spacing of 2**-24: at
   a 128K vocabulary an entropy-only upstream makes every element ~1e-5 to 1e-7, rounded to a
   few significant bits. Our flp and an independent fused kernel both measured 6.7e-3 on the
-  weight's gradient there, against a limit of 1.1e-3 from a float32-dlogits yardstick (issue
-  32, finding 3).
+  weight's gradient there, against a limit of 1.1e-3 from a float32-dlogits yardstick (docs/bugs.md,
+  bug 10).
 The logits themselves stay float32 and unrounded: a kernel that rounds THEM before the softmax
 (Liger #1432) still fails.
 """

@@ -26,7 +26,7 @@ from ligerbench.suites.flp.axes import case as flp_case
 from ligerbench.suites.flp.providers import chunked_checkpoint
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}
-TEMPERATURE = 0.7  # a rollout temperature (issue 22's measurements)
+TEMPERATURE = 0.7  # a rollout temperature (lp's and grpo's benches take it too)
 HEADS = {"llama3-8b": (4096, 128256, 0.0), "qwen2.5-7b": (3584, 152064, 0.0), "gemma2-2b": (2304, 256000, 30.0)}
 SMOKE_HEADS = {"llama3-8b": (16, 96, 0.0), "gemma2-2b": (16, 40, 30.0)}
 TOKENS = (2048, 4096, 8192)
@@ -77,7 +77,7 @@ def tokens_sweep(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint
 
 def eager_bf16_product(hidden, weight, target, *, bias=None, **options):
     """What HF-style trainers write: the product in the inputs' dtype, then float32 logits (one
-    rounding of the logits: issue 22's 'eager' peer; verify would fail it in bf16)."""
+    rounding of the logits: the plain PyTorch peer; verify would fail it in bf16)."""
     x = (hidden @ weight.t()).float()
     if bias is not None:
         x = x + bias.float()
@@ -91,7 +91,8 @@ def _compiled_bf16_product():
 # ours at a budget that still keeps its extra memory under TRL's chunked head's (3.4-3.7 GiB at
 # N=8192, most of that a float32 [V, H] accumulator): 2 GiB of float32 slices, ~3.2 GiB extra
 # with the gradients. At the Gemma-2 head (V=256000) on the counted rows: 4 slices, not 8 at
-# 1 GiB (H100, session 17: 1 GiB gave 57.4 ms against TRL's 57.01; Llama-3 45.89 against 47.59)
+# 1 GiB (H100, results/runs/bench-flp-heads-h100-50922fd/: 1 GiB gave 57.4 ms against TRL's 57.01;
+# Llama-3 45.89 against 47.59)
 LARGE_CHUNK_BYTES = 2 * 2**30
 
 
@@ -116,11 +117,11 @@ def counted_rows(fn):
 
 VARIANTS = (
     Provider(name="eager_bf16_product", kernel="flp", bench_only=True, load=lambda: eager_bf16_product,
-             description="PyTorch: bf16 product, then float32 logits (issue 22's eager peer)"),
+             description="PyTorch: bf16 product, then float32 logits (what HF-style trainers write)"),
     Provider(name="compile_bf16_product", kernel="flp", bench_only=True, load=_compiled_bf16_product,
-             devices=("cuda",), description="torch.compile of eager_bf16_product (issue 22's compile peer)"),
+             devices=("cuda",), description="torch.compile of eager_bf16_product (the compiled peer)"),
     Provider(name="chunked_checkpoint_2048", kernel="flp", bench_only=True,
-             description="eager_bf16_product over 2048-row chunks under torch.utils.checkpoint (issue 22's peer)",
+             description="eager_bf16_product over 2048-row chunks under torch.utils.checkpoint (the checkpointed peer)",
              load=lambda: functools.partial(chunked_checkpoint, chunk_rows=2048, body=eager_bf16_product)),
     Provider(name="ours_large_slices", kernel="flp", bench_only=True, load=_ours_large_slices,
              settings={"chunk_mib": LARGE_CHUNK_BYTES // 2**20},
@@ -141,6 +142,7 @@ EXCLUDED = {
     "chunked_checkpoint": "a verification setting (8-row chunks): chunked_checkpoint_2048 is the peer",
 }
 
+SOURCE = "design target (docs/performance.md, flp)"  # its row there, and why that limit
 SPEC = BenchSpec(
     kernel="flp",
     make_inputs=make_inputs,
@@ -155,19 +157,20 @@ SPEC = BenchSpec(
     excluded=EXCLUDED,
     targets=(
         # torch_compile is the yardstick compiled (float32 operands: EXCLUDED), never the peer: named
-        # with --provider it must not set the limit (it did, 519.6 ms, on the H100 in session 19)
+        # with --provider it must not set the limit (it did, 519.6 ms, on an H100:
+        # results/runs/bench-flp-heads-h100-5d1aa35/)
         Target(("ours",), metric="time_ms", peers=("compile_bf16_product",), factor=1.1,
-               source="issue 22: time <= 1.1 x torch.compile's in the same run"),
+               source=f"{SOURCE}: time <= 1.1 x torch.compile's in the same run"),
         Target(("ours",), metric="extra_mib", limit=lambda case: 1.25 * gradient_mib(case),
-               source="issue 22: extra memory <= the gradients of hidden and weight + 25%"),
+               source=f"{SOURCE}: extra memory <= the gradients of hidden and weight + 25%"),
         Target(("ours",), metric="time_ms", peers=("compile_bf16_product",), factor=1.0,
-               source="issue 34: no slower than torch.compile at every head"),
-        # issue 34: at the memory TRL's chunked kernel uses or less, no slower than it. TRL's
+               source=f"{SOURCE}: no slower than torch.compile at every head"),
+        # At the memory TRL's chunked kernel uses or less, no slower than it. TRL's
         # trainer hands its kernel the counted rows only; ours_trl_call is ours called the same
         # way, at a 2 GiB budget (both figures judged). ours (all rows, 192 MiB) is shown beside.
         Target(("ours_trl_call",), metric="time_ms", peers=("trl_chunked",), factor=1.0,
-               source="issue 34: at the memory TRL's chunked kernel uses or less, no slower than it"),
+               source=f"{SOURCE}: at the memory TRL's chunked kernel uses or less, no slower than it"),
         Target(("ours_trl_call",), metric="extra_mib", peers=("trl_chunked",), factor=1.0,
-               source="issue 34: ours_trl_call's extra memory <= TRL's chunked kernel's"),
+               source=f"{SOURCE}: ours_trl_call's extra memory <= TRL's chunked kernel's"),
     ),
 )  # fmt: skip

@@ -1,5 +1,5 @@
 """Providers of `flp`: ours at several cuttings (the result must not depend on them: Liger #1472)
-and the peers (issue 22). Each returns (logp, entropy) float32."""
+and the peers (docs/peers.md). Each returns (logp, entropy) float32."""
 
 from __future__ import annotations
 

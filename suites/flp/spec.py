@@ -4,9 +4,9 @@ x = hidden @ weight.T (+ bias), then kernels/log_probs.py's semantics (suites/lo
 A provider is `fn(hidden, weight, target, *, bias, temperature, softcap, logit_scale,
 ignore_index) -> (logp, entropy)`; gradients of hidden, weight and bias through the case's
 upstream on logp, entropy or both. The float64 truth forms the logits in float64; the yardstick
-forms them in float32 from the same (16-bit) inputs, never rounded (issue 22), rounds the logits'
-gradient once to a 16-bit dtype before the products (suites/rounding.py) and each 16-bit
-gradient once.
+forms them in float32 from the same (16-bit) inputs, never rounded (docs/bugs.md, "Bug classes in
+log-probs and entropy"), rounds the logits' gradient once to a 16-bit dtype before the products
+(suites/rounding.py) and each 16-bit gradient once.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def flp_semantics(hidden, weight, target, *, bias=None, **options):
 def _careful(dtype: torch.dtype):
     """flp_semantics on float32 operands whose logits' gradient is rounded once to `dtype`
     (suites/rounding.py: what a kernel with 16-bit product operands does; in fp16 at a large
-    vocabulary that gradient is subnormal, issue 32 finding 3)."""
+    vocabulary that gradient is subnormal: docs/bugs.md, bug 10)."""
 
     def fn(hidden, weight, target, *, bias=None, **options):
         x = hidden @ weight.t()

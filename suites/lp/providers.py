@@ -1,4 +1,4 @@
-"""Providers of `lp`: ours and the peers (issue 22). Each returns (logp, entropy) float32."""
+"""Providers of `lp`: ours and the peers (docs/peers.md). Each returns (logp, entropy) float32."""
 
 from __future__ import annotations
 

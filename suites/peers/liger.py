@@ -138,7 +138,7 @@ PROVIDERS = (
 )  # fmt: skip
 
 
-# ----------------------------------------------------------------------------- kd, flkd (issue 35)
+# ----------------------------------------------------------------------------- kd, flkd (distillation)
 # Distillation, as Liger's docs and trainers call it: log-softmaxes (at the temperature) handed to
 # LigerJSD / LigerKLDIVLoss, probabilities to LigerTVDLoss, labels as shift_labels. Their
 # "batchmean" with labels divides by the counted rows: the `kd` kernel's "mean".

@@ -158,7 +158,7 @@ PROVIDERS = (
 )  # fmt: skip
 
 
-# ----------------------------------------------------------------------------- flkd (issue 35)
+# ----------------------------------------------------------------------------- flkd (distillation)
 # trl/kernels/chunked_divergence.py as DistillationTrainer's _chunked_divergence_loss calls it:
 # only the counted rows are projected (on Triton devices), the per-token divergence summed and
 # divided by their count (clamped at 1): the `flkd` kernel's "mean".

@@ -1,5 +1,6 @@
-"""Planted bugs of `pref` (issue 23: DPO, IPO, KTO), each a wrapper around the public op doing
-what a real trainer got wrong; each must be killed by verify (tests/test_selftest.py, MUST_KILL)."""
+"""Planted bugs of `pref` (DPO, IPO, KTO; docs/bugs.md, "Bug classes in RL losses"), each a wrapper
+around the public op doing what a real trainer got wrong; each must be killed by verify
+(tests/test_selftest.py, MUST_KILL)."""
 
 from __future__ import annotations
 

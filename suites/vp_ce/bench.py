@@ -38,7 +38,7 @@ from ligerbench.suites.vp_ce.axes import case as vp_ce_case
 from ligerbench.suites.vp_ce.spec import shard_bounds
 
 PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N * V_local elements per mode
-VOCAB = 128256  # Llama-3's vocabulary: the issue's target shape
+VOCAB = 128256  # Llama-3's vocabulary: the design target's shape (docs/performance.md)
 TOKENS = (2048, 4096, 8192)  # small on purpose: the default GPU run fits about two minutes
 VOCABS = (32000, 128256, 256000)
 DEFAULT_TOKENS = 8192
@@ -47,7 +47,7 @@ DEFAULT_TOKENS = 8192
 SMOKE_TOKENS = (8, 16)
 SMOKE_VOCAB = 96
 SMOKE_VOCABS = (96, 97)
-TARGET = dict(n=8192, v=VOCAB, dtype="bf16", world=2)  # the issue's shape: 2 ranks, bf16
+TARGET = dict(n=8192, v=VOCAB, dtype="bf16", world=2)  # the design target's shape: 2 ranks, bf16
 
 
 def widest_shard(case: Case) -> int:
@@ -216,7 +216,7 @@ VARIANTS = (
     ),
 )
 
-SOURCE = "design target (issue): vocab-parallel CE at N=8192, V=128256, bf16, 2 ranks"
+SOURCE = "design target (docs/performance.md, vp_ce): vocab-parallel CE at N=8192, V=128256, bf16, 2 ranks"
 SPEC = BenchSpec(
     kernel="vp_ce",
     make_inputs=make_inputs,

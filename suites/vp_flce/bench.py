@@ -47,7 +47,7 @@ from ligerbench.suites.vp_ce.spec import shard_bounds
 from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}
-HEAD = "llama3-8b"  # the issue's target head
+HEAD = "llama3-8b"  # the design target's head (docs/performance.md)
 TARGET = dict(n=8192, v=128256, h=4096, dtype="bf16", world=2)
 
 
@@ -147,7 +147,7 @@ VARIANTS = (
     ),
 )
 
-SOURCE = "design target (issue): vocab-parallel FLCE at the Llama-3-8B head, N=8192, bf16, 2 ranks"
+SOURCE = "design target (docs/performance.md, vp_flce): vocab-parallel FLCE, Llama-3-8B head, N=8192, bf16, 2 ranks"
 SPEC = BenchSpec(
     kernel="vp_flce",
     make_inputs=make_inputs,
