@@ -15,9 +15,11 @@ Inputs are drawn so the logits have the case's kind (cases.draw_logits gives the
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from ligerbench.cases import (
     DTYPES,
@@ -294,13 +296,39 @@ def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     return split_step.aliased(out, problem.split)
 
 
+def model_code(hidden, weight, target, *, bias=None, class_weight=None, **options):
+    """The head as model code forms it: `logits = lm_head(h)` in the inputs' dtype (one rounding of
+    the product, as Hugging Face models, `F.cross_entropy(F.linear(h, W, b))` and
+    torch.nn.functional.linear_cross_entropy do), `.float()` in the loss, then ce_torch's
+    F.cross_entropy form in float32; autograd rounds the logits' gradient back to the dtype
+    through `.float()`, and the products of backward take 16-bit operands. Options PyTorch's
+    cross entropy lacks (softcap, z-loss, token weights) are applied in float32 after the
+    upcast, as model code applies them (Gemma-2 caps the float logits)."""
+    logits = F.linear(hidden, weight, bias).float()
+    return ce_torch(logits, target, weight=class_weight, textbook=True, **options)
+
+
+def _as_model_code(problem: FLCEProblem) -> Outcome:
+    """model_code on the case's own 16-bit inputs (no yardstick upcast: the rounding of the
+    product is the point), its outputs held as float32 (exact: a bf16 gradient is one already)."""
+    out = run_flce(model_code, problem)
+    values = {k: None if v is None else v.float() for k, v in out.values.items()}
+    return dataclasses.replace(out, values=values)
+
+
 def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
     """The default verdict's yardsticks (ligerbench/tolerance.py): as eager_in_dtype, the loss in
     each way users write it (ce's textbook_forms: F.cross_entropy, or logsumexp(x) - x_t), the
     softcap as users write it (its slope through autograd's tanh, that tanh PyTorch's or one ulp
-    off)."""
+    off); and in 16-bit dtypes the model code's form (model_code: the logits rounded once to the
+    dtype before a float32 loss). A provider with the model code's semantics is not wrong by
+    default; `--strict` (the careful yardstick, float32 logits never rounded) says by how much.
+    A rounding inside the loss's math (p_y - 1 or the softmax formed in 16 bits: docs/bugs.md,
+    bug 6) is no form of the model code's and stays out of every yardstick."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     written = [_careful(problem.hidden.dtype, textbook=form) for form in textbook_forms(problem.softcap)]
     one = split_step.whole(problem)
     outs = [yardstick(lambda p, users=users: run_flce(users, p), one, upcast) for users in written]
+    if problem.hidden.dtype in (torch.float16, torch.bfloat16):  # in float32 it is the F.cross_entropy form
+        outs.append(_as_model_code(one))
     return tuple(split_step.aliased(out, problem.split) for out in outs)
