@@ -1,0 +1,88 @@
+"""PyTorch's own fused linear cross entropy as a provider of `flce`, called as a user calls it.
+
+    ligerbench verify --kernel flce --provider torch_native --preset quick --device cpu
+
+- `flce` (`torch_native`): `torch.nn.functional.linear_cross_entropy(hidden, weight, target,
+  linear_bias=bias, weight=class_weight, reduction=..., ignore_index=..., label_smoothing=...)`
+  with `options=None`, its default. Its promise, from its docstring: "The statement::
+  loss = linear_cross_entropy(input, linear_weight, target, **kwargs) is equivalent to the
+  following reference implementation of linear_cross_entropy:: logits = linear(input,
+  linear_weight); loss = cross_entropy(logits, target, **kwargs)". So in bf16 its logits are
+  formed in bf16, as model code forms them: the default verdict measures it against that form
+  (suites/flce/spec.py `model_code`), `--strict` against float32 logits never rounded.
+
+Its limits (declared in `supports`, each a skip with the reason): no softcap, no z-loss and no
+per-token weights (it has no parameter for them), and input [N, H] or [H] only (it raises
+"expected input with dimensionality 1 or 2" on [B, T, H], so the 3-D and kept-slice layouts
+are skips).
+
+The library is torch itself, pinned at the first release installed here that ships the function;
+an older torch makes the provider unavailable with the reason, never a failure.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ligerbench.cases import OPTIONS, Case
+from ligerbench.registry import Provider
+
+DISTRIBUTION = "torch"
+PINNED = "2.13.0"
+PEER = {"library": DISTRIBUTION, "pinned": PINNED}
+
+
+def _flce(**chunked):
+    import torch.nn.functional as F
+
+    if not hasattr(F, "linear_cross_entropy"):
+        raise ImportError(f"torch {torch.__version__} has no torch.nn.functional.linear_cross_entropy (torch>={PINNED})")
+
+    def call(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, **_):
+        # cross_entropy refuses class weights of another dtype than its logits': a user casts them
+        class_weight = None if class_weight is None else class_weight.to(hidden.dtype)
+        return F.linear_cross_entropy(hidden, weight, target, linear_bias=bias, weight=class_weight,
+                                      reduction=reduction, ignore_index=ignore_index,
+                                      label_smoothing=label_smoothing, **chunked)  # fmt: skip
+
+    return call
+
+
+# option -> what it is, for the options linear_cross_entropy has no parameter for
+_LACKS = {"softcap": "a softcap", "z_loss_scale": "a z-loss", "token_weight": "per-token weights"}
+
+
+def flce_supports(case: Case) -> str | None:
+    opts = OPTIONS[case.option]
+    missing = [what for key, what in _LACKS.items() if opts.get(key)]
+    if missing:
+        return f"torch.nn.functional.linear_cross_entropy has no parameter for: {', '.join(missing)}"
+    if case.layout in ("3d", "kept_slice"):
+        return (
+            "torch.nn.functional.linear_cross_entropy takes input [N, H] or [H] only (it raises on "
+            "[B, T, H]); its callers flatten the batch first"
+        )
+    return None
+
+
+def _chunked():
+    return _flce(options=torch.nn.LinearCrossEntropyOptions())
+
+
+def chunked_supports(case: Case) -> str | None:
+    refused = flce_supports(case)
+    if refused:
+        return refused
+    if OPTIONS[case.option].get("label_smoothing"):
+        return "linear_cross_entropy's chunked path has no label smoothing (it falls back to options=None, warning)"
+    return None
+
+
+PROVIDERS = (
+    Provider(name="torch_native", kernel="flce", **PEER, load=_flce, supports=flce_supports,
+             description="torch.nn.functional.linear_cross_entropy (options=None: linear, then cross_entropy, "
+             "in the inputs' dtype)"),
+    Provider(name="torch_native_chunked", kernel="flce", **PEER, load=_chunked, supports=chunked_supports,
+             description="torch.nn.functional.linear_cross_entropy with options=LinearCrossEntropyOptions() "
+             "(its chunked path)"),
+)  # fmt: skip
