@@ -11,10 +11,11 @@ computed in float32 from the unrounded inputs, never rounded to 16 bits: what to
 a careful kernel do), its 16-bit gradients rounded once at the end. FACTOR = 2 leaves room for
 one more rounding than the yardstick makes (our 16-bit gradient of the logits, rounded before
 the two gradient matmuls of the fused op), not for a bug: rounding the logits to bf16 before
-the softmax gives 4-23% gradient error (Liger #1432), the bugs named in issue 22 more.
-FLOOR covers a yardstick that lands (almost) exactly on the truth: a few float32 roundings for
-the float32 outputs (logp, entropy and float32 gradients), one output rounding for 16-bit
-gradients. logp and entropy are float32 whatever the input dtype, so their rule is tight.
+the softmax gives 4-23% gradient error (Liger #1432), the bug classes of docs/bugs.md ("Bug classes
+in log-probs and entropy") more. FLOOR covers a yardstick that lands (almost) exactly on the truth:
+a few float32 roundings for the float32 outputs (logp, entropy and float32 gradients), one output
+rounding for 16-bit gradients. logp and entropy are float32 whatever the input dtype, so their rule
+is tight.
 """
 
 from __future__ import annotations

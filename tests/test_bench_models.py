@@ -272,8 +272,9 @@ def test_time_is_the_gpus_work_not_the_hosts(device):
 
 
 def test_lp_time_target_is_1_2x_its_copy_floor_at_the_measured_ceiling():
-    """issue 22: lp fwd+bwd within 1.2x of 3 passes over the logits at the run's copy rate; the
-    H100 run measured 0.774 ms at N=2048 (1.25x the floor: a fail) and 2.925 ms at N=8192."""
+    """The design target (docs/performance.md, lp): fwd+bwd within 1.2x of 3 passes over the logits
+    at the run's copy rate; the H100 run measured 0.774 ms at N=2048 (1.25x the floor: a fail) and
+    2.925 ms at N=8192."""
     from ligerbench.suites.lp import bench as bench_lp
     from ligerbench.suites.lp.axes import case as lp_case
 

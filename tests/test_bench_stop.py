@@ -1,8 +1,9 @@
-"""A bench told to stop, stops (issue 34): SIGTERM to a real `ligerbench bench` process ends it
-within 10 s with every row it wrote, a summary and a manifest that says interrupted, by which
-signal, and how many steps (one provider at one sweep point) completed. A provider that keeps the
-signal's exception and never returns (seen on an H100: a bench still running 10 s after
-`timeout`'s SIGTERM) is ended by the watchdog with the same manifest (ligerbench/signals.py)."""
+"""A bench told to stop, stops (README.md, "Exit codes and run manifests"): SIGTERM to a real
+`ligerbench bench` process ends it within 10 s with every row it wrote, a summary and a manifest
+that says interrupted, by which signal, and how many steps (one provider at one sweep point)
+completed. A provider that keeps the signal's exception and never returns (seen on an H100: a bench
+still running 10 s after `timeout`'s SIGTERM) is ended by the watchdog with the same manifest
+(ligerbench/signals.py)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-STOP_WITHIN_S = 10.0  # the issue's promise: `timeout -k 10`, CI runners
+STOP_WITHIN_S = 10.0  # README.md's promise: `timeout -k 10`, CI runners
 # a provider that takes the signal's exception and carries on forever: a library's `except
 # BaseException`, a __del__; it tells the test when it started through a file beside it
 KEEPS_THE_SIGNAL = """

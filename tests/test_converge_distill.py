@@ -1,8 +1,8 @@
 """`converge MODEL --distill DIVERGENCE` (suites/converge_distill.py): a student trained from a
 fixed teacher through our fused distillation loss matches the same divergence on transformers'
 full logits against a float64 run, and the same judgement fails when the fused loss carries one
-of issue 35's planted bugs (suites/distill_mutants.py: the temperature on the student only, the
-KL taken in the wrong direction) or when our op silently does not run."""
+of the distillation kernels' planted bugs (suites/distill_mutants.py: the temperature on the student
+only, the KL taken in the wrong direction) or when our op silently does not run."""
 
 from __future__ import annotations
 

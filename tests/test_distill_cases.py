@@ -1,7 +1,7 @@
 """How `kd` and `flkd` cases are built and judged, beyond the kernels themselves: inputs moved to
-a device keep their layout (issue 35's H200 run), a self-distilled teacher's gradients are judged
-against their natural magnitude, the textbook yardstick takes each way users write a divergence,
-and the peers' declared limits."""
+a device keep their layout (an H200 run read past a kept slice: suites/distill_semantics.py,
+upcast), a self-distilled teacher's gradients are judged against their natural magnitude, the
+textbook yardstick takes each way users write a divergence, and the peers' declared limits."""
 
 from __future__ import annotations
 

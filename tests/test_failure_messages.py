@@ -89,8 +89,8 @@ def ce_2d_only(logits, target, *, weight=None, ignore_index=-100, reduction="mea
 
 
 def test_an_authors_failures_are_counted_per_case_and_their_shared_layout_named(tmp_path):
-    """Issue 24, finding 6: a correct 2-D-only kernel met 23 crashing cases and nothing said they
-    were all the non-2-D layouts; now the output counts failing cases and names what they share."""
+    """A correct 2-D-only kernel met 23 crashing cases and nothing said they were all the non-2-D
+    layouts; now the output counts failing cases and names what they share."""
     from typer.testing import CliRunner
 
     from ligerbench.cli import app
@@ -136,8 +136,9 @@ def ce_via_triton(logits, target, *, weight=None, ignore_index=-100, reduction="
 
 @pytest.mark.interpreter
 def test_failures_only_where_the_interpreter_is_known_wrong_are_named_as_such(tmp_path):
-    """Issue 24, finding 9: bf16 arithmetic inside a third-party Triton kernel is garbage under
-    the CPU interpreter; the failure stays a failure and the output says which defect to suspect."""
+    """bf16 arithmetic inside a third-party Triton kernel is garbage under the CPU interpreter
+    (docs/providers.md, "Triton's interpreter on CPU"); the failure stays a failure and the output
+    says which defect to suspect."""
     from typer.testing import CliRunner
 
     from ligerbench.cli import app
@@ -168,8 +169,8 @@ def test_no_interpreter_hint_for_failures_in_float32_or_when_compiled():
 
 
 def test_a_signature_mismatch_is_said_once_with_the_contract(tmp_path):
-    """Issue 24, finding 6: the same TypeError on every case was printed once per case and
-    quantity; now once per provider, with the kernel's calling contract."""
+    """The same TypeError on every case was printed once per case and quantity; now once per
+    provider, with the kernel's calling contract."""
     from typer.testing import CliRunner
 
     from ligerbench.cli import app

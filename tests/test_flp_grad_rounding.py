@@ -1,5 +1,5 @@
-"""Issue 32, finding 3 (docs/bugs.md, bug 10): flp's yardstick must round the logits' gradient
-once to the 16-bit dtype before the products, as every kernel with 16-bit product operands does.
+"""docs/bugs.md, bug 10: flp's yardstick must round the logits' gradient once to the 16-bit dtype
+before the products, as every kernel with 16-bit product operands does.
 
 On an H200 our flp and an independent fused log-prob kernel both failed
 `flp/n2048/v128256/h1024/fp16/t1.5/.../up-entropy/random/normal` on grad_weight with the same

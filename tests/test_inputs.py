@@ -300,7 +300,8 @@ def test_contracts_see_a_write_into_the_targets_or_token_weights():
     ],
 )  # fmt: skip
 def test_thinly_crossed_triggers_are_in_every_dtype_and_several_cases(what, pred):
-    # issue 24, finding 7 (suites/ce/grid.py, T): each trigger in both CPU dtypes, 4+ cases each
+    # planted bugs' triggers the covering crossed thinly (suites/ce/grid.py, T): each trigger in
+    # both CPU dtypes, 4+ cases each
     hits = [c for c in ce_grid.ce_cases("quick", "cpu") if pred(c)]
     for dtype in ("fp32", "bf16"):
         assert sum(c.dtype == dtype for c in hits) >= 4, (what, dtype)

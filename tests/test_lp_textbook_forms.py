@@ -1,6 +1,6 @@
 """lp's and flp's textbook yardsticks with a softcap (ligerbench/tolerance.py): beside
 log_softmax and x_t - logsumexp, the softcap's tanh one ulp nearer 0 (suites/device_tanh.py),
-as ce's has had since session 18.
+as ce's has had since 99d129c.
 
 Why: a softcap's slope 1 - tanh^2 cancels where |tanh| -> 1, and a device's tanh (CUDA's and
 libdevice's promise 2 ulps) moves it far more than a rounding. Before the form, on CPU, PyTorch's

@@ -38,7 +38,7 @@ def test_ours_and_the_peers_pass_on_a_slice(tmp_path, kernel, where):
     result, payload = _verify(tmp_path, "--kernel", kernel, *where, *peers)
     assert result.exit_code == 0, result.output
     assert payload["counts"]["pass"] > 0 and payload["counts"]["fail"] == 0 and payload["counts"]["error"] == 0
-    if kernel == "flp":  # a provider's settings are data in its records (issue 21, item 6)
+    if kernel == "flp":  # a provider's settings are data in its records
         from ligerbench.records import read_records, settings_of
 
         (run,) = tmp_path.iterdir()

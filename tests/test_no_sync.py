@@ -1,6 +1,6 @@
-"""Issue 16: no host sync on any default path of our kernels on a GPU (forward and backward of
-cross_entropy, fused_linear_cross_entropy, the vocab-parallel CE in one process, grpo_loss's two
-paths and the transformers patch), and out-of-range targets still caught there, on the device.
+"""No host sync on any default path of our kernels on a GPU (forward and backward of cross_entropy,
+fused_linear_cross_entropy, the vocab-parallel CE in one process, grpo_loss's two paths and the
+transformers patch), and out-of-range targets still caught there, on the device.
 
 Each call runs once first (Triton compiles; cuBLAS makes its handles), then again under
 `torch.cuda.set_sync_debug_mode("error")`, where any synchronizing call (.item(), bool(tensor),

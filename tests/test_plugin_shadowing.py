@@ -1,6 +1,6 @@
 """A plugin cannot shadow a name, and a run that names a provider of a plugin that failed is
 refused: before, a plugin registering a provider named `ours` was dropped whole with a one-line
-notice and `verify --provider ours` checked the project's kernel and exited 0 (issue 24, 5)."""
+notice and `verify --provider ours` checked the project's kernel and exited 0 (before 3626426)."""
 
 from __future__ import annotations
 

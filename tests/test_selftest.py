@@ -95,10 +95,10 @@ MUST_KILL = {
     "mutant_wraps_at_64_chunks": "gradients",  # flce >= 64 chunks
     "mutant_one_chunk_upstream_ignored": "gradients",  # flce one chunk
     "mutant_zero_upstream_rows_compacted": "gradients",  # flce upstream masked
-    "mutant_hidden_grad_rows_assumed_contiguous": "gradients",  # flce layout column_major (issue 24, 2)
-    "mutant_shifted_block_max_lost": "gradients",  # flce store='shifted16' (session 12)
+    "mutant_hidden_grad_rows_assumed_contiguous": "gradients",  # flce layout column_major
+    "mutant_shifted_block_max_lost": "gradients",  # flce store='shifted16' (kernels/shifted_logits.py)
     "mutant_shifted_blocks_not_rescaled": "correctness",
-    # the GRPO family (suites/grpo/mutants.py, issue 23)
+    # the GRPO family (suites/grpo/mutants.py; docs/bugs.md, "Bug classes in RL losses")
     "mutant_grpo_num_items_ignored": "invariance",
     "mutant_grpo_dr_grpo_as_mean": "correctness",
     "mutant_grpo_k3_for_k1": "correctness",
@@ -112,23 +112,25 @@ MUST_KILL = {
     "mutant_local_token_count": "invariance",
     "mutant_flce_local_token_count": "invariance",
     "mutant_grpo_local_normaliser": "invariance",
-    # preference losses (suites/pref/mutants.py, issue 23)
+    # preference losses (suites/pref/mutants.py; docs/bugs.md, "Bug classes in RL losses")
     "mutant_pref_label_smoothing_ignored": "correctness",
     "mutant_pref_kto_weights_ignored": "correctness",
     "mutant_pref_ipo_on_sums": "correctness",
     "mutant_pref_kto_point_not_detached": "gradients",
     "mutant_pref_kto_point_per_microbatch": "invariance",
-    # distillation (suites/distill_mutants.py, issue 35): each bug's suite is declared beside it
+    # distillation (suites/distill_mutants.py): each bug's suite is declared beside it
     **{f"mutant_kd_{bug}": suite for bug, suite in DISTILL_MUST_KILL.items()},
     **{f"mutant_flkd_{bug}": suite for bug, suite in DISTILL_MUST_KILL.items() if not bug.startswith("topk_")},
-    # issue 24, finding 3: both passed while PyTorch's own formula was the yardstick
+    # docs/bugs.md, "What the careful yardstick found in our own kernels": both passed while
+    # PyTorch's own formula was the yardstick
     "mutant_low_precision_target_grad_bf16": "gradients",
     "mutant_softcap_slope_cancels": "gradients",
 }
 
 
-# Planted bugs only the strict verdict catches (a formula that cancels in float32, issue 32): the
-# kill matrix's default_verdict says `survived` for these and `killed` for every other mutant.
+# Planted bugs only the strict verdict catches (a formula that cancels in float32: docs/bugs.md,
+# bug 11): the kill matrix's default_verdict says `survived` for these and `killed` for every
+# other mutant.
 STRICT_ONLY = {"mutant_softcap_slope_cancels"}
 
 

@@ -53,17 +53,18 @@ def _errors(case_id: str) -> dict[str, float]:
 
 
 def test_the_16_bit_yardstick_is_float32_rounded_once_not_pytorchs_own_16_bit_path():
-    # issue 24, finding 3: on confident rows PyTorch's bf16 true-class gradient is far off, and a
-    # limit of twice that passed a kernel with the same bug; the yardstick must be the careful one
+    # docs/bugs.md, "What the careful yardstick found in our own kernels": on confident rows
+    # PyTorch's bf16 true-class gradient is far off, and a limit of twice that passed a kernel with
+    # the same bug; the yardstick must be the careful one
     e = _errors(dict(n=16, v=1000, dtype="bf16", reduction="sum", logits="confident", ignore_pattern="random_10"))
     assert e["native"] > tolerance.limit_for(e["yardstick"], torch.bfloat16), e
     assert e["yardstick"] <= 2.0**-8, e  # one rounding to bf16 (relative, L2), no more
 
 
 def test_a_large_tensor_is_compared_a_block_at_a_time_with_the_same_result(monkeypatch):
-    """Past BLOCK_ELEMENTS the comparison never holds whole float64 copies (issue 24, finding 4:
-    17 GB each at 2**31 elements); the error is the one the whole comparison gives, and a NaN
-    in a later block is still caught."""
+    """Past BLOCK_ELEMENTS the comparison never holds whole float64 copies (17 GB each
+    at 2**31 elements, the size of the full ce grid's largest case); the error is the one the whole
+    comparison gives, and a NaN in a later block is still caught."""
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(37, 53, generator=g, dtype=torch.float64)
     out = (ref + 1e-3 * torch.randn(37, 53, generator=g, dtype=torch.float64)).float()

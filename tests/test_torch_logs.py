@@ -1,5 +1,5 @@
-"""PyTorch compiler warnings go to the run's torch.log, not the terminal (issue 21, 8): dynamo's
-recompilation warnings used to fill the screen during a verify with the torch.compile peer."""
+"""PyTorch compiler warnings go to the run's torch.log, not the terminal: dynamo's recompilation
+warnings used to fill the screen during a verify with the torch.compile peer."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Per-row inputs as callers hand them: the upstream of `loss.sum().backward()` (a 1 expanded
 over the rows: stride 0, one element of storage) and 1-D targets and token weights with a
 stride (a column of a larger tensor). Our ce and flce read the expanded upstream row by row past
-its storage until session 10 (docs/bugs.md, bug 8); the harness hands that upstream as autograd does."""
+its storage until 508b573 (docs/bugs.md, bug 8); the harness hands that upstream as autograd does."""
 
 import pytest
 import torch

@@ -22,7 +22,7 @@ from ligerbench.verify.engine import make_plan, run_plan
 
 BASELINES = Path(__file__).resolve().parents[1] / "results" / "baselines"
 # The cases of the quick CPU grids where a textbook formula cancels in float32 (measured: 12 ce
-# checks, 8 flce, 1 flp fail --strict, issue 32 finding 2) beside ones where it does not.
+# checks, 8 flce, 1 flp fail --strict: docs/bugs.md, bug 11) beside ones where it does not.
 CANCELS = {
     # the softcap's slope 1 - tanh^2 on large logits
     "ce": "ce/n16/v1000/fp32/mean/up-ones/random_10/softcap/large",
@@ -129,7 +129,7 @@ def _row(provider, value, *, case="c1", quantity="grad_weight", verdict="fail"):
 @pytest.mark.parametrize(
     "rows, families, suspect",
     [
-        # two independent kernels, one error to 4 digits (issue 32, finding 3): the check is suspect
+        # two independent kernels, one error to 4 digits (docs/bugs.md, bug 10): the check is suspect
         ([("ours", 6.721e-3), ("verl", 6.721e-3)], {"ours": "ours"}, True),
         # within 10%
         ([("ours", 6.0e-3), ("verl", 6.5e-3)], {}, True),

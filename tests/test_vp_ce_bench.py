@@ -57,7 +57,8 @@ def test_vp_ce_declares_a_distributed_bench_with_the_issue_targets():
     names = {p.name for p in reg.providers_for("vp_ce", bench_only=True)}
     assert {"ours", "ours_inplace", "gathered", "loss_parallel", "liger_vp"} <= names
     assert not {"loss_parallel", "liger_vp"} & {p.name for p in reg.providers_for("vp_ce")}  # bench only
-    # the issue's figures: 1.2 ms per rank; extra memory within the gradient shard (1,002 MiB)
+    # the design target's figures (docs/performance.md): 1.2 ms per rank; extra memory within the
+    # gradient shard (1,002 MiB)
     time_target, memory_target = spec.targets
     assert time_target.limit == 1.2 and "ours" in time_target.providers and time_target.applies(TARGET_CASE)
     assert memory_target.limit(TARGET_CASE) == 1002.0 and memory_target.providers == ("ours",)
@@ -77,7 +78,7 @@ def _row(case: Case, provider: str, metric: str, value: float, verdict: str = "m
     [
         (TARGET_CASE, 1.1, "measured", "pass"),  # under the limit
         (TARGET_CASE, 1.3, "measured", "fail"),  # over it: the target can fail
-        (TARGET_CASE.replace(world=4), 0.5, "measured", None),  # another world size: not the issue's shape
+        (TARGET_CASE.replace(world=4), 0.5, "measured", None),  # another world size: not the target's shape
         (TARGET_CASE.replace(dtype="fp32"), 0.5, "measured", None),  # another dtype
         (TARGET_CASE.replace(n=4096), 0.5, "measured", None),  # another N of the sweep
         (TARGET_CASE, 0.5, NOT_A_MEASUREMENT, None),  # a smoke row is never judged, let alone passed

@@ -1,7 +1,8 @@
 """`bench --kernel vp_flce --nproc N`: the vocab-parallel fused kernel timed on real ranks beside
-our single-GPU kernel on a whole head. The declaration (the issue's two targets at the
-Llama-3-8B head), both targets judged only at their shape and able to fail, and a smoke run on 2
-gloo ranks (CPU, NOT a measurement) that measures ours and the yardstick and judges nothing."""
+our single-GPU kernel on a whole head. The declaration (the two design targets at the
+Llama-3-8B head, docs/performance.md), both targets judged only at their shape and able to fail, and
+a smoke run on 2 gloo ranks (CPU, NOT a measurement) that measures ours and the yardstick and judges
+nothing."""
 
 from __future__ import annotations
 

@@ -55,7 +55,7 @@ def test_an_unreduced_hidden_gradient_fails_on_real_ranks_too(tmp_path):
     )
     assert result.exit_code == 1, result.output
     bad = pd.DataFrame(payload["failures"])
-    # ours passes the same cases; a launcher row (seen once in CI, session 11) shows its message
+    # ours passes the same cases; a launcher row (seen once in CI before eec421c) shows its message
     others = bad[bad["provider"] != "mutant_vpf_dh_not_reduced"]
     assert set(bad["provider"]) == {"mutant_vpf_dh_not_reduced"}, others.to_dict("records")
     assert set(bad["quantity"]) == {"grad_hidden"}  # the weight shards' gradients are right

@@ -48,7 +48,7 @@ def test_an_unreduced_hidden_gradient_fails_on_real_ranks_too(tmp_path):
                               "--where", "dtype=fp32", "--where", "logits=normal")  # fmt: skip
     assert result.exit_code == 1, result.output
     bad = pd.DataFrame(payload["failures"])
-    # ours passes the same cases; a launcher row (seen in CI, sessions 11 and 12) shows its message
+    # ours passes the same cases; a launcher row (seen in CI before eec421c) shows its message
     others = bad[bad["provider"] != "mutant_vpflp_dh_not_reduced"]
     assert set(bad["provider"]) == {"mutant_vpflp_dh_not_reduced"}, others.to_dict("records")
     assert set(bad["quantity"]) == {"grad_hidden"}  # the shards' gradients and the outputs are right
