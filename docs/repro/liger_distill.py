@@ -1,6 +1,6 @@
-"""Two findings of issue 35 in Liger-Kernel 0.8.5's distillation losses, public API only, each
-printed next to a float64 reference. CPU is enough (Liger's JSD kernel runs under Triton's
-interpreter; the fused linear JSD with compiled=False is PyTorch):
+"""Two findings in Liger-Kernel 0.8.5's distillation losses (docs/peers.md, "Distillation"), public
+API only, each printed next to a float64 reference. CPU is enough (Liger's JSD kernel runs under
+Triton's interpreter; the fused linear JSD with compiled=False is PyTorch):
 
     TRITON_INTERPRET=1 python docs/repro/liger_distill.py
 

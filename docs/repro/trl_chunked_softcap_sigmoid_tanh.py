@@ -8,7 +8,7 @@ torch.tanh, which users write, and TRL's own PyTorch path keep tanh within an ul
 Printed: (1) the identity's error against float64 tanh, in ulps of tanh, beside torch.tanh's;
 (2) TRL's log-probs with a softcap of 30 at temperature 0.6 (its Triton fold; on CPU through
 Triton's interpreter), its PyTorch tiles, and PyTorch as users write it: the largest relative
-error against float64. The H100 quick verify (session 19) failed TRL's float32 log-prob there
+error against float64. An H100 quick verify (2026-11-26) failed TRL's float32 log-prob there
 at 4.85e-7 against a limit of 3.18e-7 (textbook 2.95e-8).
 
     pip install trl==1.16.0
