@@ -57,7 +57,7 @@ def _root(
     """Verify and benchmark Triton loss kernels against a float64 truth and their peers."""
 
 
-# Exit codes, the same for every command (README.md, "Exit codes and run manifests"; the enum in
+# Exit codes, the same for every command (docs/usage.md, "Exit codes and run manifests"; the enum in
 # ligerbench/exits.py): 0 every check passed; 1 a check failed or errored; 2 usage error or
 # unusable input (I/O errors included), said in one line without a traceback; 130 interrupted
 # (Ctrl-C), 143 terminated (SIGTERM). Machinery raises exits.CommandError; this file alone turns

@@ -7,7 +7,7 @@ imports Typer).
     raise Refused()            # exit 1: the reason is already on the terminal (a named provider cannot load)
     return ExitCode.OK
 
-The codes are the same for every command (README.md, "Exit codes and run manifests").
+The codes are the same for every command (docs/usage.md, "Exit codes and run manifests").
 """
 
 from __future__ import annotations

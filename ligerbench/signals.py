@@ -36,7 +36,7 @@ from ligerbench.exits import Terminated
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
 # Seconds from the first stop signal to the watchdog's forced end: `timeout -k 10`, CI runners and
-# README.md's promise ("Exit codes and run manifests": a run stops within 10 s of either signal)
+# docs/usage.md's promise ("Exit codes and run manifests": a run stops within 10 s of either signal)
 # give a run 10 s; the write-up (rows, manifest, summary, plots) takes 1-3 s.
 # LIGERBENCH_STOP_GRACE_S sets it (the tests make it short).
 GRACE_S = 8.0

@@ -1,4 +1,4 @@
-"""A bench told to stop, stops (README.md, "Exit codes and run manifests"): SIGTERM to a real
+"""A bench told to stop, stops (docs/usage.md, "Exit codes and run manifests"): SIGTERM to a real
 `ligerbench bench` process ends it within 10 s with every row it wrote, a summary and a manifest
 that says interrupted, by which signal, and how many steps (one provider at one sweep point)
 completed. A provider that keeps the signal's exception and never returns (seen on an H100: a bench
@@ -87,7 +87,7 @@ def test_sigterm_stops_a_bench_at_the_next_step_and_keeps_what_it_measured(tmp_p
     _wait_for(proc, lambda: len(_steps(_rows(tmp_path))) >= 3, "three bench steps")
     before = _rows(tmp_path)
     took, err = _terminate(proc)
-    assert proc.returncode == 143, err[-2000:]  # 128 + SIGTERM (README, exit codes)
+    assert proc.returncode == 143, err[-2000:]  # 128 + SIGTERM (docs/usage.md, exit codes)
     assert took < STOP_WITHIN_S, f"took {took:.1f} s to stop"
     (run,) = {p.parent for p in tmp_path.glob("*/records.csv")}
     env, after = json.loads((run / "env.json").read_text()), _rows(tmp_path)

@@ -1,4 +1,4 @@
-"""The exit-code contract, the same for every command (README.md, "Exit codes"):
+"""The exit-code contract, the same for every command (docs/usage.md, "Exit codes"):
 0 every check passed; 1 a check failed or errored; 2 usage error or unusable input (I/O errors
 included) in one line without a traceback; 130 interrupted, "interrupted" printed, the completed
 rows, a summary and the run manifest kept. And --json on every command with every count key."""

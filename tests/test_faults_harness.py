@@ -102,7 +102,7 @@ def test_sigterm_keeps_rows_summary_and_a_manifest_that_says_so(tmp_path):
         proc.send_signal(signal.SIGTERM)
         time.sleep(pause)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err[-2000:]  # 128 + SIGTERM (README, exit codes)
+    assert proc.returncode == 143, err[-2000:]  # 128 + SIGTERM (docs/usage.md, exit codes)
     assert "terminated (SIGTERM)" in err
     env = json.loads((csv.parent / "env.json").read_text())
     m, records = env["run"], pd.read_csv(csv)
