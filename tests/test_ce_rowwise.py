@@ -1,7 +1,7 @@
 """The row-block truth of large ce cases (suites/ce/spec.py rowwise) is the whole-tensor truth:
 same loss, z-loss and gradient, for every reduction, option and upstream, with blocks that
-split the rows unevenly; and the full grid holds a case past 2**31 logits (issue 24, finding
-4), whose truth and yardstick take that path."""
+split the rows unevenly; and the full grid holds a case past 2**31 logits (suites/ce/grid.py, E),
+whose truth and yardstick take that path."""
 
 from __future__ import annotations
 

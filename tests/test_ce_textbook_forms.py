@@ -4,7 +4,7 @@ TEXTBOOK_FORMS).
 
 Why two: on confident float32 rows F.cross_entropy's own error is a few coarse roundings (the sum
 of exponentials rounded next to 1), so one run of it is one draw of them, and PyTorch in another
-order lands several times farther. On the H100 (session 18) torch.compile of the very same
+order lands several times farther. On an H100 (2026-11-26) torch.compile of the very same
 flce_torch failed the default verdict at 1.56x; on CPU, F.cross_entropy over the vocabulary in
 another order failed it at up to 12x (5 checks of 704 over 8 seeds) before the second form."""
 
@@ -104,7 +104,7 @@ def _loss_moved_by(amount: float):
 def test_at_one_class_a_loss_of_rounding_noise_passes_and_a_bug_fails():
     """At V=1 the cross entropy is exactly 0 (smoothing and class weights included). Held to
     "2x a yardstick's error" relative to a truth of 0, one float32 rounding's noise was an infinite
-    error (Liger, H100 quick run, session 18: -5.9e-9); relative to the loss's natural magnitude
+    error (Liger, H100 quick run, 2026-11-26: -5.9e-9); relative to the loss's natural magnitude
     (tolerance.py) it is a rounding, and 1e-3 of it is a bug."""
     filters = dict(v=1, dtype="fp32", option=["plain", "label_smoothing"],
                    ignore_pattern=IGNORE_AS_ITSELF)  # fmt: skip

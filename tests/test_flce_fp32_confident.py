@@ -1,4 +1,5 @@
-"""Issue 24 finding 1, why it is not a kernel bug: at seed 2 `verify --kernel flce` fails ours on
+"""Why it is not a kernel bug (docs/bugs.md, "What the careful yardstick found in our own kernels"):
+at seed 2 `verify --kernel flce` fails ours on
 `flce/n12/v256/h32/fp32/mean/up-ones/random_10/plain/confident` (loss error 2.7e-6 against a limit
 of 2.46e-6, eager's error 1.11e-6). What this test shows on that very case:
 
@@ -12,7 +13,7 @@ of 2.46e-6, eager's error 1.11e-6). What this test shows on that very case:
 The limit is PyTorch's float32 error (ligerbench/tolerance.py), so a case where that error cancels
 by chance fails a kernel that is exact given its logits. A yardstick that does the loss math
 exactly from the float32 logits would fix the limit, and fails plain PyTorch float32 cross
-entropy on confident rows at 10-100x (measured: docs/bugs.md); left for a decision (issue 24)."""
+entropy on confident rows at 10-100x (measured: docs/bugs.md); left for a decision."""
 
 from __future__ import annotations
 

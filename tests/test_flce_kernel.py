@@ -197,7 +197,7 @@ def _extra_bytes(n, v, h, elt, budget):
 
 @pytest.mark.parametrize("head", [(128256, 4096), (256000, 2304), (152064, 3584), (32768, 4096), (1000, 16)])
 def test_smaller_budget_never_costs_more_memory(head):
-    """Issue 16: a 64 MiB budget at the Gemma-2 head took 64 chunks and an fp32 accumulator
+    """Before 3dfb5d7 a 64 MiB budget at the Gemma-2 head took 64 chunks and an fp32 accumulator
     (2314 MiB extra). Over budgets from 1 KiB to 2 GiB, the memory plan() commits to never
     grows when the budget shrinks, and never exceeds the budget (or one row of logits)."""
     v, h = head

@@ -23,7 +23,8 @@ def _auto(n, v, dtype=torch.bfloat16, **opts):
 
 
 def test_auto_cuts_by_vocabulary_only_where_token_chunks_are_small():
-    # bf16 without options, on a GPU: 2-byte chunks (H100 measurements: kernels/NOTES.md, session 12)
+    # bf16 without options, on a GPU: 2-byte chunks (H100 measurements: kernels/NOTES.md, "the chunk
+    # in 2 bytes a logit")
     assert _auto(8192, 256000) == ("vocab", "shifted16", 320)  # Gemma-2: 73.6 ms by tokens, 67.9 by vocabulary
     assert _auto(8192, 128256) == ("tokens", "shifted16", 576)  # Llama-3
     assert _auto(8192, 152064) == ("tokens", "shifted16", 512)  # Qwen2.5: 52.6 ms by tokens, 57.0 by vocabulary

@@ -8,10 +8,10 @@ grid crosses, for every dtype, each axis with the ones it interacts with:
   C  logits kind x option x reduction   (confident and large logits: docs/bugs.md, bug 6, softcap saturation)
   D  shape x reduction, and shape x 'all' options (odd vocab sizes, one token)
   T  (quick only, added after the covering so that it leaves the design as it was) the
-     triggering pairs of planted bugs the covering alone crossed thinly (issue 24, finding 7:
-     label smoothing with a class as ignore_index met in 2 of 298 cases, fp32 only; exact-zero
-     upstream rows in 5; the padded-vocabulary stride in 8), each in both dtypes and every
-     reduction it applies to: at least 4 cases per dtype each.
+     triggering pairs of planted bugs the covering alone crossed thinly (measured: label smoothing
+     with a class as ignore_index met in 2 of 298 cases, fp32 only; exact-zero upstream rows in 5;
+     the padded-vocabulary stride in 8), each in both dtypes and every reduction it applies to: at
+     least 4 cases per dtype each.
   S  (every preset, last) the split step (suites/split_step.py): data parallel and gradient
      accumulation, 2 and 4 pieces, with uneven, one-token and empty pieces (split_cases).
 These are the cases for the known bugs' interactions, all in the 2-D layout with the upstream
@@ -42,10 +42,10 @@ SIZES = {
 }
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
 THIN = ("quick",)  # the presets that get T (CI's; on a GPU the full grid's time is the budget)
-# E: logits of more than 2**31 elements, where a 32-bit row offset overflows (issue 24, finding
-# 4): 16385 x 131072 in bf16 on a GPU (4.3 GB of logits). Its float64 truth and its yardstick are
-# formed a block of rows at a time and compared a block at a time (suites/ce/spec.py rowwise,
-# ligerbench/tolerance.py): whole, they ran out of an H100's memory (17 GB per float64 copy).
+# E: logits of more than 2**31 elements, where a 32-bit row offset overflows: 16385 x 131072 in bf16
+# on a GPU (4.3 GB of logits). Its float64 truth and its yardstick are formed a block of rows at a
+# time and compared a block at a time (suites/ce/spec.py rowwise, ligerbench/tolerance.py): whole,
+# they ran out of an H100's memory (17 GB per float64 copy).
 PAST_INT32: dict[str, tuple[int, int]] = {"full": (16385, 131072)}
 
 

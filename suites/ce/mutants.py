@@ -55,8 +55,8 @@ def _softcap_without_tanh_derivative(logits, target, *, softcap, **opts):
 
 def _softcap_slope_cancels(logits, target, *, softcap, **opts):
     """The softcap applied in PyTorch before our kernel, its slope autograd's 1 - tanh^2: right in
-    value, but the slope loses its digits where |tanh| -> 1 (issue 24, finding 3: it passed while
-    the yardstick used the same formula)."""
+    value, but the slope loses its digits where |tanh| -> 1 (docs/bugs.md, "What the careful
+    yardstick found in our own kernels": it passed while the yardstick used the same formula)."""
     if not softcap:
         return _ours()(logits, target, **opts)
     capped = softcap * torch.tanh(logits.float() / softcap)
@@ -190,7 +190,7 @@ PROVIDERS = (
 )
 
 
-# ----------------------------------------------------------------------------- inputs (issue: layouts, upstreams)
+# ----------------------------------------------------------------------------- inputs (layouts, upstreams)
 
 
 def _dense_rows(logits, target, **opts):

@@ -140,7 +140,8 @@ def _placed(case: Case, logits: torch.Tensor, g: torch.Generator, device: torch.
 class _StableTanh(torch.autograd.Function):
     """tanh whose derivative is 1 / cosh^2, not autograd's 1 - tanh^2: that difference loses its
     digits where |tanh| is near 1 (a softcapped confident logit), which made PyTorch's own slope
-    as wrong as a kernel that computes it the same way (issue 24, finding 3)."""
+    as wrong as a kernel that computes it the same way (docs/bugs.md, "What the careful yardstick
+    found in our own kernels")."""
 
     @staticmethod
     def forward(ctx, u):
@@ -286,7 +287,7 @@ def _split_grad(fn, problem: CEProblem) -> torch.Tensor:
 
 
 # From this many logits on, the truth and the yardstick are formed a block of rows at a time
-# (rowwise): a case past 2**31 elements (issue 24, finding 4) is 17 GB per float64 copy, and the
+# (rowwise): a case past 2**31 elements (suites/ce/grid.py, E) is 17 GB per float64 copy, and the
 # whole-tensor path holds several (the copy, log-softmax, the gradient, run_ce's copies).
 CHUNKED_FROM = 2**28
 CHUNK_ELEMENTS = 2**26

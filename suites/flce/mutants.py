@@ -173,7 +173,7 @@ PROVIDERS = (
     ),
     _mutant(
         "mutant_flce_upstream_read_dense",
-        "reduction='none': the upstream read row by row as a dense vector (ours until session 10: "
+        "reduction='none': the upstream read row by row as a dense vector (ours until 508b573: "
         "loss.sum().backward()'s expanded 1 read past its one element)",
         _upstream_read_dense,
         targets=({"reduction": "none", "upstream": "ones"},),

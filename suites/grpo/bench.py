@@ -1,5 +1,6 @@
 """`bench` of `grpo`: one DAPO step's loss and its gradients of hidden and weight (k3 KL, beta 0.04,
-T=0.7), fwd+bwd, beside the peers (issue 23: 8 x 1024 tokens at the Llama-3-8B head).
+T=0.7), fwd+bwd, beside the peers (8 x 1024 tokens at the Llama-3-8B head; the design targets:
+docs/performance.md).
 
 FLOP model (matrix products only), as for flp: 6 * B * T * H * V for a full step (forward 2,
 backward 4). Ours does that, forming the gradients in forward (kernels/grpo_loss.py, path="eager");
@@ -90,7 +91,8 @@ def _compiled():
 # docs/peers.md); the gradients alone are 1066 MiB there. A 2004 MiB budget holds the float32
 # logits of 4096 tokens there (4 bytes a logit, the gradient in the same storage): 2 row chunks,
 # 2 passes of the weight-gradient accumulation (22 at the default), ~3070 MiB extra, under
-# Liger's. (Session 16 ran 1.5 GiB: 3 chunks of 3136 tokens, 2601 MiB, 42.38 ms on an H100.)
+# Liger's. (1.5 GiB ran 3 chunks of 3136 tokens, 2601 MiB, 42.38 ms on an H100:
+# results/runs/bench-grpo-heads-h100-3b12f4e/.)
 LIGER_MEMORY_CHUNK_BYTES = 2004 * 2**20
 
 
@@ -116,6 +118,7 @@ EXCLUDED = {
     "ours_small_chunks": "a verification setting (a quarter of the tokens a chunk); name it with --provider to time it",
 }
 
+SOURCE = "design target (docs/performance.md, grpo)"  # its row there, and why that limit
 SPEC = BenchSpec(
     kernel="grpo",
     make_inputs=make_inputs,
@@ -130,14 +133,14 @@ SPEC = BenchSpec(
     excluded=EXCLUDED,
     targets=(
         Target(("ours",), metric="time_ms", peers=("eager_bf16_product",), factor=1.0,
-               source="issue 23: time <= PyTorch eager's in the same run"),
+               source=f"{SOURCE}: time <= PyTorch eager's in the same run"),
         Target(("ours",), metric="extra_mib", peers=("eager_bf16_product",), factor=0.25,
-               source="issue 23: extra memory <= 1/4 of PyTorch eager's in the same run"),
-        # issue 34: at the memory Liger's Triton GRPO uses or less, no slower than it (ours at a
+               source=f"{SOURCE}: extra memory <= 1/4 of PyTorch eager's in the same run"),
+        # At the memory Liger's Triton GRPO uses or less, no slower than it (ours at a
         # budget that brings its extra memory to about Liger's: both figures judged)
         Target(("ours_liger_memory",), metric="time_ms", peers=("liger_triton",), factor=1.0,
-               source="issue 34: at Liger's Triton GRPO's memory or less, no slower than it"),
+               source=f"{SOURCE}: at Liger's Triton GRPO's memory or less, no slower than it"),
         Target(("ours_liger_memory",), metric="extra_mib", peers=("liger_triton",), factor=1.0,
-               source="issue 34: ours_liger_memory's extra memory <= Liger's Triton GRPO's"),
+               source=f"{SOURCE}: ours_liger_memory's extra memory <= Liger's Triton GRPO's"),
     ),
 )  # fmt: skip

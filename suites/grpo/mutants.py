@@ -1,7 +1,7 @@
-"""Planted bugs of `grpo` (issue 23), each a wrapper around the public op that does what a real
-trainer or kernel got wrong, or (mutant_grpo_eager_*) the op's eager path with one of its parts
-replaced (a subclass of kernels/grpo_loss.py's EagerGRPOFunction); each must be killed by verify
-(tests/test_selftest.py, MUST_KILL)."""
+"""Planted bugs of `grpo` (docs/bugs.md, "Bug classes in RL losses"), each a wrapper around the
+public op that does what a real trainer or kernel got wrong, or (mutant_grpo_eager_*) the op's eager
+path with one of its parts replaced (a subclass of kernels/grpo_loss.py's EagerGRPOFunction); each
+must be killed by verify (tests/test_selftest.py, MUST_KILL)."""
 
 from __future__ import annotations
 

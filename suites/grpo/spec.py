@@ -7,11 +7,11 @@ A provider is `fn(hidden, weight, completion_ids, old_logp, ref_logp, advantages
 loss_type, importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items,
 max_completion_length) -> loss` (docs/providers.md).
 
-The regime (issue 23): completions sampled from the policy itself at the case's temperature (so
-their log-probs are those of likely tokens, not of random ids at ~e^-13); old log-probs = the
-current ones + N(0, 0.05), and on 40% of the tokens a stale step of 0.05-0.5 either way, so some
-tokens are clipped on each side and most are not; reference log-probs near the current ones;
-advantages of both signs with one exactly 0; ragged completion masks (one row full).
+The regime (docs/bugs.md, "Bug classes in RL losses"): completions sampled from the policy itself at
+the case's temperature (so their log-probs are those of likely tokens, not of random ids at ~e^-13);
+old log-probs = the current ones + N(0, 0.05), and on 40% of the tokens a stale step of 0.05-0.5
+either way, so some tokens are clipped on each side and most are not; reference log-probs near the
+current ones; advantages of both signs with one exactly 0; ragged completion masks (one row full).
 make_problem asserts that the clipped fraction is neither 0 nor 1 where the ratio is per token:
 a regime where every token is clipped checks no gradient (Liger's own GRPO test drew old
 log-probs from randn).
