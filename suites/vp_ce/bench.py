@@ -75,6 +75,20 @@ def _rank_world() -> tuple[int, int]:
     return 0, 1
 
 
+def tiled_head(held: dict, weight_shard: torch.Tensor) -> torch.Tensor:
+    """A whole head [world * V_local, H] held by this rank, for the single-GPU kernels raced beside
+    the vocab-parallel ones (what one GPU costs): this rank's shard tiled, built once per shard in
+    `held` (outside the timed calls after the first); its gradient dropped before each call, so
+    that autograd assigns it rather than adding into the last one."""
+    key = (weight_shard.data_ptr(), tuple(weight_shard.shape))
+    if held.get("key") != key:
+        _, world = _rank_world()
+        held.update(key=key, weight=weight_shard.detach().repeat(world, 1).requires_grad_(True))
+    weight = held["weight"]
+    weight.grad = None
+    return weight
+
+
 # Columns of the vocabulary drawn together. A block's values depend on the run seed, the point
 # (not the ranks it is split over) and the block's index alone, so a shard holds the same values
 # whatever the split: `bench --nproc 1,2,4` times one global problem at every rank count (the same

@@ -39,6 +39,7 @@ from ligerbench.suites.vp_ce.bench import (
     _load_loss_parallel,
     _rank_world,
     element_bytes,
+    tiled_head,
     unsplit,
     vocab_slice,
     widest_shard,
@@ -101,15 +102,7 @@ def _load_single_gpu():
     held: dict = {}
 
     def single_gpu(hidden, weight_shard, target, *, ignore_index, reduction):
-        # a whole head [world * V_local, H] held by this rank, built once per shard (outside the
-        # timed calls after the first); its gradient dropped before each call, so that autograd
-        # assigns it rather than adding into the last one
-        key = (weight_shard.data_ptr(), tuple(weight_shard.shape))
-        if held.get("key") != key:
-            _, world = _rank_world()
-            held.update(key=key, weight=weight_shard.detach().repeat(world, 1).requires_grad_(True))
-        weight = held["weight"]
-        weight.grad = None
+        weight = tiled_head(held, weight_shard)
         return fused_linear_cross_entropy(hidden, weight, target, ignore_index=ignore_index, reduction=reduction)
 
     return single_gpu

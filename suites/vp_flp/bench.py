@@ -31,7 +31,7 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
-from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, unsplit, vocab_slice, widest_shard
+from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, tiled_head, unsplit, vocab_slice, widest_shard
 from ligerbench.suites.vp_ce.spec import shard_bounds
 from ligerbench.suites.vp_flp.axes import case as vp_flp_case
 
@@ -86,15 +86,7 @@ def _load_single_gpu():
     held: dict = {}
 
     def single_gpu(hidden, weight_shard, target, *, temperature, ignore_index):
-        # a whole head [world * V_local, H] held by this rank, built once per shard (outside the
-        # timed calls after the first); its gradient dropped before each call, so that autograd
-        # assigns it rather than adding into the last one
-        key = (weight_shard.data_ptr(), tuple(weight_shard.shape))
-        if held.get("key") != key:
-            _, world = _rank_world()
-            held.update(key=key, weight=weight_shard.detach().repeat(world, 1).requires_grad_(True))
-        weight = held["weight"]
-        weight.grad = None
+        weight = tiled_head(held, weight_shard)
         return fused_linear_log_probs(hidden, weight, target, temperature=temperature, ignore_index=ignore_index)
 
     return single_gpu
