@@ -1,6 +1,6 @@
 """The sweeps of `ligerbench bench`: which shapes each sweep visits, shared by every kernel.
 
-Sizes are chosen so a whole sweep of every peer fits one 10-minute GPU call on an H100:
+Sizes are chosen so a whole sweep of every peer runs in under 10 minutes on an H100:
 N=8192 tokens is the anchors' size (a typical micro-batch of 8 x 1K or 1 x 8K tokens), and the
 tokens sweep stops at 16K by default because eager fp32 logits at 32K x 128256 need ~50 GB of
 scratch; `--tokens 32768` asks for it.
