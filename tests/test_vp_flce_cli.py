@@ -37,7 +37,9 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     records = pd.read_csv(run / "records.csv")
     env = json.loads((run / "env.json").read_text())
     assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
-    planned = {c.id for c in default_registry().kernels["vp_flce"].grid("quick", "cpu") if c.world == 2 and c.mesh == "flat"}
+    planned = {
+        c.id for c in default_registry().kernels["vp_flce"].grid("quick", "cpu") if c.world == 2 and c.mesh == "flat"
+    }
     assert env["run"]["planned"] == env["run"]["completed"] == len(planned)
     assert set(records["case"]) == planned
     assert set(records["suite"]) == {"correctness", "gradients", "contracts"}
