@@ -58,6 +58,10 @@ MUST_KILL = {
     "mutant_vp_upstream_ignored": "gradients",
     "mutant_vp_mean_of_nothing_is_zero": "correctness",
     "mutant_vp_silent_inplace": "contracts",
+    # on a mesh only (suites/vp_ce/mesh.py); logits handed gathered must be refused
+    "mutant_vp_world_rank_offset": "correctness",
+    "mutant_vp_world_group": "correctness",
+    "mutant_vp_gathered_accepted": "contracts",
     # vp_flce (tests/test_vp_flce_cli.py runs one on real ranks)
     "mutant_vpf_local_smoothing": "correctness",
     "mutant_vpf_dh_not_reduced": "gradients",
@@ -71,6 +75,8 @@ MUST_KILL = {
     "mutant_vpf_mean_of_nothing_is_zero": "correctness",
     "mutant_vpf_upstream_ignored": "gradients",
     "mutant_vpf_dh_in_hidden": "contracts",
+    "mutant_vpf_world_rank_offset": "correctness",
+    "mutant_vpf_world_group": "correctness",
     # vp_flp (tests/test_vp_flp_cli.py runs one on real ranks)
     "mutant_vpflp_entropy_not_moved": "correctness",
     "mutant_vpflp_max_copy_per_rank": "correctness",
@@ -78,6 +84,10 @@ MUST_KILL = {
     "mutant_vpflp_target_wrong_offset": "correctness",
     "mutant_vpflp_dh_not_reduced": "gradients",
     "mutant_vpflp_vocab_start_ignored": "correctness",
+    "mutant_vpflp_world_rank_offset": "correctness",
+    "mutant_vpflp_world_group": "correctness",
+    "mutant_vpflp_target_logp_plain_all_reduce": "gradients",  # the log-prob's value is right
+    "mutant_vpflp_entropy_identity_log_softmax": "gradients",
     # one per new case-axis value (suites/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
     "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage
