@@ -40,8 +40,16 @@ def git_commit(repo: Path | None = None) -> str | None:
 
 # The peer libraries whose installed versions every run records (suites/peers/ pins them;
 # tests/test_peers.py checks every library a provider names is here).
-PEER_DISTRIBUTIONS = ("liger-kernel", "cut-cross-entropy", "trl", "verl", "unsloth", "unsloth_zoo", "tensordict",
-                      "torch")  # torch: its own linear_cross_entropy (suites/peers/torch_native.py)
+PEER_DISTRIBUTIONS = (
+    "liger-kernel",
+    "cut-cross-entropy",
+    "trl",
+    "verl",
+    "unsloth",
+    "unsloth_zoo",
+    "tensordict",
+    "torch",
+)  # torch: its own linear_cross_entropy (suites/peers/torch_native.py)
 
 
 def peer_versions() -> dict[str, str | None]:

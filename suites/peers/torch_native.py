@@ -36,7 +36,8 @@ def _flce(**chunked):
     import torch.nn.functional as F
 
     if not hasattr(F, "linear_cross_entropy"):
-        raise ImportError(f"torch {torch.__version__} has no torch.nn.functional.linear_cross_entropy (torch>={PINNED})")
+        missing = "has no torch.nn.functional.linear_cross_entropy"
+        raise ImportError(f"torch {torch.__version__} {missing} (torch>={PINNED})")
 
     def call(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, **_):
         # cross_entropy refuses class weights of another dtype than its logits': a user casts them
