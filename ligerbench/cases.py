@@ -157,7 +157,7 @@ OPTIONS: dict[str, dict] = {
     },
 }
 
-LOGITS_KINDS = ("normal", "confident", "large")
+LOGITS_KINDS = ("normal", "confident", "large")  # crossed by the grids; "far_below" in a few cases of its own
 REDUCTIONS = ("none", "mean", "sum")
 
 # ----------------------------------------------------------------------------- upstream gradients
@@ -281,4 +281,8 @@ def draw_logits(kind: str, n: int, v: int, target: torch.Tensor, g: torch.Genera
         delta = 10.0 ** (-2.0 - 4.0 * torch.rand(n, generator=g, device=g.device))
         x[rows, safe] = lse_others - torch.log(delta)
         return x
-    raise ValueError(f"unknown logits kind {kind!r}; expected one of {LOGITS_KINDS}")
+    if kind == "far_below":
+        # every logit below -1e4 (verl #7439: a running max started at 0, not -inf, underflows
+        # every exponential to 0 there): the softmax is shift-invariant, the truth as for normal
+        return x.clamp(-5.0, 5.0) - (1e4 + 5.0)
+    raise ValueError(f"unknown logits kind {kind!r}; expected one of {LOGITS_KINDS + ('far_below',)}")

@@ -23,6 +23,9 @@ class Outcome:
     # truth's own, where the truth is exactly 0 mathematically (ligerbench/tolerance.py, "A truth
     # that is exactly 0"); absent: the truth's norm.
     scales: dict[str, float] = field(default_factory=dict)
+    # quantity -> the error with which the provider refused to produce it, where a refusal is an
+    # answer its contract allows (a second backward through one forward: suites/retained_backward.py)
+    refusals: dict[str, str] = field(default_factory=dict)
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:

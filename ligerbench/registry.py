@@ -62,9 +62,10 @@ class KernelSpec:
     # outputs rounded once), the default verdict's second yardstick (ligerbench/tolerance.py);
     # None: the careful yardstick alone, under either verdict
     textbook: Callable[[Any], Any] | None = None
-    # case, quantity -> the known numerical patterns a failing check of that case may show (a
-    # softcap slope that cancels, the entropy of a peaked row, ...), named on its FAIL line
-    hints: Callable[[Case, str], tuple[str, ...]] | None = None
+    # case, quantity, error -> the known numerical patterns a failing check of that case may show
+    # (a softcap slope that cancels, the entropy of a peaked row, ...) that can make an error of
+    # that size, named on its FAIL line
+    hints: Callable[[Case, str, float], tuple[str, ...]] | None = None
 
 
 class NotRun(Exception):

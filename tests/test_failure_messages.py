@@ -186,3 +186,28 @@ def test_a_signature_mismatch_is_said_once_with_the_contract(tmp_path):
     assert "raised the same error in all" in out and "unexpected keyword argument" in out
     assert "the contract is fn(logits, target, *, weight" in out
     assert "  ERROR " not in result.output  # not repeated per case and quantity
+
+
+def test_a_case_with_nothing_to_compute_tells_no_failing_case_apart():
+    """A provider that passed only the cases with every target ignored got "all N failing cases
+    have ignore_pattern in {...} (its passing cases never do)": a case with nothing to compute is
+    no evidence. With another passing case the line is still said."""
+    import pandas as pd
+
+    from ligerbench.verify.diagnose import shared_values
+
+    rows = [("c1", "random_10", "fail"), ("c2", "none", "fail"), ("c3", "all", "pass")]
+    df = pd.DataFrame([dict(provider="p", case=c, ignore_pattern=i, verdict=v) for c, i, v in rows])
+    assert shared_values(df, ["ignore_pattern"]) == []
+    df = pd.concat([df, pd.DataFrame([dict(provider="p", case="c4", ignore_pattern="leading_run", verdict="pass")])])
+    (line,) = shared_values(df, ["ignore_pattern"])
+    assert "ignore_pattern in {none, random_10}" in line
+
+
+@pytest.mark.parametrize("error, shown", [(0.02, True), (0.5, False), (math.inf, False), (math.nan, False)])
+def test_a_rounding_hint_is_named_only_for_an_error_it_can_make(error, shown):
+    from ligerbench.suites.hints import SIXTEEN_BITS, numerical_hints
+
+    case = ce_case(n=16, v=1000, dtype="bf16")
+    assert (SIXTEEN_BITS in numerical_hints(case, "grad_logits", error)) is shown
+    assert SIXTEEN_BITS in numerical_hints(case, "grad_logits")  # without the error: every pattern the axes name

@@ -54,7 +54,6 @@ def test_ours_is_exact_given_its_float32_logits_and_never_worse_per_row_than_pyt
     assert rel(torch_rows).max() > 10 * rel(ours_rows).max()
 
 
-
 @pytest.mark.parametrize("strict", [False, True])
 def test_both_verdicts_pass_ours_on_that_case(strict):
     spec = default_registry()

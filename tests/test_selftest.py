@@ -46,6 +46,8 @@ MUST_KILL = {
     "mutant_silent_inplace": "contracts",
     "mutant_zloss_no_grad": "gradients",
     "mutant_smoothing_ignores_class_weight": "correctness",
+    "mutant_saved_grad_scaled_in_place": "second_backward",
+    "mutant_max_started_at_zero": "correctness",
     "mutant_drops_last_chunk": "correctness",
     # vp_ce (tests/test_vp_ce.py has the cases each needs)
     "mutant_vp_local_smoothing": "correctness",

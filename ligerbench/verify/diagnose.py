@@ -12,6 +12,10 @@ from __future__ import annotations
 import pandas as pd
 
 BAD = ("fail", "error")
+# Cases with nothing to compute (every target ignored: the loss is a constant, every gradient 0)
+# are no evidence that a provider handles an axis value: passing them tells no failing case
+# apart. (axis, value) pairs; a case with any of them is left out of the passing side.
+NOTHING_TO_COMPUTE = (("ignore_pattern", "all"),)
 
 
 def shared_values(df: pd.DataFrame, axes: list[str]) -> list[str]:
@@ -21,7 +25,11 @@ def shared_values(df: pd.DataFrame, axes: list[str]) -> list[str]:
     columns = [a for a in axes if a in df.columns]
     for provider, rows in df.groupby("provider", sort=True):
         bad = set(rows.loc[rows["verdict"].isin(BAD), "case"])
-        good = set(rows.loc[rows["verdict"] == "pass", "case"]) - bad
+        computed = rows
+        for axis, value in NOTHING_TO_COMPUTE:
+            if axis in rows.columns:
+                computed = computed[computed[axis].astype(str) != value]
+        good = set(computed.loc[computed["verdict"] == "pass", "case"]) - bad
         if not bad or not good:
             continue  # nothing failed, or nothing passed to tell the failing cases apart from
         per_case = rows.drop_duplicates("case").set_index("case")

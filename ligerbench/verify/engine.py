@@ -209,7 +209,7 @@ class Yardsticks:
 REPEAT_SUITE = "repeat"  # the rows of --repeat N: suite "repeat", quantity "bitwise"
 
 
-def _no_hints(case: Case, quantity: str) -> tuple[str, ...]:
+def _no_hints(case: Case, quantity: str, error: float | None = None) -> tuple[str, ...]:
     return ()
 
 
@@ -268,7 +268,7 @@ def _layout(outcome) -> dict:
 
 
 def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: Yardsticks, *, strict: bool = False,
-             hints: Callable[[Case, str], tuple[str, ...]] = _no_hints) -> dict:  # fmt: skip
+             hints: Callable[[Case, str, float], tuple[str, ...]] = _no_hints) -> dict:  # fmt: skip
     if quantity == "input_layout":
         return _layout(outcome)
     if quantity == "input_unchanged":
@@ -286,6 +286,10 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: 
             verdict="pass" if ok else "fail",
             message=msg,
         )
+    refusal = getattr(outcome, "refusals", {}).get(quantity)
+    if refusal is not None and quantity not in outcome.values:  # a refusal its contract allows
+        return dict(metric="refused", value=1.0, unit="bool", limit=float("nan"), verdict="pass",
+                    message=f"refused: {refusal}"[:500])  # fmt: skip
     if quantity not in outcome.values:
         return dict(
             metric="rel_l2",
@@ -312,7 +316,7 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: 
         if scale is not None:
             yardsticks += f"; the truth is 0: errors relative to the natural magnitude {scale:.3g}"
         message = f"error {err:.3g} > limit {limit:.3g} ({rule}: {yardsticks}); {explain(got, truth)}"
-        known = hints(case, quantity)
+        known = hints(case, quantity, err)
         if known:
             message += "; known pattern: " + "; ".join(known)
     return dict(value=err, verdict=tolerance.verdict(err, limit), message=message, **figures)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites import split_step
+from ligerbench.suites import retained_backward, split_step
 from ligerbench.suites.ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.ce.grid import ce_cases
 from ligerbench.suites.hints import numerical_hints
@@ -28,7 +28,15 @@ KERNEL = KernelSpec(
     hints=numerical_hints,
     textbook=spec.textbook,
     run=spec.run_ce,
-    quantities=("loss", "z_loss", "grad_logits", "split_grad_logits", "input_unchanged", "input_layout"),
+    quantities=(
+        "loss",
+        "z_loss",
+        "grad_logits",
+        "split_grad_logits",
+        "grad_logits_again",
+        "input_unchanged",
+        "input_layout",
+    ),
     grid=ce_cases,
     axes=axes.AXES,
     signature="fn(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, "
@@ -60,6 +68,14 @@ SUITES = (
         "uneven, one valid token, an empty piece) equals the one batch's float64 gradient",
         quantities=("split_grad_logits",),
         select=split_step.is_split,
+    ),
+    Suite(
+        name="second_backward",
+        kernel="ce",
+        description="backward twice through one forward (retain_graph=True): the second call's gradient of the "
+        "logits for its upstream, or a clear refusal; the first call's is checked after it (QuACK #209)",
+        quantities=("grad_logits_again",),
+        select=retained_backward.is_retained,
     ),
     Suite(
         name="contracts",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, UPSTREAMS, Case
-from ligerbench.suites import split_step
+from ligerbench.suites import retained_backward, split_step
 
 DTYPE = Axis(
     "dtype",
@@ -81,11 +81,12 @@ OPTION = Axis(
 LOGITS = Axis(
     "logits",
     "the kind of logits drawn",
-    ("normal", "confident", "large"),
+    ("normal", "confident", "large", "far_below"),
     means={
         "normal": "an untrained model: random normal logits (std 1)",
         "confident": "a trained model: 1 - p(target) between 1e-6 and 1e-2 (docs/bugs.md, bug 6)",
         "large": "large magnitude and spread: a nearly one-hot softmax, softcap saturated",
+        "far_below": "every logit below -1e4: a running max must start at -inf, not 0 (verl #7439)",
     },
     default="normal",
 )
@@ -151,7 +152,7 @@ def loss_axes(n: Axis, v: Axis, *shape: Axis, layout: Axis) -> tuple[Axis, ...]:
     return (n, v, *shape, DTYPE, REDUCTION, UPSTREAM, IGNORE_PATTERN, OPTION, LOGITS, layout)
 
 
-# the split axes stay out of loss_axes: they are this kernel's and flce's, not every CE kernel's
+# the split and backward axes stay out of loss_axes: they are this kernel's and flce's, not every CE kernel's
 AXES = (
     *loss_axes(
         tokens({"quick": (16, 8, 1), "full": (1024, 512, 1, 256)}),
@@ -160,6 +161,7 @@ AXES = (
     ),
     SPLIT,
     SPREAD,
+    retained_backward.AXIS,
 )
 
 

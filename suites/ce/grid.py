@@ -12,8 +12,10 @@ grid crosses, for every dtype, each axis with the ones it interacts with:
      with a class as ignore_index met in 2 of 298 cases, fp32 only; exact-zero upstream rows in 5;
      the padded-vocabulary stride in 8), each in both dtypes and every reduction it applies to: at
      least 4 cases per dtype each.
-  S  (every preset, last) the split step (suites/split_step.py): data parallel and gradient
+  S  (every preset) the split step (suites/split_step.py): data parallel and gradient
      accumulation, 2 and 4 pieces, with uneven, one-token and empty pieces (split_cases).
+  R  (every preset) backward twice through one forward (suites/retained_backward.py).
+  F  (every preset, last) every logit below -1e4: the softmax's shift invariance far from 0.
 These are the cases for the known bugs' interactions, all in the 2-D layout with the upstream
 gradients of REDUCTION_VARIANTS. Then, in every preset, an all-pairs covering design
 (suites/covering.py) adds the cases needed for every pair of values of any two axes to appear
@@ -69,6 +71,8 @@ def ce_cases(preset: str, device_type: str) -> list[Case]:
     if preset in THIN:
         cases += thin(n, v, DTYPES[device_type])
     cases += split_cases(n, SPLIT_VOCAB.get(preset, v))
+    cases += retained_cases(n, SPLIT_VOCAB.get(preset, v))
+    cases += far_below_cases(n, SPLIT_VOCAB.get(preset, v))
     if preset in PAST_INT32:
         big_n, big_v = PAST_INT32[preset]
         cases.append(case(n=big_n, v=big_v, dtype="bf16", reduction="mean", upstream="ones"))
@@ -107,6 +111,29 @@ def split_cases(n: int, v: int) -> list[Case]:
         base.replace(split="accum2", spread="uneven", option="all"),
         base.replace(split="dp2", spread="empty_piece", dtype="bf16"),
         base.replace(split="accum4", spread="one_token", reduction="sum", upstream="random"),
+    ]
+
+
+def retained_cases(n: int, v: int) -> list[Case]:
+    """R (module docstring): backward twice through one forward (suites/retained_backward.py),
+    the first upstream never 1 (scaled in place by 1 a buffer is unchanged): each reduction, both
+    dtypes, every option at once on one."""
+    base = case(n=n, v=v, backward="retained")
+    return [
+        base.replace(reduction="mean", upstream="grad_scaler"),
+        base.replace(reduction="none", upstream="random", dtype="bf16"),
+        base.replace(reduction="sum", upstream="random", option="all"),
+    ]
+
+
+def far_below_cases(n: int, v: int) -> list[Case]:
+    """F (module docstring): every logit below -1e4, where a running max started at 0 underflows
+    every exponential (verl #7439): each reduction, both dtypes, every option at once on one."""
+    base = case(n=n, v=v, logits="far_below")
+    return [
+        base.replace(reduction="mean", upstream="ones"),
+        base.replace(reduction="none", upstream="random", dtype="bf16"),
+        base.replace(reduction="sum", upstream="random", option="all"),
     ]
 
 

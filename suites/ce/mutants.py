@@ -123,6 +123,47 @@ def _low_precision_target_grad(logits, target, **opts):
     return _LowPrecisionTargetGrad.apply(logits, target, opts)
 
 
+class _SavedGradScaledInPlace(torch.autograd.Function):
+    """A gradient formed in forward (by our kernel, for an upstream of 1) and scaled in place by
+    each backward's upstream, with no refusal of a second call (QuACK #209): retain_graph's second
+    backward returns the first upstream's scaling times its own."""
+
+    @staticmethod
+    def forward(ctx, logits, formed, loss):
+        ctx.formed = formed
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad):
+        up = grad.reshape(grad.shape + (1,) * (ctx.formed.dim() - grad.dim()))
+        return ctx.formed.mul_(up), None, None
+
+
+def _saved_grad_scaled_in_place(logits, target, **opts):
+    with torch.enable_grad():
+        x = logits.detach().requires_grad_()
+        loss, z = _ours()(x, target, **opts)
+        (formed,) = torch.autograd.grad(loss.sum(), x)  # rows are independent: each its own gradient
+    return _SavedGradScaledInPlace.apply(logits, formed, loss.detach()), z
+
+
+def _max_started_at_zero(logits, target, *, ignore_index, reduction, **opts):
+    """A cross entropy whose row maximum starts at 0, not -inf (verl #7439): exact wherever a
+    row's largest logit is above 0, every exponential 0 where all are far below. Plain cross
+    entropy only (other options: our kernel)."""
+    if any(opts.get(k) for k in ("weight", "label_smoothing", "softcap", "z_loss_scale", "token_weight")):
+        return _ours()(logits, target, ignore_index=ignore_index, reduction=reduction, **opts)
+    x = logits.reshape(-1, logits.shape[-1]).float()
+    t = target.reshape(-1)
+    m = x.detach().amax(-1, keepdim=True).clamp_min(0.0)
+    lse = (x - m).exp().sum(-1).log() + m.squeeze(-1)
+    counted = t != ignore_index
+    picked = x.gather(1, torch.where(counted, t, 0).unsqueeze(1)).squeeze(1)
+    rows = torch.where(counted, lse - picked, 0.0)
+    loss = {"none": rows.view(target.shape), "sum": rows.sum(), "mean": rows.sum() / counted.sum()}[reduction]
+    return loss.to(logits.dtype), torch.zeros((), dtype=logits.dtype, device=logits.device)
+
+
 def _mutant(name: str, description: str, load, **kw) -> Provider:
     return Provider(name=name, kernel="ce", description=description, load=load, mutant=True, **kw)
 
@@ -180,6 +221,18 @@ PROVIDERS = (
         "z-loss in the loss value but missing from the gradient",
         lambda: _zloss_missing_from_gradient,
         targets=({"option": "z_loss", "reduction": "sum", "dtype": "fp32", "logits": "normal"},),
+    ),
+    _mutant(
+        "mutant_saved_grad_scaled_in_place",
+        "the gradient formed in forward scaled in place by each backward, a second backward not refused (QuACK #209)",
+        lambda: _saved_grad_scaled_in_place,
+        targets=({"backward": "retained"},),
+    ),
+    _mutant(
+        "mutant_max_started_at_zero",
+        "the softmax's running maximum starts at 0, not -inf: logits all far below 0 underflow (verl #7439)",
+        lambda: _max_started_at_zero,
+        targets=({"logits": "far_below", "option": "plain"},),
     ),
     _mutant(
         "mutant_smoothing_ignores_class_weight",

@@ -45,6 +45,7 @@ from ligerbench.problems import (
     upstream_for,
     written,
 )
+from ligerbench.suites import retained_backward as retained
 from ligerbench.suites import split_step
 from ligerbench.suites.ce.axes import LAYOUT
 from ligerbench.suites.device_tanh import forms_on, tanh_one_ulp_low
@@ -66,6 +67,7 @@ class CEProblem:
     softcap: float | None = None
     z_loss_scale: float = 0.0
     split: str = "none"  # the step split into pieces (suites/split_step.py), or "none"
+    backward: str = "once"  # or "retained": backward twice through one forward (suites/retained_backward.py)
 
     def options(self) -> dict:
         """Keyword arguments every `ce` provider takes."""
@@ -110,6 +112,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
         softcap=opts.get("softcap"),
         z_loss_scale=opts.get("z_loss_scale", 0.0),
         split=case.get("split", "none"),
+        backward=case.get("backward", "once"),
     )
 
 
@@ -271,16 +274,16 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
     values = {"loss": loss.detach().clone()}
     if z_loss is not None:
         values["z_loss"] = z_loss.detach().clone()
+    refusals: dict[str, str] = {}
     if need_grad:
-        loss.backward(upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape)))
-        values["grad_logits"] = x.grad.detach().clone() if x.grad is not None else None
+        up = upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape))
+        retained.backward(loss, up, {"logits": x}, problem.backward == "retained", values, refusals)
     if need_grad and problem.split != "none":
         values["split_grad_logits"] = _split_grad(fn, problem)
     built = {"logits": layout_of(problem.logits), "target": layout_of(problem.target)}
     mutated = ([] if same_bits(flat, before) else ["logits"]) + written(side, handed)
-    return Outcome(
-        values=values, input_mutated=bool(mutated), built=built, received=spy.seen, mutated_inputs=tuple(mutated)
-    )
+    return Outcome(values=values, input_mutated=bool(mutated), built=built, received=spy.seen,
+                   mutated_inputs=tuple(mutated), refusals=refusals)  # fmt: skip
 
 
 def _split_grad(fn, problem: CEProblem) -> torch.Tensor:
@@ -361,13 +364,13 @@ def reference(problem: CEProblem) -> Outcome:
     if problem.logits.numel() >= CHUNKED_FROM:
         return split_step.aliased(rowwise(problem, torch.float64), problem.split)
     x64 = problem.logits.detach().double()
-    p64 = CEProblem(**{**problem.__dict__, "logits": x64, "split": "none"})
+    p64 = CEProblem(**{**problem.__dict__, "logits": x64, "split": "none", "backward": "once"})
     p64.weight = problem.weight.double() if problem.weight is not None else None
     p64.token_weight = problem.token_weight.double() if problem.token_weight is not None else None
     p64.upstream = problem.upstream.double()
     out = run_ce(ce_torch, p64)
     out.scales.update(_one_class_scales(p64))
-    return split_step.aliased(out, problem.split)
+    return _as_stepped(out, problem)
 
 
 def _one_class_scales(problem: CEProblem) -> dict[str, float]:
@@ -403,8 +406,8 @@ def eager_in_dtype(problem: CEProblem) -> Outcome:
     if problem.logits.numel() >= CHUNKED_FROM:
         out = yardstick(lambda p: rowwise(p, p.logits.dtype), problem, {"logits": problem.logits})
     else:
-        out = yardstick(lambda p: run_ce(ce_torch, p), split_step.whole(problem), {"logits": problem.logits})
-    return split_step.aliased(out, problem.split)
+        out = yardstick(lambda p: run_ce(ce_torch, p), _one_step(problem), {"logits": problem.logits})
+    return _as_stepped(out, problem)
 
 
 def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
@@ -418,6 +421,17 @@ def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
             return lambda p: rowwise(p, p.logits.dtype, textbook=form)
         return lambda p: run_ce(functools.partial(ce_torch, textbook=form), p)
 
-    one = split_step.whole(problem)
+    one = _one_step(problem)
     outs = [yardstick(written(form), one, {"logits": problem.logits}) for form in textbook_forms(problem.softcap)]
-    return tuple(split_step.aliased(out, problem.split) for out in outs)
+    return tuple(_as_stepped(out, problem) for out in outs)
+
+
+def _one_step(problem: CEProblem) -> CEProblem:
+    """One batch, one backward: what the truth and the yardsticks of a split or retained case run."""
+    return retained.whole(split_step.whole(problem))
+
+
+def _as_stepped(out: Outcome, problem: CEProblem) -> Outcome:
+    """The one step's outcome as the case's: the split step's and the second backward's gradients
+    its own (suites/split_step.py, suites/retained_backward.py)."""
+    return retained.aliased(split_step.aliased(out, problem.split), problem.backward)

@@ -8,7 +8,7 @@ case grid, suites, providers, planted bugs and bench, registered together.
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites import split_step
+from ligerbench.suites import retained_backward, split_step
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
@@ -31,7 +31,11 @@ KERNEL = KernelSpec(
     peer="eager",
     control="ours",
     bench=bench.SPEC,
-    applies={"z_loss": has_z_loss, "split_grad_bias": lambda case: case.bias},
+    applies={
+        "z_loss": has_z_loss,
+        "split_grad_bias": lambda case: case.bias,
+        "grad_bias_again": lambda case: case.bias,
+    },
     ranks=split_step.ranks_of,
 )
 
@@ -63,6 +67,14 @@ SUITES = (
         "token, an empty piece) equal the one batch's float64 gradients",
         quantities=("split_grad_hidden", "split_grad_weight", "split_grad_bias"),
         select=split_step.is_split,
+    ),
+    Suite(
+        name="second_backward",
+        kernel="flce",
+        description="backward twice through one forward (retain_graph=True): the second call's gradients for "
+        "its upstream, or a clear refusal; the first call's are checked after it (QuACK #209)",
+        quantities=("grad_hidden_again", "grad_weight_again", "grad_bias_again"),
+        select=retained_backward.is_retained,
     ),
     Suite(
         name="contracts",

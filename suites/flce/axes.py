@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
+from ligerbench.suites import retained_backward
 from ligerbench.suites.ce import axes as ce
 
 HIDDEN = {"quick": (32, 17, 7), "full": (1024, 1031, 576, 257)}
@@ -57,6 +58,7 @@ AXES = (
     ),
     ce.SPLIT,
     ce.SPREAD,
+    retained_backward.AXIS,
 )
 
 

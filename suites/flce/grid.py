@@ -22,6 +22,7 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
      provider axis, not a case axis.
   S  (every preset, last) the split step at the base shape: data parallel and gradient
      accumulation, 2 and 4 pieces, uneven, one-token and empty pieces (split_cases).
+  R  (every preset, last) backward twice through one forward (suites/retained_backward.py).
 Then, in every preset, an all-pairs covering design (suites/covering.py) adds the cases needed
 for every pair of values of any two axes to appear together in some case, over: dtype,
 (reduction, upstream) (cases.UPSTREAMS), ignore pattern, option, logits kind, layout
@@ -82,7 +83,19 @@ def flce_cases(preset: str, device_type: str) -> list[Case]:
         cases.append(many.replace(reduction=reduction, upstream=upstream))
     cases += covering(n, v, h, shapes, DTYPES[device_type], cases)
     cases += split_cases(case(n=n, v=v, h=h, reduction="mean", upstream="ones"))
+    cases += retained_cases(case(n=n, v=v, h=h))
     return list(dict.fromkeys(cases))
+
+
+def retained_cases(base: Case) -> list[Case]:
+    """R (module docstring): backward twice through one forward, as ce's (suites/ce/grid.py), the
+    first upstream never 1: each reduction, both dtypes, a bias, every option at once on one."""
+    base = base.replace(backward="retained")
+    return [
+        base.replace(reduction="mean", upstream="grad_scaler", bias=True),
+        base.replace(reduction="none", upstream="random", dtype="bf16"),
+        base.replace(reduction="sum", upstream="random", option="all"),
+    ]
 
 
 def split_cases(base: Case) -> list[Case]:

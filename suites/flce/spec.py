@@ -42,6 +42,7 @@ from ligerbench.problems import (
     upstream_for,
     written,
 )
+from ligerbench.suites import retained_backward as retained
 from ligerbench.suites import split_step
 from ligerbench.suites.ce.spec import ce_torch, textbook_forms
 from ligerbench.suites.flce.axes import LAYOUT
@@ -49,7 +50,8 @@ from ligerbench.suites.rounding import grad_rounded_to
 from ligerbench.tolerance import yardstick
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "split_grad_hidden", "split_grad_weight",
-              "split_grad_bias", "input_unchanged", "input_layout")  # fmt: skip
+              "split_grad_bias", "grad_hidden_again", "grad_weight_again", "grad_bias_again", "input_unchanged",
+              "input_layout")  # fmt: skip
 KEPT_PREFIX = 3  # kept_slice: rows of hidden states before the kept ones (logits_to_keep drops them)
 
 
@@ -70,6 +72,7 @@ class FLCEProblem:
     softcap: float | None = None
     z_loss_scale: float = 0.0
     split: str = "none"  # the step split into pieces (suites/split_step.py), or "none"
+    backward: str = "once"  # or "retained": backward twice through one forward (suites/retained_backward.py)
 
     def options(self) -> dict:
         """Keyword arguments every `flce` provider takes (besides hidden, weight, target)."""
@@ -160,6 +163,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
         softcap=opts.get("softcap"),
         z_loss_scale=opts.get("z_loss_scale", 0.0),
         split=case.get("split", "none"),
+        backward=case.get("backward", "once"),
     )
 
 
@@ -214,19 +218,17 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
     values = {"loss": loss.detach().clone()}
     if z_loss is not None:
         values["z_loss"] = z_loss.detach().clone()
+    refusals: dict[str, str] = {}
     if need_grad:
-        loss.backward(upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape)))
-        for name, leaf in leaves.items():
-            if leaf is not None:
-                values[f"grad_{name}"] = None if leaf.grad is None else leaf.grad.detach().clone()
+        up = upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape))
+        retained.backward(loss, up, leaves, problem.backward == "retained", values, refusals)
     if need_grad and problem.split != "none":
         values.update(_split_grads(fn, problem))
     mutated = [k for k, t in before.items() if not same_bits(copies[k][0], t)] + written(side, handed)
     expected = {k: layout_of(t) for k, t in built.items() if k != "bias"}
     expected["target"] = layout_of(problem.target)
-    return Outcome(
-        values=values, input_mutated=bool(mutated), built=expected, received=spy.seen, mutated_inputs=tuple(mutated)
-    )
+    return Outcome(values=values, input_mutated=bool(mutated), built=expected, received=spy.seen,
+                   mutated_inputs=tuple(mutated), refusals=refusals)  # fmt: skip
 
 
 def _split_grads(fn, problem: FLCEProblem) -> dict[str, torch.Tensor]:
@@ -267,9 +269,10 @@ def reference(problem: FLCEProblem) -> Outcome:
             "token_weight": f64(problem.token_weight),
             "upstream": f64(problem.upstream),
             "split": "none",
+            "backward": "once",
         }
     )
-    return split_step.aliased(run_flce(flce_torch, p64), problem.split)
+    return _as_stepped(run_flce(flce_torch, p64), problem)
 
 
 def _careful(dtype: torch.dtype, textbook: bool | str = False):
@@ -292,8 +295,8 @@ def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     dtype before the products (suites/rounding.py says why), each output rounded once to that dtype."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     careful = _careful(problem.hidden.dtype)
-    out = yardstick(lambda p: run_flce(careful, p), split_step.whole(problem), upcast)
-    return split_step.aliased(out, problem.split)
+    out = yardstick(lambda p: run_flce(careful, p), _one_step(problem), upcast)
+    return _as_stepped(out, problem)
 
 
 def model_code(hidden, weight, target, *, bias=None, class_weight=None, **options):
@@ -327,8 +330,19 @@ def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
     bug 6) is no form of the model code's and stays out of every yardstick."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     written = [_careful(problem.hidden.dtype, textbook=form) for form in textbook_forms(problem.softcap)]
-    one = split_step.whole(problem)
+    one = _one_step(problem)
     outs = [yardstick(lambda p, users=users: run_flce(users, p), one, upcast) for users in written]
     if problem.hidden.dtype in (torch.float16, torch.bfloat16):  # in float32 it is the F.cross_entropy form
         outs.append(_as_model_code(one))
-    return tuple(split_step.aliased(out, problem.split) for out in outs)
+    return tuple(_as_stepped(out, problem) for out in outs)
+
+
+def _one_step(problem: FLCEProblem) -> FLCEProblem:
+    """One batch, one backward: what the truth and the yardsticks of a split or retained case run."""
+    return retained.whole(split_step.whole(problem))
+
+
+def _as_stepped(out: Outcome, problem: FLCEProblem) -> Outcome:
+    """The one step's outcome as the case's: the split step's and the second backward's gradients
+    its own (suites/split_step.py, suites/retained_backward.py)."""
+    return retained.aliased(split_step.aliased(out, problem.split), problem.backward)
