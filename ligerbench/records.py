@@ -48,6 +48,9 @@ class Record:
     careful: float = math.nan
     textbook: float = math.nan
     rule: str = ""
+    # the error of the provider's own promised reference (Provider.promise), where it declares one
+    # and the verdict is default: a third yardstick for that provider alone
+    promise: float = math.nan
     # the case's parameters, one column per axis of its kernel (KernelSpec.axes), so the CSV
     # filters without parsing case ids; not hashed (a dict)
     params: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -65,8 +68,8 @@ class Record:
 FIELDS = [f.name for f in dataclasses.fields(Record) if f.name != "params"]
 # columns newer than some committed runs: a reader fills them where they are absent ("" for
 # text, NaN for numbers)
-OPTIONAL = ("settings", "careful", "textbook", "rule")
-NUMBERS = ("value", "limit", "careful", "textbook")
+OPTIONAL = ("settings", "careful", "textbook", "rule", "promise")
+NUMBERS = ("value", "limit", "careful", "textbook", "promise")
 
 
 def settings_text(settings: Mapping[str, Any]) -> str:

@@ -111,6 +111,14 @@ class Provider:
     # (suites/peers/); `list` shows both beside the installed version, env.json records the latter.
     library: str = ""
     pinned: str = ""
+    # A third party's own promise, where its documentation states one: the words, quoted, and the
+    # reference it names as plain PyTorch (problem -> Outcome on the case's own inputs, e.g.
+    # "equivalent to cross_entropy(linear(input, weight))" in the inputs' dtype). Under the default
+    # verdict it is one more yardstick of this provider alone: a peer is not called wrong where it
+    # does what it promises (ligerbench/tolerance.py, "Each peer by its own promise"); --strict
+    # ignores it. None: the provider promises no more than the kernel's semantics.
+    promise: Callable[[Any], Any] | None = field(default=None, hash=False)
+    promise_quote: str = ""
 
     @property
     def lineage(self) -> str:

@@ -136,9 +136,11 @@ def run_plan(
                 continue
             strict = plan.strict or provider.strict or provider.mutant  # a planted bug is ours, broken
             hints = spec.hints or _no_hints
+            promised = None if strict else _promised(provider, problem)
             for suite in case_suites:
                 for q in _quantities_for(spec, suite, case):
-                    fields = _compare(q, case, provider, outcome, ref, yard, strict=strict, hints=hints)
+                    fields = _compare(q, case, provider, outcome, ref, yard, strict=strict, hints=hints,
+                                      promised=promised)  # fmt: skip
                     writer.write(
                         Record.for_case(
                             case,
@@ -158,6 +160,17 @@ def run_plan(
             del outcome
         del problem, ref, yard
         on_case(case)
+
+
+def _promised(provider: Provider, problem):
+    """The provider's own promised reference on this case (Provider.promise), or None where it
+    declares none or it cannot run here (then the provider is judged without it)."""
+    if provider.promise is None:
+        return None
+    try:
+        return provider.promise(problem)
+    except Exception:  # noqa: BLE001 -- a promise that cannot run widens nothing
+        return None
 
 
 def _float32_draws(spec: KernelSpec, problem, device: torch.device) -> tuple:
@@ -268,7 +281,7 @@ def _layout(outcome) -> dict:
 
 
 def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: Yardsticks, *, strict: bool = False,
-             hints: Callable[[Case, str, float], tuple[str, ...]] = _no_hints) -> dict:  # fmt: skip
+             hints: Callable[[Case, str, float], tuple[str, ...]] = _no_hints, promised=None) -> dict:  # fmt: skip
     if quantity == "input_layout":
         return _layout(outcome)
     if quantity == "input_unchanged":
@@ -303,9 +316,14 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: 
     scale = getattr(ref, "scales", {}).get(quantity)  # a truth exactly 0: errors relative to its natural size
     careful, textbook = yard.errors(quantity, truth, scale)
     rule = "strict" if strict else "default"
-    limit = tolerance.limit_for(careful, DTYPES[case.dtype], textbook, strict=strict)
+    promise = math.nan
+    if promised is not None and promised.values.get(quantity) is not None:
+        promise = tolerance.rel_error(promised.values[quantity], truth, scale)
+    widest = max((e for e in (textbook, promise) if math.isfinite(e)), default=textbook)
+    limit = tolerance.limit_for(careful, DTYPES[case.dtype], widest, strict=strict)
     unit = "relative" if scale is None else "relative to natural magnitude"
-    figures = dict(metric="rel_l2", unit=unit, limit=limit, careful=careful, textbook=textbook, rule=rule)
+    figures = dict(metric="rel_l2", unit=unit, limit=limit, careful=careful, textbook=textbook, rule=rule,
+                   promise=promise)  # fmt: skip
     if got is not None and got.numel() != truth.numel():  # no element lines up with the truth
         message = f"shape {tuple(got.shape)} where the float64 reference has {tuple(truth.shape)}"
         return dict(value=math.inf, verdict="fail", message=message, **figures)
@@ -313,6 +331,7 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: 
     message = ""
     if not err <= limit:
         yardsticks = f"careful {careful:.3g}" + ("" if math.isnan(textbook) else f", textbook {textbook:.3g}")
+        yardsticks += "" if math.isnan(promise) else f", its promise {promise:.3g}"
         if scale is not None:
             yardsticks += f"; the truth is 0: errors relative to the natural magnitude {scale:.3g}"
         message = f"error {err:.3g} > limit {limit:.3g} ({rule}: {yardsticks}); {explain(got, truth)}"
