@@ -55,5 +55,7 @@ for seed in range(200):
         differ += 1
         farther += abs(got.item() - truth) > abs(ref.item() - truth)
         worst = max(worst, abs(got.item() - truth) / abs(ref.item() - truth))
-print(f"2. bf16 mean loss over 200 draws: the chunked path differs from the reference in {differ}, "
-      f"farther from the truth in {farther}, at worst {worst:.1f}x the reference's error")
+print(
+    f"2. bf16 mean loss over 200 draws: the chunked path differs from the reference in {differ}, "
+    f"farther from the truth in {farther}, at worst {worst:.1f}x the reference's error"
+)
