@@ -70,8 +70,7 @@ def _row_stats(
     x_next = load_block(x_row, offs, V, POLICY)
     # One cross-warp reduction a block (the max); the sums stay per lane, rescaled by the block's
     # scalar factor, and are reduced once at the row's end (H100: 5-14% faster than a max and a
-    # sum a block at N=4096-16384, V=32000-256000; kernels/NOTES.md, "cross entropy, what the HBM
-    # counters say").
+    # sum a block at N=4096-16384, V=32000-256000; kernels/NOTES.md, "Cross entropy").
     s_v = tl.zeros([BLOCK_V], tl.float32)
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
@@ -348,7 +347,7 @@ _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 # one program per row, 4096-wide blocks, 16 warps: 1.94 ms. Persistent grids (1-4 programs per
 # SM) and rows split across programs were slower. The cross-entropy kernel itself takes 8192-wide
 # blocks since its pass 1 keeps per-lane sums (1.947 against 2.080 ms in one run: kernels/NOTES.md,
-# "cross entropy, what the HBM counters say"); the other kernels that share this shape were not
+# "Cross entropy"); the other kernels that share this shape were not
 # measured with them.
 _MAX_BLOCK_V = 4096
 _CE_MAX_BLOCK_V = 8192

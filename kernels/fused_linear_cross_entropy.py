@@ -71,8 +71,8 @@ recomputes the logits in backward pays 8*N*H*V):
   those are off and the budget leaves fewer than VOCAB_SPLIT_BELOW tokens a chunk (of the store
   "auto" chose) over more than one chunk: there the weight-gradient accumulation costs more than
   the recomputed logits (the Gemma-2 head, V=256000: 192 tokens a float32 chunk, 320 a 2-byte
-  one, both slower than the vocabulary split: kernels/NOTES.md, "every peer beside flce" and "the
-  chunk in 2 bytes a logit").
+  one, both slower than the vocabulary split: kernels/NOTES.md, "Splitting by vocabulary" and
+  "The chunk in 2 bytes a logit").
 
 Output: the loss in float32 (shape of `target` for reduction="none"), like kernels/cross_entropy.
 The gradients have the dtype of the tensors they belong to.

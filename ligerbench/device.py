@@ -34,7 +34,7 @@ def _no_cpu_isa_probe() -> None:
     holds as a 0-d CPU tensor, converted before the launch: Liger's compiled GRPO chunks). The
     first one sends the process through inductor's check of the CPU's vector instructions: ten
     test builds, each loaded by a new Python that imports torch, ~40 s on an H100 (a cProfile of
-    grpo's warm quick verify: kernels/NOTES.md, "grpo's warm quick verify, 70 -> 29-42 s"). Such a
+    grpo's warm quick verify: kernels/NOTES.md, "Compile time"). Such a
     kernel is built without vector instructions instead (the same values: a 0-d conversion has
     nothing to vectorize). A value the user set (TORCHINDUCTOR_VEC_ISA_OK) is kept; CPU runs keep
     the probe, where compiled code does the math."""

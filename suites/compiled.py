@@ -7,8 +7,8 @@ Float arguments (a temperature, a softcap) are compiled in as constants (dynamo'
 specialize_float), as a first compile does for a user's `torch.compile(fn)`. Left symbolic under
 dynamic=True, each becomes a 0-d float64 CPU tensor that inductor converts in a C++ kernel, and
 that one kernel sends every process through inductor's CPU toolchain checks: ~40 s of g++ test
-builds a verify on an H100 (its cProfile and inductor's output code: kernels/NOTES.md, "Quick verify
-on a GPU: where the minute went"). A new value is a recompile."""
+builds a verify on an H100 (its cProfile and inductor's output code: kernels/NOTES.md,
+"Compile time"). A new value is a recompile."""
 
 from __future__ import annotations
 
