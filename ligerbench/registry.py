@@ -119,6 +119,10 @@ class Provider:
     # ignores it. None: the provider promises no more than the kernel's semantics.
     promise: Callable[[Any], Any] | None = field(default=None, hash=False)
     promise_quote: str = ""
+    # Its documentation promises float32 math from unrounded logits (Liger's fused linear JSD:
+    # "computes in FP32"): the model code's form (16-bit logits, then float32) is then no yardstick
+    # of it under the default verdict; it is held to what it promises (promise_quote says where).
+    promises_float32_logits: bool = False
 
     @property
     def lineage(self) -> str:

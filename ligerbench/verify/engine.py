@@ -21,7 +21,7 @@ import torch
 
 from ligerbench import tolerance
 from ligerbench.cases import DTYPES, Case
-from ligerbench.problems import same_bits
+from ligerbench.problems import MODEL_CODE, same_bits
 from ligerbench.records import Record, RecordWriter, settings_text
 from ligerbench.registry import KernelSpec, NotRun, Provider, Registry, Suite
 
@@ -200,21 +200,26 @@ class Yardsticks:
     # (a 2**31-element gradient is compared a block at a time, seconds each)
     _errors: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def errors(self, quantity: str, truth: torch.Tensor, scale: float | None = None) -> tuple[float, float]:
-        if quantity not in self._errors:
+    def errors(self, quantity: str, truth: torch.Tensor, scale: float | None = None,
+               excluded: tuple[str, ...] = ()) -> tuple[float, float]:  # fmt: skip
+        """(careful error, textbook error); `excluded`: textbook forms (Outcome.form) a provider's
+        promise rules out (Provider.promises_float32_logits)."""
+        key = (quantity, excluded)
+        if key not in self._errors:
             careful = tolerance.rel_error(self.careful.values.get(quantity), truth, scale)
             for outcome in self.draws:
                 moved = tolerance.rel_error(outcome.values.get(quantity), truth, scale)
                 careful = max(careful, moved) if moved <= tolerance.NUDGE_COUNTS_UP_TO else careful
-            self._errors[quantity] = (careful, self._textbook_error(quantity, truth, scale))
-        return self._errors[quantity]
+            self._errors[key] = (careful, self._textbook_error(quantity, truth, scale, excluded))
+        return self._errors[key]
 
-    def _textbook_error(self, quantity: str, truth: torch.Tensor, scale: float | None) -> float:
+    def _textbook_error(self, quantity: str, truth: torch.Tensor, scale: float | None,
+                        excluded: tuple[str, ...] = ()) -> float:  # fmt: skip
         """The textbook yardstick's error; a kernel that declares several ways users write it
         (a tuple of outcomes) gets the largest finite one: none of them may fail."""
         forms = self.textbook if isinstance(self.textbook, (tuple, list)) else (self.textbook,)
         errors = [tolerance.rel_error(f.values[quantity], truth, scale) for f in forms
-                  if f is not None and quantity in f.values]  # fmt: skip
+                  if f is not None and quantity in f.values and getattr(f, "form", "") not in excluded]  # fmt: skip
         finite = [e for e in errors if math.isfinite(e)]
         return max(finite) if finite else (errors[0] if errors else math.nan)
 
@@ -314,7 +319,8 @@ def _compare(quantity: str, case: Case, provider: Provider, outcome, ref, yard: 
         )
     got, truth = outcome.values[quantity], ref.values[quantity]
     scale = getattr(ref, "scales", {}).get(quantity)  # a truth exactly 0: errors relative to its natural size
-    careful, textbook = yard.errors(quantity, truth, scale)
+    excluded = (MODEL_CODE,) if provider.promises_float32_logits else ()
+    careful, textbook = yard.errors(quantity, truth, scale, excluded)
     rule = "strict" if strict else "default"
     promise = math.nan
     if promised is not None and promised.values.get(quantity) is not None:

@@ -15,11 +15,9 @@ Inputs are drawn so the logits have the case's kind (cases.draw_logits gives the
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 from ligerbench.cases import (
     DTYPES,
@@ -46,7 +44,7 @@ from ligerbench.suites import retained_backward as retained
 from ligerbench.suites import split_step
 from ligerbench.suites.ce.spec import ce_torch, textbook_forms
 from ligerbench.suites.flce.axes import LAYOUT
-from ligerbench.suites.rounding import grad_rounded_to
+from ligerbench.suites.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
 from ligerbench.tolerance import yardstick
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "split_grad_hidden", "split_grad_weight",
@@ -307,16 +305,13 @@ def model_code(hidden, weight, target, *, bias=None, class_weight=None, **option
     through `.float()`, and the products of backward take 16-bit operands. Options PyTorch's
     cross entropy lacks (softcap, z-loss, token weights) are applied in float32 after the
     upcast, as model code applies them (Gemma-2 caps the float logits)."""
-    logits = F.linear(hidden, weight, bias).float()
-    return ce_torch(logits, target, weight=class_weight, textbook=True, **options)
+    return ce_torch(model_logits(hidden, weight, bias), target, weight=class_weight, textbook=True, **options)
 
 
 def _as_model_code(problem: FLCEProblem) -> Outcome:
     """model_code on the case's own 16-bit inputs (no yardstick upcast: the rounding of the
-    product is the point), its outputs held as float32 (exact: a bf16 gradient is one already)."""
-    out = run_flce(model_code, problem)
-    values = {k: None if v is None else v.float() for k, v in out.values.items()}
-    return dataclasses.replace(out, values=values)
+    product is the point), its outputs held as float32."""
+    return held_as_float32(run_flce(model_code, problem))
 
 
 def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
@@ -332,7 +327,7 @@ def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
     written = [_careful(problem.hidden.dtype, textbook=form) for form in textbook_forms(problem.softcap)]
     one = _one_step(problem)
     outs = [yardstick(lambda p, users=users: run_flce(users, p), one, upcast) for users in written]
-    if problem.hidden.dtype in (torch.float16, torch.bfloat16):  # in float32 it is the F.cross_entropy form
+    if problem.hidden.dtype in SIXTEEN_BITS:  # in float32 it is the F.cross_entropy form
         outs.append(_as_model_code(one))
     return tuple(_as_stepped(out, problem) for out in outs)
 

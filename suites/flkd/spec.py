@@ -23,7 +23,7 @@ from ligerbench.suites import distill_semantics as semantics
 from ligerbench.suites.distill_semantics import IGNORE, make_labels, make_upstream, run_loss, upcast
 from ligerbench.suites.flkd.axes import TEACHER_WIDER
 from ligerbench.suites.flp.spec import lay_out
-from ligerbench.suites.rounding import grad_rounded_to
+from ligerbench.suites.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
 
 TENSORS = ("student_hidden", "student_weight", "teacher_hidden", "teacher_weight")
 
@@ -114,7 +114,20 @@ def eager_in_dtype(problem: FLKDProblem, **extra) -> Outcome:
     return out
 
 
-def textbook(problem: FLKDProblem) -> Outcome:
-    """The default verdict's yardstick: the semantics as users write them (F.kl_div on
-    torch.log_softmax, TRL's generalized_jsd_loss), otherwise as eager_in_dtype."""
-    return eager_in_dtype(problem, textbook=True)
+def model_code(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, **options):
+    """Both heads as model code forms them (suites/rounding.py, model_logits: each lm_head in its
+    inputs' dtype, then `.float()`), then the divergence in float32 as users write it."""
+    xs, xt = model_logits(student_hidden, student_weight), model_logits(teacher_hidden, teacher_weight)
+    return semantics.reference(xs, xt, labels, **options)
+
+
+def textbook(problem: FLKDProblem) -> tuple[Outcome, ...]:
+    """The default verdict's yardsticks: the semantics as users write them (F.kl_div on
+    torch.log_softmax, TRL's generalized_jsd_loss), otherwise as eager_in_dtype; in 16-bit dtypes
+    also the model code's form (model_code, on the case's own inputs), except for a provider
+    that promises float32 logits (Provider.promises_float32_logits)."""
+    forms = (eager_in_dtype(problem, textbook=True),)
+    if problem.student_weight.dtype in SIXTEEN_BITS:
+        as_written = dataclasses.replace(problem, options={**problem.options, "textbook": True})
+        forms += (held_as_float32(run_flkd(model_code, as_written)),)
+    return forms

@@ -20,7 +20,7 @@ from ligerbench.cases import DTYPES, Case, batch_split, generator_for
 from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs
-from ligerbench.suites.rounding import grad_rounded_to
+from ligerbench.suites.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
 
 SHIFT = -200.0  # "shifted" logits: every logit 200 below zero, through the bias (verl #7439)
 GRADS = ("hidden", "weight", "bias")
@@ -144,10 +144,19 @@ def eager_in_dtype(problem: FLPProblem) -> Outcome:
     return out
 
 
+def model_code(hidden, weight, target, *, bias=None, **options):
+    """The head as model code forms it (suites/rounding.py, model_logits: the logits in the inputs'
+    dtype, then `.float()`), then log_softmax and the entropy in float32 as users write them."""
+    return semantics.reference(model_logits(hidden, weight, bias), target, textbook=True, **options)
+
+
 def textbook(problem: FLPProblem) -> Outcome:
     """The default verdict's yardsticks (ligerbench/tolerance.py): the semantics in each way users
     write them (semantics.textbook_forms: log_softmax, x_t - logsumexp, and with a softcap its
-    tanh one ulp nearer 0), otherwise as eager_in_dtype; a provider fails only where it is worse
-    than all of them."""
-    return tuple(eager_in_dtype(dataclasses.replace(problem, options={**problem.options, "textbook": form}))
-                 for form in semantics.textbook_forms(problem.options["softcap"]))  # fmt: skip
+    tanh one ulp nearer 0), otherwise as eager_in_dtype; in 16-bit dtypes also the model code's
+    form (model_code, on the case's own inputs); a provider fails only where it is worse than all."""
+    forms = tuple(eager_in_dtype(dataclasses.replace(problem, options={**problem.options, "textbook": form}))
+                  for form in semantics.textbook_forms(problem.options["softcap"]))  # fmt: skip
+    if problem.weight.dtype in SIXTEEN_BITS:
+        forms += (held_as_float32(run_flp(model_code, problem)),)
+    return forms

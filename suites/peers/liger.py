@@ -256,6 +256,28 @@ def _liger_fused_linear_jsd():
     return call
 
 
+def _liger_fused_linear_jsd_triton():
+    from liger_kernel.transformers.fused_linear_jsd import LigerFusedLinearJSD
+
+    def call(student_hidden, student_weight, teacher_hidden, teacher_weight, *, labels=None, divergence="jsd",
+             beta=0.5, temperature=1.0, ignore_index=-100, **_):  # fmt: skip
+        beta = {"forward_kl": 0.0, "reverse_kl": 1.0}.get(divergence, beta)
+        loss_fn = LigerFusedLinearJSD(jsd_beta=beta, ignore_index=ignore_index, temperature=temperature)
+        hs = student_hidden.reshape(-1, student_hidden.shape[-1])
+        ht = teacher_hidden.reshape(-1, teacher_hidden.shape[-1])
+        return loss_fn(hs, student_weight, ht, teacher_weight, None if labels is None else labels.reshape(-1))
+
+    return call
+
+
+# liger_kernel/ops/fused_linear_jsd.py, fused_linear_jsd_forward (0.8.5; Liger #1432 was about the
+# cast that came after a 16-bit product): so the model code's 16-bit logits are no yardstick of it
+FUSED_LINEAR_JSD_PROMISE = (
+    "Everything from the logits to the final JSD loss runs in FP32. The float32 output is requested "
+    "from the projection GEMM itself rather than cast afterwards"
+)
+
+
 def flkd_jsd_supports(case: Case) -> str | None:
     missing = []
     if case.divergence == "tvd":
@@ -273,6 +295,10 @@ PROVIDERS += (
              "a float argument's .to)"),
     Provider(name="liger_kldiv", kernel="kd", **PEER, load=_liger_kldiv, supports=kd_kldiv_supports,
              devices=("cuda",), description="Liger-Kernel's LigerKLDIVLoss(log_target=True) (interpreter: as tvd)"),
+    Provider(name="liger_fused_linear_jsd_triton", kernel="flkd", **PEER, load=_liger_fused_linear_jsd_triton,
+             supports=flkd_jsd_supports, promises_float32_logits=True, promise_quote=FUSED_LINEAR_JSD_PROMISE,
+             description="Liger-Kernel's LigerFusedLinearJSD (liger_kernel.transformers: its Triton JSD kernel over "
+             "float32 logits chunks), distillation only; judged by its promise of float32 logits"),
     Provider(name="liger_fused_linear_jsd", kernel="flkd", **PEER, load=_liger_fused_linear_jsd,
              supports=flkd_jsd_supports, description="Liger-Kernel's LigerFusedLinearJSDLoss, distillation only "
              "(weight_hard_loss=0, weight_soft_loss=1); compiled on a GPU"),
