@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ligerbench.cases import IGNORE_PATTERNS, Case, generator_for
+from ligerbench.cases import DTYPES, IGNORE_PATTERNS, Case, generator_for
 
 
 @dataclass
@@ -103,6 +103,18 @@ def device_generator(case: Case, seed: int, device: torch.device) -> torch.Gener
     drawing 2e9 logits on the CPU and copying them over would take longer than timing them."""
     digest = hashlib.sha256(f"{seed}:{case.id}".encode()).digest()
     return torch.Generator(device=device).manual_seed(int.from_bytes(digest[:8], "little") & (2**63 - 1))
+
+
+def element_bytes(case: Case) -> int:
+    """Bytes per element of the case dtype: what the byte and memory models count in."""
+    return torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+
+
+def drawn_targets(case: Case, g: torch.Generator, ignore_index: int, ignored: torch.Tensor) -> torch.Tensor:
+    """N targets drawn from `g` on the device of `ignored`, `ignore_index` at the ignored rows: every
+    loss bench draws them so, after its own tensors (the draws' order keeps each bench's inputs)."""
+    target = torch.randint(0, case.v, (case.n,), generator=g, device=ignored.device)
+    return torch.where(ignored, torch.full_like(target, ignore_index), target)
 
 
 def ignored_rows(case: Case, seed: int, device: torch.device) -> tuple[int, torch.Tensor]:

@@ -14,7 +14,16 @@ import functools
 
 import torch
 
-from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, at_shape, device_generator, ignored_rows
+from ligerbench.bench.spec import (
+    BenchInputs,
+    BenchSpec,
+    Target,
+    at_shape,
+    device_generator,
+    drawn_targets,
+    element_bytes,
+    ignored_rows,
+)
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
@@ -24,8 +33,15 @@ PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N*V elements ea
 
 
 def bytes_moved(case: Case, mode: str) -> float:
-    element = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
-    return PASSES[mode] * case.n * case.v * element
+    return PASSES[mode] * case.n * case.v * element_bytes(case)
+
+
+def plain_options(ignore_index: int, reduction: str, **inputs) -> dict:
+    """The options of a cross entropy bench call (ce and its fused, vocab-parallel kin): the
+    provider's own `inputs` (its class weights, bias, group: None or as given), then no smoothing,
+    softcap, z-loss or token weights: the plain loss every peer computes."""
+    return dict(**inputs, ignore_index=ignore_index, reduction=reduction, label_smoothing=0.0, softcap=None,
+                z_loss_scale=0.0, token_weight=None)  # fmt: skip
 
 
 def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
@@ -34,18 +50,9 @@ def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
     g = device_generator(case, seed, device)
     ignore_index, ignored = ignored_rows(case, seed, device)
     logits = torch.randn(case.n, case.v, generator=g, device=device, dtype=DTYPES[case.dtype])
-    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
-    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    target = drawn_targets(case, g, ignore_index, ignored)
     logits.requires_grad_(True)
-    options = dict(
-        weight=None,
-        ignore_index=ignore_index,
-        reduction=case.reduction,
-        label_smoothing=0.0,
-        softcap=None,
-        z_loss_scale=0.0,
-        token_weight=None,
-    )
+    options = plain_options(ignore_index, case.reduction, weight=None)
     return BenchInputs(positional=[logits, target], leaves=[logits], options=options)
 
 

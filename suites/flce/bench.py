@@ -17,10 +17,19 @@ import functools
 
 import torch
 
-from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, device_generator, ignored_rows
+from ligerbench.bench.spec import (
+    BenchInputs,
+    BenchSpec,
+    Target,
+    device_generator,
+    drawn_targets,
+    element_bytes,
+    ignored_rows,
+)
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
+from ligerbench.suites.ce.bench import plain_options
 from ligerbench.suites.flce.axes import case as flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}  # FLOPs per N*H*V for each mode
@@ -32,8 +41,7 @@ def flops(case: Case, mode: str) -> float:
 
 def gradient_mib(case: Case) -> float:
     """The memory floor: the gradients of the weight [V, H] and of the hidden states [N, H]."""
-    element = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
-    return (case.v + case.n) * case.h * element / 2**20
+    return (case.v + case.n) * case.h * element_bytes(case) / 2**20
 
 
 def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
@@ -44,20 +52,10 @@ def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
     ignore_index, ignored = ignored_rows(case, seed, device)
     hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype)
     weight = torch.randn(case.v, case.h, generator=g, device=device, dtype=dtype) * case.h**-0.5
-    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
-    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    target = drawn_targets(case, g, ignore_index, ignored)
     hidden.requires_grad_(True)
     weight.requires_grad_(True)
-    options = dict(
-        bias=None,
-        class_weight=None,
-        ignore_index=ignore_index,
-        reduction=case.reduction,
-        label_smoothing=0.0,
-        softcap=None,
-        z_loss_scale=0.0,
-        token_weight=None,
-    )
+    options = plain_options(ignore_index, case.reduction, bias=None, class_weight=None)
     return BenchInputs(positional=[hidden, weight, target], leaves=[hidden, weight], options=options)
 
 

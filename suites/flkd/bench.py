@@ -21,6 +21,7 @@ import torch
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
+from ligerbench.suites.flce.bench import gradient_mib  # the student's head: its weight's and hidden states' gradients
 from ligerbench.suites.flkd.axes import case as flkd_case
 
 HEADS = {"qwen2.5-7b": (3584, 152064), "llama3-8b": (4096, 128256)}
@@ -31,12 +32,6 @@ def flops(case: Case, mode: str) -> float:
     ht = case.h  # the bench's teacher is the student's size
     fwd = 2 * case.n * case.v * (case.h + ht)
     return {"full": fwd + 4 * case.n * case.h * case.v, "forward": fwd, "backward": 4 * case.n * case.h * case.v}[mode]
-
-
-def gradient_mib(case: Case) -> float:
-    """The memory floor: the gradients of the student's weight [V, H] and hidden states [N, H]."""
-    element = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
-    return (case.v + case.n) * case.h * element / 2**20
 
 
 def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:

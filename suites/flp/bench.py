@@ -22,24 +22,14 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, de
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.flce.bench import flops, gradient_mib  # the same head: its matmuls and its gradients
 from ligerbench.suites.flp.axes import case as flp_case
 from ligerbench.suites.flp.providers import chunked_checkpoint
 
-MATMULS = {"full": 6, "forward": 2, "backward": 4}
 TEMPERATURE = 0.7  # a rollout temperature (lp's and grpo's benches take it too)
 HEADS = {"llama3-8b": (4096, 128256, 0.0), "qwen2.5-7b": (3584, 152064, 0.0), "gemma2-2b": (2304, 256000, 30.0)}
 SMOKE_HEADS = {"llama3-8b": (16, 96, 0.0), "gemma2-2b": (16, 40, 30.0)}
 TOKENS = (2048, 4096, 8192)
-
-
-def flops(case: Case, mode: str) -> float:
-    return MATMULS[mode] * case.n * case.h * case.v
-
-
-def gradient_mib(case: Case) -> float:
-    """The memory floor: the gradients of the weight [V, H] and of the hidden states [N, H]."""
-    element = torch.empty((), dtype=DTYPES[case.dtype]).element_size()
-    return (case.v + case.n) * case.h * element / 2**20
 
 
 def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator, element_bytes
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites import distill_semantics as semantics
@@ -25,7 +25,7 @@ TOKENS = (2048, 4096, 8192)
 
 
 def bytes_moved(case: Case, mode: str) -> float:
-    return PASSES[mode] * case.n * case.v * torch.empty((), dtype=DTYPES[case.dtype]).element_size()
+    return PASSES[mode] * case.n * case.v * element_bytes(case)
 
 
 def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:

@@ -30,10 +30,19 @@ import hashlib
 import torch
 import torch.distributed as dist
 
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, ignored_rows
+from ligerbench.bench.spec import (
+    BenchInputs,
+    BenchSpec,
+    SweepPoint,
+    Target,
+    drawn_targets,
+    element_bytes,
+    ignored_rows,
+)
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
+from ligerbench.suites.ce.bench import plain_options
 from ligerbench.suites.vp_ce.axes import case as vp_ce_case
 from ligerbench.suites.vp_ce.spec import shard_bounds
 
@@ -56,10 +65,6 @@ def widest_shard(case: Case) -> int:
     return hi - lo
 
 
-def element_bytes(case: Case) -> int:
-    return torch.empty((), dtype=DTYPES[case.dtype]).element_size()
-
-
 def bytes_moved(case: Case, mode: str) -> float:
     return PASSES[mode] * case.n * widest_shard(case) * element_bytes(case)
 
@@ -73,6 +78,14 @@ def _rank_world() -> tuple[int, int]:
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
     return 0, 1
+
+
+def rank_shard(case: Case) -> tuple[int, int]:
+    """[lo, hi): the classes this rank holds, of a case split over as many ranks as the group has."""
+    rank, world = _rank_world()
+    if case.world != world:
+        raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
+    return shard_bounds(case.v, world)[rank]
 
 
 def tiled_head(held: dict, weight_shard: torch.Tensor) -> torch.Tensor:
@@ -122,27 +135,14 @@ def vocab_slice(case: Case, seed: int, lo: int, hi: int, other: int, *, dim: int
 def make_inputs(case: Case, seed: int, device: torch.device) -> BenchInputs:
     """This rank's logits shard (random normal, std 1, the case dtype) and the targets (the same
     on every rank, ~10% ignored)."""
-    rank, world = _rank_world()
-    if case.world != world:
-        raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
-    lo, hi = shard_bounds(case.v, world)[rank]
+    lo, hi = rank_shard(case)
     shard = vocab_slice(case, seed, lo, hi, case.n, dim=1, device=device, dtype=DTYPES[case.dtype])
     whole = unsplit(case)  # the targets and the ignored rows, too, whatever the split
     ignore_index, ignored = ignored_rows(whole, seed, device)
-    target = torch.randint(0, case.v, (case.n,), generator=case_generator(whole, seed, device), device=device)
-    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    target = drawn_targets(case, case_generator(whole, seed, device), ignore_index, ignored)
     shard.requires_grad_(True)
-    options = dict(
-        group=None,  # the default group: every rank of the run
-        vocab_start=lo,
-        class_weight_shard=None,
-        ignore_index=ignore_index,
-        reduction=case.reduction,
-        label_smoothing=0.0,
-        softcap=None,
-        z_loss_scale=0.0,
-        token_weight=None,
-    )
+    # group None: the default group, every rank of the run
+    options = plain_options(ignore_index, case.reduction, group=None, vocab_start=lo, class_weight_shard=None)
     return BenchInputs(positional=[shard, target], leaves=[shard], options=options)
 
 

@@ -28,31 +28,31 @@ import math
 
 import torch
 
-from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, ignored_rows
+from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, drawn_targets, element_bytes, ignored_rows
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
+from ligerbench.suites.ce.bench import plain_options
+from ligerbench.suites.flce.bench import MATMULS
 from ligerbench.suites.peers.tensor_parallel import SumOverGroup
 from ligerbench.suites.vp_ce.bench import (
     _even_shards,
     _load_loss_parallel,
-    _rank_world,
-    element_bytes,
+    rank_shard,
     tiled_head,
     unsplit,
     vocab_slice,
     widest_shard,
 )
-from ligerbench.suites.vp_ce.spec import shard_bounds
 from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
-MATMULS = {"full": 6, "forward": 2, "backward": 4}
 HEAD = "llama3-8b"  # the design target's head (docs/performance.md)
 TARGET = dict(n=8192, v=128256, h=4096, dtype="bf16", world=2)
 
 
 def flops(case, mode: str) -> float:
+    """The fused head's matmuls (flce's) over this rank's widest vocabulary shard."""
     return MATMULS[mode] * case.n * case.h * widest_shard(case)
 
 
@@ -66,10 +66,7 @@ def at_target(case) -> bool:
 
 
 def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
-    rank, world = _rank_world()
-    if case.world != world:
-        raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
-    lo, hi = shard_bounds(case.v, world)[rank]
+    lo, hi = rank_shard(case)
     dtype = DTYPES[case.dtype]
     whole = unsplit(case)  # every draw the same whatever the split: one global problem at every rank count
     g = case_generator(whole, seed, device)
@@ -77,22 +74,12 @@ def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
     weight = vocab_slice(case, seed, lo, hi, case.h, dim=0, device=device, dtype=torch.float32)
     weight = (weight / math.sqrt(case.h)).to(dtype)
     ignore_index, ignored = ignored_rows(whole, seed, device)
-    target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
-    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    target = drawn_targets(case, g, ignore_index, ignored)
     hidden.requires_grad_(True)
     weight.requires_grad_(True)
-    options = dict(
-        group=None,  # the default group: every rank of the run
-        vocab_start=lo,
-        bias_shard=None,
-        class_weight_shard=None,
-        ignore_index=ignore_index,
-        reduction=case.reduction,
-        label_smoothing=0.0,
-        softcap=None,
-        z_loss_scale=0.0,
-        token_weight=None,
-    )
+    # group None: the default group, every rank of the run
+    options = plain_options(ignore_index, case.reduction, group=None, vocab_start=lo, bias_shard=None,
+                            class_weight_shard=None)  # fmt: skip
     return BenchInputs(positional=[hidden, weight, target], leaves=[hidden, weight], options=options)
 
 

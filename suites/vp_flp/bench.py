@@ -31,26 +31,18 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
-from ligerbench.suites.vp_ce.bench import _even_shards, _rank_world, tiled_head, unsplit, vocab_slice, widest_shard
-from ligerbench.suites.vp_ce.spec import shard_bounds
+from ligerbench.suites.vp_ce.bench import _even_shards, rank_shard, tiled_head, unsplit, vocab_slice
+from ligerbench.suites.vp_flce.bench import flops  # the same sharded head
 from ligerbench.suites.vp_flp.axes import case as vp_flp_case
 
-MATMULS = {"full": 6, "forward": 2, "backward": 4}
 TEMPERATURE = 0.7  # flp's bench: a rollout temperature
 HEADS = {"llama3-8b": (4096, 128256), "qwen2.5-7b": (3584, 152064)}  # H % 128 == 0: verl's head runs
 SMOKE_HEADS = {"llama3-8b": (16, 96)}
 TOKENS = 8192
 
 
-def flops(case, mode: str) -> float:
-    return MATMULS[mode] * case.n * case.h * widest_shard(case)
-
-
 def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
-    rank, world = _rank_world()
-    if case.world != world:
-        raise ValueError(f"case {case.id} is split over {case.world} ranks but this group has {world}")
-    lo, hi = shard_bounds(case.v, world)[rank]
+    lo, hi = rank_shard(case)
     dtype = DTYPES[case.dtype]
     whole = unsplit(case)  # every draw the same whatever the split: one global problem at every rank count
     g = case_generator(whole, seed, device)
