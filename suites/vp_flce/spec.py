@@ -41,6 +41,7 @@ SIGNATURE = (
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged")
 _WHOLE = ("loss", "z_loss", "grad_hidden")  # what every rank holds whole
 _SHARDED = ("grad_weight", "grad_bias")  # what every rank holds a vocab shard of
+_HEAD_GRADS = ("grad_hidden", *_SHARDED)
 
 
 @dataclass
@@ -77,16 +78,69 @@ def textbook(problem: VPFProblem) -> tuple[Outcome, ...]:
     return tuple(per_rank(form, problem.mesh, _WHOLE) for form in flce.textbook(problem.base))
 
 
-def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
-    """One rank's call, forward and backward, on fresh leaf copies of its inputs."""
-    p = problem.base
-    lo, hi = shard_bounds(p.weight.shape[0], problem.world)[rank]
+def head_leaves(p, lo: int, hi: int) -> dict:
+    """One rank's inputs of a column-parallel head (vp_flce's and vp_flp's), fresh leaf copies: the
+    whole hidden states, and classes [lo, hi) of the weight and of the bias (None without one)."""
 
     def leaf(t):
         return None if t is None else t.detach().clone().requires_grad_(True)
 
-    hidden, weight, bias = leaf(p.hidden), leaf(p.weight[lo:hi]), leaf(None if p.bias is None else p.bias[lo:hi])
-    mine = {"hidden": hidden, "weight": weight, "bias": bias}
+    return {"hidden": leaf(p.hidden), "weight": leaf(p.weight[lo:hi]),
+            "bias": leaf(None if p.bias is None else p.bias[lo:hi])}  # fmt: skip
+
+
+def sharded_values(p, ranks: list[dict], values: dict) -> None:
+    """The head's shard gradients (_SHARDED) of every rank put together into `values`: concatenated
+    on the vocabulary dim in the inputs' dtype, None where a rank left one out, none for no bias."""
+    for k in _SHARDED:
+        if k == "grad_bias" and p.bias is None:
+            continue
+        parts = [r[k] for r in ranks]
+        values[k] = None if any(part is None for part in parts) else torch.cat([part.to(p.hidden.dtype)
+                                                                                for part in parts], dim=0)  # fmt: skip
+
+
+def exchanged_grads(p, mine: dict, procs: int, widths: list[int]) -> dict:
+    """The head's gradients of every rank, gathered over the world: the whole hidden gradient, the
+    weight's and bias's shards padded to the widest (exchanged_grads_of reads them back)."""
+    dev = p.hidden.device
+    got = {"grad_hidden": _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), procs)}
+    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), procs)
+    if p.bias is not None:
+        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), procs)
+    return got
+
+
+def exchanged_grads_of(got: dict, flags: torch.Tensor, first: int, r: int, width: int) -> dict:
+    """Rank r's head gradients out of exchanged_grads: each None where the rank gave none (its flag,
+    from column `first` on, in _HEAD_GRADS order), the shards cut back to the rank's width."""
+    one = {}
+    for i, k in enumerate(_HEAD_GRADS, start=first):
+        if k not in got or bool(flags[r, i]):
+            one[k] = None
+        else:
+            one[k] = got[k][r] if k == "grad_hidden" else got[k][r, :width]
+    return one
+
+
+def run_ranks(rank, exchange, outcome, fn, problem) -> Outcome:
+    """`rank(fn, problem, rank, group)` on every rank of the problem's mesh, forward and backward in
+    each rank's thread (backward may hold the hidden gradient's all-reduce), the results exchanged
+    (`exchange(problem, mine, mesh)`) and put together (`outcome(problem, ranks)`)."""
+
+    def one(r: int, group) -> dict:
+        return rank(fn, problem, r, group)
+
+    return on_mesh(problem.mesh, one, lambda mine, mesh: exchange(problem, mine, mesh),
+                   lambda ranks: outcome(problem, ranks))  # fmt: skip
+
+
+def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
+    """One rank's call, forward and backward, on fresh leaf copies of its inputs."""
+    p = problem.base
+    lo, hi = shard_bounds(p.weight.shape[0], problem.world)[rank]
+    mine = head_leaves(p, lo, hi)
+    hidden, weight, bias = mine["hidden"], mine["weight"], mine["bias"]
     before = {k: t.detach().clone() for k, t in mine.items() if t is not None}
     out = fn(
         hidden,
@@ -122,21 +176,12 @@ def _outcome(problem: VPFProblem, ranks: list[dict]) -> Outcome:
                 values[k] = None
             continue
         values[k] = torch.stack([p.to(dt) if k == "grad_hidden" else p for p in parts])
-    for k in _SHARDED:
-        if k == "grad_bias" and problem.base.bias is None:
-            continue
-        parts = [r[k] for r in ranks]
-        values[k] = None if any(p is None for p in parts) else torch.cat([p.to(dt) for p in parts], dim=0)
+    sharded_values(problem.base, ranks, values)
     return Outcome(values=values, input_mutated=any(r["mutated"] for r in ranks))
 
 
 def run_vp_flce(fn, problem: VPFProblem) -> Outcome:
-    # forward and backward in each rank's thread: backward may hold the hidden gradient's all-reduce
-    def one(rank: int, group) -> dict:
-        return _rank(fn, problem, rank, group)
-
-    return on_mesh(problem.mesh, one, lambda mine, mesh: _exchange(problem, mine, mesh),
-                   lambda ranks: _outcome(problem, ranks))  # fmt: skip
+    return run_ranks(_rank, _exchange, _outcome, fn, problem)
 
 
 def _padded(t: torch.Tensor | None, shape: tuple[int, ...], device) -> torch.Tensor:
@@ -155,26 +200,19 @@ def _exchange(problem: VPFProblem, mine: dict, mesh: Mesh) -> list[dict]:
     p = problem.base
     dev = p.hidden.device
     widths = [hi - lo for lo, hi in shard_bounds(p.weight.shape[0], mesh.tp)]
-    names = ("z_loss", "grad_hidden", "grad_weight", "grad_bias")
+    names = ("z_loss", *_HEAD_GRADS)
     flags = torch.tensor([float(mine["mutated"])] + [float(mine[k] is None) for k in names], device=dev)
     all_flags = _gather(flags, procs)
     got = {"loss": _gather(mine["loss"], procs)}
     if not bool(all_flags[:, 1].any()):
         got["z_loss"] = _gather(mine["z_loss"], procs)
-    got["grad_hidden"] = _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), procs)
-    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), procs)
-    if p.bias is not None:
-        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), procs)
+    got.update(exchanged_grads(p, mine, procs, widths))
     ranks = []
     for r in range(procs):
         width = widths[mesh.position(r)[1]]
         one = {"mutated": bool(all_flags[r, 0]), "loss": got["loss"][r], "z_loss": None}
         if "z_loss" in got:
             one["z_loss"] = got["z_loss"][r]
-        for i, k in enumerate(names[1:], start=2):
-            if k not in got or bool(all_flags[r, i]):
-                one[k] = None
-            else:
-                one[k] = got[k][r] if k == "grad_hidden" else got[k][r, :width]
+        one.update(exchanged_grads_of(got, all_flags, 2, r, width))
         ranks.append(one)
     return ranks

@@ -33,8 +33,16 @@ from ligerbench.cases import Case
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flp import spec as flp
 from ligerbench.suites.vp_ce.mesh import Mesh
-from ligerbench.suites.vp_ce.spec import _gather, edge_classes, on_mesh, per_rank, shard_bounds
-from ligerbench.suites.vp_flce.spec import _padded
+from ligerbench.suites.vp_ce.spec import _gather, edge_classes, per_rank, shard_bounds
+from ligerbench.suites.vp_flce.spec import (
+    _HEAD_GRADS,
+    _padded,
+    exchanged_grads,
+    exchanged_grads_of,
+    head_leaves,
+    run_ranks,
+    sharded_values,
+)
 
 SIGNATURE = (
     "fn(hidden, weight_shard, target, *, bias, temperature, softcap, logit_scale, ignore_index, group, vocab_start) "
@@ -42,7 +50,6 @@ SIGNATURE = (
 )
 QUANTITIES = ("logp", "entropy", "outputs_float32", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged")
 _WHOLE = ("logp", "entropy", "grad_hidden")  # what every rank holds whole
-_SHARDED = ("grad_weight", "grad_bias")  # what every rank holds a vocab shard of
 _FULL = (torch.float32, torch.float64)
 
 
@@ -86,12 +93,7 @@ def _rank(fn, problem: VPFLPProblem, rank: int, group) -> dict:
     """One rank's call, forward and backward, on fresh leaf copies of its inputs."""
     p = problem.base
     lo, hi = shard_bounds(p.weight.shape[0], problem.world)[rank]
-
-    def leaf(t):
-        return None if t is None else t.detach().clone().requires_grad_(True)
-
-    mine = {"hidden": leaf(p.hidden), "weight": leaf(p.weight[lo:hi]), "bias": leaf(None if p.bias is None
-                                                                                    else p.bias[lo:hi])}  # fmt: skip
+    mine = head_leaves(p, lo, hi)
     target = p.target.clone()
     before = {k: t.detach().clone() for k, t in mine.items() if t is not None}
     logp, entropy = fn(mine["hidden"], mine["weight"], target, bias=mine["bias"], group=group, vocab_start=lo,
@@ -121,22 +123,13 @@ def _outcome(problem: VPFLPProblem, ranks: list[dict]) -> Outcome:
         parts = [r[k] for r in ranks]
         values[k] = None if any(p is None for p in parts) else torch.stack([p.to(dt) if k == "grad_hidden" else p
                                                                            for p in parts])  # fmt: skip
-    for k in _SHARDED:
-        if k == "grad_bias" and problem.base.bias is None:
-            continue
-        parts = [r[k] for r in ranks]
-        values[k] = None if any(p is None for p in parts) else torch.cat([p.to(dt) for p in parts], dim=0)
+    sharded_values(problem.base, ranks, values)
     values["outputs_float32"] = torch.tensor(float(all(r["float32"] for r in ranks)), dtype=torch.float64)
     return Outcome(values=values, input_mutated=any(r["mutated"] for r in ranks))
 
 
 def run_vp_flp(fn, problem: VPFLPProblem) -> Outcome:
-    # forward and backward in each rank's thread: backward holds the hidden gradient's all-reduce
-    def one(rank: int, group) -> dict:
-        return _rank(fn, problem, rank, group)
-
-    return on_mesh(problem.mesh, one, lambda mine, mesh: _exchange(problem, mine, mesh),
-                   lambda ranks: _outcome(problem, ranks))  # fmt: skip
+    return run_ranks(_rank, _exchange, _outcome, fn, problem)
 
 
 def _exchange(problem: VPFLPProblem, mine: dict, mesh: Mesh) -> list[dict]:
@@ -145,24 +138,16 @@ def _exchange(problem: VPFLPProblem, mine: dict, mesh: Mesh) -> list[dict]:
     p = problem.base
     dev = p.hidden.device
     widths = [hi - lo for lo, hi in shard_bounds(p.weight.shape[0], mesh.tp)]
-    names = ("grad_hidden", "grad_weight", "grad_bias")
-    flags = [float(mine["mutated"]), float(mine["float32"])] + [float(mine[k] is None) for k in names]
+    flags = [float(mine["mutated"]), float(mine["float32"])] + [float(mine[k] is None) for k in _HEAD_GRADS]
     all_flags = _gather(torch.tensor(flags, device=dev), procs)
     got = {k: _gather(_padded(mine[k], tuple(mine[k].shape), dev), procs) for k in ("logp", "entropy")}
-    got["grad_hidden"] = _gather(_padded(mine["grad_hidden"], tuple(p.hidden.shape), dev), procs)
-    got["grad_weight"] = _gather(_padded(mine["grad_weight"], (max(widths), p.weight.shape[1]), dev), procs)
-    if p.bias is not None:
-        got["grad_bias"] = _gather(_padded(mine["grad_bias"], (max(widths),), dev), procs)
+    got.update(exchanged_grads(p, mine, procs, widths))
     ranks = []
     for r in range(procs):
         width = widths[mesh.position(r)[1]]
         one = {"mutated": bool(all_flags[r, 0]), "float32": bool(all_flags[r, 1])}
         one["logp"], one["entropy"] = got["logp"][r], got["entropy"][r]
-        for i, k in enumerate(names, start=2):
-            if k not in got or bool(all_flags[r, i]):
-                one[k] = None
-            else:
-                one[k] = got[k][r] if k == "grad_hidden" else got[k][r, :width]
+        one.update(exchanged_grads_of(got, all_flags, 2, r, width))
         ranks.append(one)
     return ranks
 
