@@ -3,6 +3,7 @@
 
     ligerbench verify --kernel ce --reduction none
     ligerbench list
+    ligerbench audit verl --device cpu
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from rich.text import Text
 from typer.core import TyperCommand
 
 from ligerbench import __version__
+from ligerbench.commands.audit import audit
 from ligerbench.commands.bench import bench
 from ligerbench.commands.converge import converge
 from ligerbench.commands.gate import gate
@@ -231,6 +233,7 @@ for _name, _fn, _cls, _settings in (
     ("selftest", selftest, Command, None),
     ("gate", gate, Command, None),
     ("report", report, Command, None),
+    ("audit", audit, Command, None),
 ):
     metavar = "[OPTIONS] [--AXIS VALUE]..." if _name == "verify" else "[OPTIONS]"
     app.command(_name, cls=_cls, context_settings=_settings, options_metavar=metavar, help=reflow(_fn.__doc__))(

@@ -447,7 +447,7 @@ def _provider_section(run: KernelRun, provider: str, passages: list[tuple[int, s
     by_dtype = compared_by_dtype(run, provider)
     if by_dtype:
         ran = [f"{d} ({n} of {total} cases)" for d, (n, total) in by_dtype.items() if n]
-        lines.append(f"- ran on: {', '.join(ran) or 'no dtype'}")
+        lines.append(f"- ran on: {', '.join(ran) or 'nothing (no case compared)'}")
         for d, (n, total) in by_dtype.items():
             if not n:
                 lines.append(f"- never ran on {d} (0 of its {total} cases compared)")
