@@ -116,21 +116,17 @@ def _forward(fn, problem: VPProblem, rank: int, group):
     x = (p.logits if problem.handed == "gathered" else p.logits[:, lo:hi]).detach().clone().requires_grad_(True)
     before = x.detach().clone()
     w = None if p.weight is None else p.weight[lo:hi].clone()
-    out = fn(
-        x,
-        p.target,
-        group=group,
-        vocab_start=lo,
-        class_weight_shard=w,
-        ignore_index=p.ignore_index,
-        reduction=p.reduction,
-        label_smoothing=p.label_smoothing,
-        softcap=p.softcap,
-        z_loss_scale=p.z_loss_scale,
-        token_weight=p.token_weight,
-    )
+    out = fn(x, p.target, **rank_options(p, group, lo, w))
     loss, z = out if isinstance(out, tuple) else (out, None)
     return x, before, loss, z
+
+
+def rank_options(p, group, lo: int, class_weight_shard) -> dict:
+    """The keywords of one rank's vocab-parallel cross entropy call (vp_ce's and vp_flce's): its
+    group, where its shard starts, its shard of the class weights, and the global problem's options."""
+    return dict(group=group, vocab_start=lo, class_weight_shard=class_weight_shard, ignore_index=p.ignore_index,
+                reduction=p.reduction, label_smoothing=p.label_smoothing, softcap=p.softcap,
+                z_loss_scale=p.z_loss_scale, token_weight=p.token_weight)  # fmt: skip
 
 
 def _backward(problem: VPProblem, x, before, loss, z) -> dict:

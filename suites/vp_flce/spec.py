@@ -32,7 +32,7 @@ from ligerbench.cases import Case
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flce import spec as flce
 from ligerbench.suites.vp_ce.mesh import Mesh
-from ligerbench.suites.vp_ce.spec import _gather, on_mesh, per_rank, place_targets, shard_bounds
+from ligerbench.suites.vp_ce.spec import _gather, on_mesh, per_rank, place_targets, rank_options, shard_bounds
 
 SIGNATURE = (
     "fn(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard, ignore_index, "
@@ -89,6 +89,20 @@ def head_leaves(p, lo: int, hi: int) -> dict:
             "bias": leaf(None if p.bias is None else p.bias[lo:hi])}  # fmt: skip
 
 
+def whole_values(p, ranks: list[dict], names: tuple[str, ...], optional: tuple[str, ...] = ()) -> dict:
+    """What every rank holds whole (`names`), the ranks' copies stacked ([world, ...]; the hidden
+    gradient in the inputs' dtype): None where a rank gave none, left out for a name in `optional`."""
+    values: dict = {}
+    for k in names:
+        parts = [r[k] for r in ranks]
+        if any(part is None for part in parts):
+            if k not in optional:
+                values[k] = None
+            continue
+        values[k] = torch.stack([part.to(p.hidden.dtype) if k == "grad_hidden" else part for part in parts])
+    return values
+
+
 def sharded_values(p, ranks: list[dict], values: dict) -> None:
     """The head's shard gradients (_SHARDED) of every rank put together into `values`: concatenated
     on the vocabulary dim in the inputs' dtype, None where a rank left one out, none for no bias."""
@@ -142,21 +156,8 @@ def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
     mine = head_leaves(p, lo, hi)
     hidden, weight, bias = mine["hidden"], mine["weight"], mine["bias"]
     before = {k: t.detach().clone() for k, t in mine.items() if t is not None}
-    out = fn(
-        hidden,
-        weight,
-        p.target,
-        group=group,
-        vocab_start=lo,
-        bias_shard=bias,
-        class_weight_shard=None if p.class_weight is None else p.class_weight[lo:hi].clone(),
-        ignore_index=p.ignore_index,
-        reduction=p.reduction,
-        label_smoothing=p.label_smoothing,
-        softcap=p.softcap,
-        z_loss_scale=p.z_loss_scale,
-        token_weight=p.token_weight,
-    )
+    w = None if p.class_weight is None else p.class_weight[lo:hi].clone()
+    out = fn(hidden, weight, p.target, bias_shard=bias, **rank_options(p, group, lo, w))
     loss, z = out if isinstance(out, tuple) else (out, None)
     loss.backward(as_handed(p.upstream, dtype=loss.dtype).expand_as(loss))
     result = {"loss": loss.detach().float(), "z_loss": None if z is None else z.detach().float()}
@@ -167,15 +168,8 @@ def _rank(fn, problem: VPFProblem, rank: int, group) -> dict:
 
 
 def _outcome(problem: VPFProblem, ranks: list[dict]) -> Outcome:
-    dt = problem.base.hidden.dtype
-    values: dict = {}
-    for k in _WHOLE:
-        parts = [r[k] for r in ranks]
-        if any(p is None for p in parts):
-            if k != "z_loss":  # a z-loss not returned is reported as such; a missing gradient fails
-                values[k] = None
-            continue
-        values[k] = torch.stack([p.to(dt) if k == "grad_hidden" else p for p in parts])
+    # a z-loss not returned is reported as such; a missing gradient fails
+    values = whole_values(problem.base, ranks, _WHOLE, optional=("z_loss",))
     sharded_values(problem.base, ranks, values)
     return Outcome(values=values, input_mutated=any(r["mutated"] for r in ranks))
 

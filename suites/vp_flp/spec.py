@@ -42,6 +42,7 @@ from ligerbench.suites.vp_flce.spec import (
     head_leaves,
     run_ranks,
     sharded_values,
+    whole_values,
 )
 
 SIGNATURE = (
@@ -117,12 +118,7 @@ def _rank(fn, problem: VPFLPProblem, rank: int, group) -> dict:
 
 
 def _outcome(problem: VPFLPProblem, ranks: list[dict]) -> Outcome:
-    dt = problem.base.hidden.dtype
-    values: dict = {}
-    for k in _WHOLE:
-        parts = [r[k] for r in ranks]
-        values[k] = None if any(p is None for p in parts) else torch.stack([p.to(dt) if k == "grad_hidden" else p
-                                                                           for p in parts])  # fmt: skip
+    values = whole_values(problem.base, ranks, _WHOLE)
     sharded_values(problem.base, ranks, values)
     values["outputs_float32"] = torch.tensor(float(all(r["float32"] for r in ranks)), dtype=torch.float64)
     return Outcome(values=values, input_mutated=any(r["mutated"] for r in ranks))
