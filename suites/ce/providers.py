@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import functools
 
-from ligerbench.cases import OPTIONS, Case
+from ligerbench.cases import Case
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.compiled import compiled
+from ligerbench.suites.peers.liger import ce_options_lacking, loss_and_z_loss
 
 
 def _load_ours(inplace: bool):
@@ -68,10 +69,7 @@ def _load_liger():
             softcap=softcap,
             return_z_loss=True,
         )
-        # 0.8.x returns a CrossEntropyOutput record when return_z_loss=True; older, a tuple
-        if hasattr(out, "loss"):
-            return out.loss, out.z_loss
-        return tuple(out) if isinstance(out, (tuple, list)) else out
+        return loss_and_z_loss(out)
 
     return call
 
@@ -79,12 +77,7 @@ def _load_liger():
 def _liger_supports(case: Case) -> str | None:
     if case.layout in ("3d", "padded_vocab"):
         return "Liger-Kernel's cross entropy takes 2-D logits [BT, V] only"
-    opts = OPTIONS[case.option]
-    if opts.get("token_weight"):
-        return "Liger-Kernel has no per-token weights"
-    if opts.get("z_loss_scale") and opts.get("class_weight"):
-        return "Liger-Kernel normalises the z-loss differently when class weights are set"
-    return None
+    return ce_options_lacking(case)
 
 
 PROVIDERS = (

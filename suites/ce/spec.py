@@ -52,8 +52,19 @@ from ligerbench.suites.device_tanh import forms_on, tanh_one_ulp_low
 from ligerbench.tolerance import yardstick
 
 
+class LossOptions:
+    """The options of a cross entropy problem's loss (`ce`'s and `flce`'s: flce's loss is ce's on
+    the logits it forms). Each problem declares its own fields: their order is the order
+    tolerance.nudged draws its ulps in, so a field moved would move every nudge."""
+
+    def loss_options(self) -> dict:
+        """The options of the loss itself, without the class weights (each kernel names its own)."""
+        return dict(ignore_index=self.ignore_index, reduction=self.reduction, label_smoothing=self.label_smoothing,
+                    softcap=self.softcap, z_loss_scale=self.z_loss_scale, token_weight=self.token_weight)  # fmt: skip
+
+
 @dataclass
-class CEProblem:
+class CEProblem(LossOptions):
     """The inputs of one `ce` case, on the case's device."""
 
     logits: torch.Tensor  # [N, V] in the case dtype
@@ -71,42 +82,32 @@ class CEProblem:
 
     def options(self) -> dict:
         """Keyword arguments every `ce` provider takes."""
-        return dict(
-            weight=self.weight,
-            ignore_index=self.ignore_index,
-            reduction=self.reduction,
-            label_smoothing=self.label_smoothing,
-            softcap=self.softcap,
-            z_loss_scale=self.z_loss_scale,
-            token_weight=self.token_weight,
-        )
+        return dict(weight=self.weight, **self.loss_options())
 
 
-def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
-    g = generator_for(case, seed)
-    n, v = case.n, case.v
+def drawn_targets(case: Case, g: torch.Generator) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """(targets [N], mask of ignored rows, ignore_index) of a cross entropy case, drawn first from
+    the case's generator: ignore_index at the rows the ignore pattern (or the split) leaves out."""
     ignore_index, _ = IGNORE_PATTERNS[case.ignore_pattern]
+    target = torch.randint(0, case.v, (case.n,), generator=g)
+    ignored = split_step.ignored_of(case, draw_ignored(case, case.n, g, target), target, ignore_index)
+    return torch.where(ignored, torch.full_like(target, ignore_index), target), ignored, ignore_index
+
+
+def drawn_loss_fields(case: Case, g: torch.Generator, target: torch.Tensor, ignore_index: int, rows: tuple[int, ...],
+                 device: torch.device) -> tuple[dict, torch.Tensor | None]:  # fmt: skip
+    """LossOptions' fields of a case (the upstream and token weights drawn from `g`, the per-token
+    tensors shaped `rows`, on the device), and its class weights [V] (float32 on the CPU, or None),
+    drawn between them: the order every cross entropy problem draws them in."""
     opts = OPTIONS[case.option]
-    target = torch.randint(0, v, (n,), generator=g)
-    ignored = split_step.ignored_of(case, draw_ignored(case, n, g, target), target, ignore_index)
-    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
-    big = device_generator(g, device)  # the [N, V] draws: on a GPU, drawn there
-    logits = draw_logits(case.logits, n, v, torch.where(ignored, 0, target), big)
-    rows = token_shape(case)
-    up = draw_upstream(case, (n,), g)
-    weight = torch.rand(v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
-    token_weight = torch.rand(n, generator=g) * 2.9 + 0.1 if opts.get("token_weight") else None
-
-    def on(t):
-        return None if t is None else t.to(device)
-
-    return CEProblem(
-        logits=_placed(case, logits, big, device),
+    up = draw_upstream(case, (case.n,), g)
+    class_weight = torch.rand(case.v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
+    token_weight = torch.rand(case.n, generator=g) * 2.9 + 0.1 if opts.get("token_weight") else None
+    fields = dict(
         target=target.reshape(rows).to(device),
         ignore_index=ignore_index,
         reduction=case.reduction,
         upstream=as_handed(up.reshape(rows) if case.reduction == "none" else up, device=device),
-        weight=on(weight),
         token_weight=None if token_weight is None else token_weight.reshape(rows).to(device),
         label_smoothing=opts.get("label_smoothing", 0.0),
         softcap=opts.get("softcap"),
@@ -114,6 +115,17 @@ def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
         split=case.get("split", "none"),
         backward=case.get("backward", "once"),
     )
+    return fields, class_weight
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> CEProblem:
+    g = generator_for(case, seed)
+    target, ignored, ignore_index = drawn_targets(case, g)
+    big = device_generator(g, device)  # the [N, V] draws: on a GPU, drawn there
+    logits = draw_logits(case.logits, case.n, case.v, torch.where(ignored, 0, target), big)
+    fields, weight = drawn_loss_fields(case, g, target, ignore_index, token_shape(case), device)
+    return CEProblem(logits=_placed(case, logits, big, device), weight=None if weight is None else weight.to(device),
+                     **fields)  # fmt: skip
 
 
 def token_shape(case: Case) -> tuple[int, ...]:
@@ -270,14 +282,7 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
     handed = copies_of(side)
     spy = Spy(fn, ("logits", "target"))
     out = spy(x, handed["target"], **{**opts, "weight": handed["weight"], "token_weight": handed["token_weight"]})
-    loss, z_loss = out if isinstance(out, tuple) else (out, None)
-    values = {"loss": loss.detach().clone()}
-    if z_loss is not None:
-        values["z_loss"] = z_loss.detach().clone()
-    refusals: dict[str, str] = {}
-    if need_grad:
-        up = upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape))
-        retained.backward(loss, up, {"logits": x}, problem.backward == "retained", values, refusals)
+    values, refusals = loss_values(out, problem, {"logits": x}, need_grad)
     if need_grad and problem.split != "none":
         values["split_grad_logits"] = _split_grad(fn, problem)
     built = {"logits": layout_of(problem.logits), "target": layout_of(problem.target)}
@@ -286,12 +291,32 @@ def run_ce(fn, problem: CEProblem, *, need_grad: bool = True) -> Outcome:
                    mutated_inputs=tuple(mutated), refusals=refusals)  # fmt: skip
 
 
+def loss_values(out, problem, leaves: dict, need_grad: bool) -> tuple[dict, dict[str, str]]:
+    """(values, refusals) of a provider's `out` (loss | (loss, z_loss)) on a cross entropy problem:
+    the loss and z-loss, then, with need_grad, backward with the case's upstream (twice for a
+    retained case) and the gradients of `leaves`, or the provider's refusal of the second call."""
+    loss, z_loss = out if isinstance(out, tuple) else (out, None)
+    values = {"loss": loss.detach().clone()}
+    if z_loss is not None:
+        values["z_loss"] = z_loss.detach().clone()
+    refusals: dict[str, str] = {}
+    if need_grad:
+        up = upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape))
+        retained.backward(loss, up, leaves, problem.backward == "retained", values, refusals)
+    return values, refusals
+
+
+def flat_token_side(problem) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A cross entropy problem's targets and token weights flattened to [N]: what a split step cuts."""
+    tw = problem.token_weight
+    return problem.target.reshape(-1), None if tw is None else tw.reshape(-1)
+
+
 def _split_grad(fn, problem: CEProblem) -> torch.Tensor:
     """The gradient of the logits the split step leaves (suites/split_step.py): each piece its
     own rows [n, V] of the flattened logits, the class weights whole, the step's denominator."""
     v = problem.logits.shape[-1]
-    t, tw = problem.target.reshape(-1), problem.token_weight
-    tw = None if tw is None else tw.reshape(-1)
+    t, tw = flat_token_side(problem)
     opts = problem.options()
 
     def call(rows, mine, _whole, reduction):
@@ -370,7 +395,7 @@ def reference(problem: CEProblem) -> Outcome:
     p64.upstream = problem.upstream.double()
     out = run_ce(ce_torch, p64)
     out.scales.update(_one_class_scales(p64))
-    return _as_stepped(out, problem)
+    return as_stepped(out, problem)
 
 
 def _one_class_scales(problem: CEProblem) -> dict[str, float]:
@@ -406,8 +431,8 @@ def eager_in_dtype(problem: CEProblem) -> Outcome:
     if problem.logits.numel() >= CHUNKED_FROM:
         out = yardstick(lambda p: rowwise(p, p.logits.dtype), problem, {"logits": problem.logits})
     else:
-        out = yardstick(lambda p: run_ce(ce_torch, p), _one_step(problem), {"logits": problem.logits})
-    return _as_stepped(out, problem)
+        out = yardstick(lambda p: run_ce(ce_torch, p), one_step(problem), {"logits": problem.logits})
+    return as_stepped(out, problem)
 
 
 def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
@@ -421,17 +446,18 @@ def textbook(problem: CEProblem) -> tuple[Outcome, ...]:
             return lambda p: rowwise(p, p.logits.dtype, textbook=form)
         return lambda p: run_ce(functools.partial(ce_torch, textbook=form), p)
 
-    one = _one_step(problem)
+    one = one_step(problem)
     outs = [yardstick(written(form), one, {"logits": problem.logits}) for form in textbook_forms(problem.softcap)]
-    return tuple(_as_stepped(out, problem) for out in outs)
+    return tuple(as_stepped(out, problem) for out in outs)
 
 
-def _one_step(problem: CEProblem) -> CEProblem:
-    """One batch, one backward: what the truth and the yardsticks of a split or retained case run."""
+def one_step(problem):
+    """A cross entropy problem (ce's or flce's) as one batch, one backward: what the truth and the
+    yardsticks of a split or retained case run."""
     return retained.whole(split_step.whole(problem))
 
 
-def _as_stepped(out: Outcome, problem: CEProblem) -> Outcome:
+def as_stepped(out: Outcome, problem) -> Outcome:
     """The one step's outcome as the case's: the split step's and the second backward's gradients
     its own (suites/split_step.py, suites/retained_backward.py)."""
     return retained.aliased(split_step.aliased(out, problem.split), problem.backward)

@@ -15,6 +15,7 @@ from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites.compiled import compiled
 from ligerbench.suites.flce.spec import flce_torch
+from ligerbench.suites.peers.liger import ce_options_lacking, loss_and_z_loss
 
 # Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/flce/
 # grid.py), so every case but one-token ones has a partial last chunk, and the leading_run
@@ -122,10 +123,7 @@ def _load_liger():
             softcap=softcap,
             return_z_loss=True,
         )
-        # 0.8.x returns a CrossEntropyOutput record when return_z_loss=True; older, a tuple
-        if hasattr(out, "loss"):
-            return out.loss, out.z_loss
-        return tuple(out) if isinstance(out, (tuple, list)) else out
+        return loss_and_z_loss(out)
 
     return call
 
@@ -133,12 +131,7 @@ def _load_liger():
 def _liger_supports(case: Case) -> str | None:
     if case.layout != "2d":
         return "Liger-Kernel's fused linear cross entropy takes 2-D hidden states [BT, H] only"
-    opts = OPTIONS[case.option]
-    if opts.get("token_weight"):
-        return "Liger-Kernel has no per-token weights"
-    if opts.get("z_loss_scale") and opts.get("class_weight"):
-        return "Liger-Kernel normalises the z-loss differently when class weights are set"
-    return None
+    return ce_options_lacking(case)
 
 
 def _load_cce():

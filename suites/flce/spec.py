@@ -21,28 +21,31 @@ import torch
 
 from ligerbench.cases import (
     DTYPES,
-    IGNORE_PATTERNS,
-    OPTIONS,
     Case,
     batch_split,
-    draw_ignored,
-    draw_upstream,
     generator_for,
 )
 from ligerbench.problems import (
     Outcome,
     Spy,
-    as_handed,
     copies_of,
     fresh_view,
     layout_of,
     same_bits,
-    upstream_for,
     written,
 )
-from ligerbench.suites import retained_backward as retained
 from ligerbench.suites import split_step
-from ligerbench.suites.ce.spec import ce_torch, textbook_forms
+from ligerbench.suites.ce.spec import (
+    LossOptions,
+    as_stepped,
+    ce_torch,
+    drawn_loss_fields,
+    drawn_targets,
+    flat_token_side,
+    loss_values,
+    one_step,
+    textbook_forms,
+)
 from ligerbench.suites.flce.axes import LAYOUT
 from ligerbench.suites.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
 from ligerbench.tolerance import yardstick
@@ -54,9 +57,10 @@ KEPT_PREFIX = 3  # kept_slice: rows of hidden states before the kept ones (logit
 
 
 @dataclass
-class FLCEProblem:
+class FLCEProblem(LossOptions):
     """The inputs of one `flce` case, on the case's device."""
 
+    # ce's fields but for the head (LossOptions says why each problem declares its own)
     hidden: torch.Tensor  # [N, H] in the case dtype
     weight: torch.Tensor  # [V, H] in the case dtype
     bias: torch.Tensor | None  # [V] in the case dtype
@@ -74,16 +78,7 @@ class FLCEProblem:
 
     def options(self) -> dict:
         """Keyword arguments every `flce` provider takes (besides hidden, weight, target)."""
-        return dict(
-            bias=self.bias,
-            class_weight=self.class_weight,
-            ignore_index=self.ignore_index,
-            reduction=self.reduction,
-            label_smoothing=self.label_smoothing,
-            softcap=self.softcap,
-            z_loss_scale=self.z_loss_scale,
-            token_weight=self.token_weight,
-        )
+        return dict(bias=self.bias, class_weight=self.class_weight, **self.loss_options())
 
 
 def _confident(h, w, b, target, counted, g) -> torch.Tensor:
@@ -109,11 +104,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
     n, v, hd = case.n, case.v, case.h
     if hd < 1:
         raise ValueError(f"flce case {case.id} needs a hidden size h >= 1")
-    ignore_index, _ = IGNORE_PATTERNS[case.ignore_pattern]
-    opts = OPTIONS[case.option]
-    target = torch.randint(0, v, (n,), generator=g)
-    ignored = split_step.ignored_of(case, draw_ignored(case, n, g, target), target, ignore_index)
-    target = torch.where(ignored, torch.full_like(target, ignore_index), target)
+    target, ignored, ignore_index = drawn_targets(case, g)
 
     h = torch.randn(n, hd, generator=g, dtype=torch.float64)
     w = torch.randn(v, hd, generator=g, dtype=torch.float64) / hd**0.5
@@ -134,35 +125,17 @@ def make_problem(case: Case, seed: int, device: torch.device) -> FLCEProblem:
     elif case.logits != "normal":
         raise ValueError(f"unknown logits kind {case.logits!r}")
 
-    up = draw_upstream(case, (n,), g)
-    class_weight = torch.rand(v, generator=g) * 1.8 + 0.2 if opts.get("class_weight") else None
-    token_weight = torch.rand(n, generator=g) * 2.9 + 0.1 if opts.get("token_weight") else None
-
+    fields, class_weight = drawn_loss_fields(case, g, target, ignore_index, token_shape(case), device)
     dt = DTYPES[case.dtype]
 
     def on(t, dtype=None):
         return None if t is None else t.to(dtype or t.dtype).to(device)
 
-    rows = token_shape(case)
     weight = on(w, dt)
     if case.layout == "weight_column_major":
         weight = weight.t().contiguous().t()
-    return FLCEProblem(
-        hidden=_placed(case, on(h, dt), g),
-        weight=weight,
-        bias=on(b, dt),
-        target=target.reshape(rows).to(device),
-        ignore_index=ignore_index,
-        reduction=case.reduction,
-        upstream=as_handed(up.reshape(rows) if case.reduction == "none" else up, device=device),
-        class_weight=on(class_weight),
-        token_weight=None if token_weight is None else token_weight.reshape(rows).to(device),
-        label_smoothing=opts.get("label_smoothing", 0.0),
-        softcap=opts.get("softcap"),
-        z_loss_scale=opts.get("z_loss_scale", 0.0),
-        split=case.get("split", "none"),
-        backward=case.get("backward", "once"),
-    )
+    return FLCEProblem(hidden=_placed(case, on(h, dt), g), weight=weight, bias=on(b, dt),
+                       class_weight=on(class_weight), **fields)  # fmt: skip
 
 
 def token_shape(case: Case) -> tuple[int, ...]:
@@ -212,14 +185,7 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
     opts = {**problem.options(), "bias": leaves["bias"], **{k: handed[k] for k in ("class_weight", "token_weight")}}
     spy = Spy(fn, ("hidden", "weight", "target"))
     out = spy(leaves["hidden"], leaves["weight"], handed["target"], **opts)
-    loss, z_loss = out if isinstance(out, tuple) else (out, None)
-    values = {"loss": loss.detach().clone()}
-    if z_loss is not None:
-        values["z_loss"] = z_loss.detach().clone()
-    refusals: dict[str, str] = {}
-    if need_grad:
-        up = upstream_for(loss, problem.upstream, problem.reduction, tuple(problem.target.shape))
-        retained.backward(loss, up, leaves, problem.backward == "retained", values, refusals)
+    values, refusals = loss_values(out, problem, leaves, need_grad)
     if need_grad and problem.split != "none":
         values.update(_split_grads(fn, problem))
     mutated = [k for k, t in before.items() if not same_bits(copies[k][0], t)] + written(side, handed)
@@ -233,8 +199,7 @@ def _split_grads(fn, problem: FLCEProblem) -> dict[str, torch.Tensor]:
     """The gradients the split step leaves (suites/split_step.py): each piece its own rows
     [n, H] of the flattened hidden states and its own copies of weight and bias."""
     hd = problem.hidden.shape[-1]
-    t, tw = problem.target.reshape(-1), problem.token_weight
-    tw = None if tw is None else tw.reshape(-1)
+    t, tw = flat_token_side(problem)
     opts = problem.options()
 
     def call(rows, mine, whole, reduction):
@@ -270,7 +235,7 @@ def reference(problem: FLCEProblem) -> Outcome:
             "backward": "once",
         }
     )
-    return _as_stepped(run_flce(flce_torch, p64), problem)
+    return as_stepped(run_flce(flce_torch, p64), problem)
 
 
 def _careful(dtype: torch.dtype, textbook: bool | str = False):
@@ -293,8 +258,8 @@ def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     dtype before the products (suites/rounding.py says why), each output rounded once to that dtype."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     careful = _careful(problem.hidden.dtype)
-    out = yardstick(lambda p: run_flce(careful, p), _one_step(problem), upcast)
-    return _as_stepped(out, problem)
+    out = yardstick(lambda p: run_flce(careful, p), one_step(problem), upcast)
+    return as_stepped(out, problem)
 
 
 def model_code(hidden, weight, target, *, bias=None, class_weight=None, **options):
@@ -325,19 +290,8 @@ def textbook(problem: FLCEProblem) -> tuple[Outcome, ...]:
     bug 6) is no form of the model code's and stays out of every yardstick."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     written = [_careful(problem.hidden.dtype, textbook=form) for form in textbook_forms(problem.softcap)]
-    one = _one_step(problem)
+    one = one_step(problem)
     outs = [yardstick(lambda p, users=users: run_flce(users, p), one, upcast) for users in written]
     if problem.hidden.dtype in SIXTEEN_BITS:  # in float32 it is the F.cross_entropy form
         outs.append(_as_model_code(one))
-    return tuple(_as_stepped(out, problem) for out in outs)
-
-
-def _one_step(problem: FLCEProblem) -> FLCEProblem:
-    """One batch, one backward: what the truth and the yardsticks of a split or retained case run."""
-    return retained.whole(split_step.whole(problem))
-
-
-def _as_stepped(out: Outcome, problem: FLCEProblem) -> Outcome:
-    """The one step's outcome as the case's: the split step's and the second backward's gradients
-    its own (suites/split_step.py, suites/retained_backward.py)."""
-    return retained.aliased(split_step.aliased(out, problem.split), problem.backward)
+    return tuple(as_stepped(out, problem) for out in outs)
