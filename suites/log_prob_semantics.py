@@ -195,6 +195,9 @@ LOGITS = Axis("logits", "the kind of logits drawn", ("normal", "peaked", "flat",
     "flat": "near-uniform rows (entropy near log V)",
     "shifted": "every logit of a row shifted by +-200 (verl #7439: a row max started at 0)",
 })  # fmt: skip
+# the axes of the semantics, in the order every log-prob kernel (lp, flp, vp_flp) lists them: the
+# order of a case id's parts
+AXES = (DTYPE, TEMPERATURE, SOFTCAP, LOGIT_SCALE, TARGETS, UPSTREAM, IGNORE_PATTERN, LOGITS)
 
 
 def shape_logits(x: torch.Tensor, kind: str, gen) -> torch.Tensor:

@@ -8,16 +8,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites.distill_semantics import (
-    BETA,
-    DIVERGENCE,
-    DTYPE,
-    IGNORE_PATTERN,
-    REDUCTION,
-    TEACHER_KIND,
-    TEMPERATURE,
-    UPSTREAM,
-)
+from ligerbench.suites import distill_semantics as ds
 
 N = Axis("n", "tokens (rows of the hidden states)", {"quick": (12, 1), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT)  # fmt: skip
@@ -34,7 +25,8 @@ LAYOUT = Axis("layout", "how both hidden states a provider receives are laid out
     "column_major": "hidden [H, N].T: a transposed activation",
 })  # fmt: skip
 
-AXES = (N, V, H, DTYPE, DIVERGENCE, BETA, TEMPERATURE, REDUCTION, UPSTREAM, IGNORE_PATTERN, TEACHER_KIND, LAYOUT)
+AXES = (N, V, H, ds.DTYPE, ds.DIVERGENCE, ds.BETA, ds.TEMPERATURE, ds.REDUCTION, ds.UPSTREAM, ds.IGNORE_PATTERN,
+        ds.TEACHER_KIND, LAYOUT)  # fmt: skip
 TEACHER_WIDER = 16  # the teacher's hidden size is the student's + this (TRL: they may differ)
 
 

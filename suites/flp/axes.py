@@ -8,16 +8,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites.log_prob_semantics import (
-    DTYPE,
-    IGNORE_PATTERN,
-    LOGIT_SCALE,
-    LOGITS,
-    SOFTCAP,
-    TARGETS,
-    TEMPERATURE,
-    UPSTREAM,
-)
+from ligerbench.suites import log_prob_semantics as semantics
 
 N = Axis("n", "tokens (rows of the hidden states)", {"quick": (24, 1), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT)  # fmt: skip
@@ -37,7 +28,7 @@ LAYOUT = Axis("layout", "how the hidden states a provider receives are laid out"
     "column_major": "hidden [H, N].T: a transposed activation (Liger <= 0.8.4's hidden gradient assumed rows)",
 })  # fmt: skip
 
-AXES = (N, V, H, BIAS, DTYPE, TEMPERATURE, SOFTCAP, LOGIT_SCALE, TARGETS, UPSTREAM, IGNORE_PATTERN, LOGITS, LAYOUT)
+AXES = (N, V, H, BIAS, *semantics.AXES, LAYOUT)
 
 
 def case(**params) -> Case:

@@ -7,17 +7,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites.distill_semantics import (
-    BETA,
-    DIVERGENCE,
-    DTYPE,
-    IGNORE_PATTERN,
-    REDUCTION,
-    TEACHER_GRAD,
-    TEACHER_KIND,
-    TEMPERATURE,
-    UPSTREAM,
-)
+from ligerbench.suites import distill_semantics as ds
 
 N = Axis("n", "tokens (rows of the logits)", {"quick": (8, 1, 5), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT, means={1: "one token: none returns shape [1]"})  # fmt: skip
@@ -36,8 +26,8 @@ LAYOUT = Axis("layout", "how both logits a provider receives are laid out", ("2d
     "transposed": "[V, N].T: logits computed as (W @ h.T).T",
 })  # fmt: skip
 
-AXES = (N, V, DTYPE, DIVERGENCE, BETA, TEMPERATURE, TEACHER, TEACHER_GRAD, REDUCTION, UPSTREAM, IGNORE_PATTERN,
-        TEACHER_KIND, LAYOUT)  # fmt: skip
+AXES = (N, V, ds.DTYPE, ds.DIVERGENCE, ds.BETA, ds.TEMPERATURE, TEACHER, ds.TEACHER_GRAD, ds.REDUCTION, ds.UPSTREAM,
+        ds.IGNORE_PATTERN, ds.TEACHER_KIND, LAYOUT)  # fmt: skip
 K = 8  # the top-K teacher's K (at most V)
 
 

@@ -7,16 +7,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites.log_prob_semantics import (
-    DTYPE,
-    IGNORE_PATTERN,
-    LOGIT_SCALE,
-    LOGITS,
-    SOFTCAP,
-    TARGETS,
-    TEMPERATURE,
-    UPSTREAM,
-)
+from ligerbench.suites import log_prob_semantics as semantics
 
 N = Axis("n", "tokens (rows of the logits)", {"quick": (24, 1, 7), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT)  # fmt: skip
@@ -31,7 +22,7 @@ LAYOUT = Axis("layout", "how the logits a provider receives are laid out", ("2d"
     "transposed": "[V, N].T: logits computed as (W @ h.T).T",
 })  # fmt: skip
 
-AXES = (N, V, DTYPE, TEMPERATURE, SOFTCAP, LOGIT_SCALE, TARGETS, UPSTREAM, IGNORE_PATTERN, LOGITS, LAYOUT)
+AXES = (N, V, *semantics.AXES, LAYOUT)
 
 
 def case(**params) -> Case:

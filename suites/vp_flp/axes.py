@@ -8,17 +8,8 @@ import dataclasses
 
 from ligerbench.axes import Axis
 from ligerbench.cases import Case
+from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.flp import axes as flp
-from ligerbench.suites.log_prob_semantics import (
-    DTYPE,
-    IGNORE_PATTERN,
-    LOGIT_SCALE,
-    LOGITS,
-    SOFTCAP,
-    TARGETS,
-    TEMPERATURE,
-    UPSTREAM,
-)
 from ligerbench.suites.vp_ce.axes import WORLD
 from ligerbench.suites.vp_ce.mesh import MESH
 
@@ -38,8 +29,7 @@ PLACEMENT = Axis("placement", "where the counted targets sit among the shards", 
     "edges": "on the first and last class of some shard (an ownership test off by one, a wrong offset)",
 })  # fmt: skip
 
-AXES = (N, V, H, flp.BIAS, DTYPE, TEMPERATURE, SOFTCAP, LOGIT_SCALE, TARGETS, UPSTREAM, IGNORE_PATTERN, LOGITS,
-        LAYOUT, WORLD, PLACEMENT, MESH)  # fmt: skip
+AXES = (N, V, H, flp.BIAS, *semantics.AXES, LAYOUT, WORLD, PLACEMENT, MESH)
 
 
 def case(**params) -> Case:
