@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import functools
 
-from ligerbench.cases import Case
+from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.compiled import compiled
-from ligerbench.suites.peers.liger import ce_options_lacking, loss_and_z_loss
 
 
 def _load_ours(inplace: bool):
@@ -72,6 +71,24 @@ def _load_liger():
         return loss_and_z_loss(out)
 
     return call
+
+
+def loss_and_z_loss(out):
+    """What Liger's cross entropy and fused linear cross entropy (flce's provider) return with
+    return_z_loss=True, as (loss, z_loss): 0.8.x returns a CrossEntropyOutput record; older, a tuple."""
+    if hasattr(out, "loss"):
+        return out.loss, out.z_loss
+    return tuple(out) if isinstance(out, (tuple, list)) else out
+
+
+def ce_options_lacking(case: Case) -> str | None:
+    """The options of a ce or flce case that Liger's cross entropies lack or compute otherwise."""
+    opts = OPTIONS[case.option]
+    if opts.get("token_weight"):
+        return "Liger-Kernel has no per-token weights"
+    if opts.get("z_loss_scale") and opts.get("class_weight"):
+        return "Liger-Kernel normalises the z-loss differently when class weights are set"
+    return None
 
 
 def _liger_supports(case: Case) -> str | None:

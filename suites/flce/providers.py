@@ -13,9 +13,9 @@ import functools
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
+from ligerbench.suites.ce.providers import ce_options_lacking, loss_and_z_loss
 from ligerbench.suites.compiled import compiled
 from ligerbench.suites.flce.spec import flce_torch
-from ligerbench.suites.peers.liger import ce_options_lacking, loss_and_z_loss
 
 # Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/flce/
 # grid.py), so every case but one-token ones has a partial last chunk, and the leading_run

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.cases import OPTIONS, Case
+from ligerbench.cases import Case
 from ligerbench.registry import Provider
 from ligerbench.suites.peers.limits import lacking, refusal
 from ligerbench.suites.peers.tensor_parallel import equal_shards, reduced
@@ -28,27 +28,6 @@ from ligerbench.suites.peers.tensor_parallel import equal_shards, reduced
 DISTRIBUTION = "liger-kernel"
 PINNED = "0.8.5"
 PEER = {"library": DISTRIBUTION, "pinned": PINNED}
-
-
-# ---- ce and flce (their providers call Liger's cross entropies; these read its answers and limits)
-
-
-def loss_and_z_loss(out):
-    """What Liger's cross entropy and fused linear cross entropy return with return_z_loss=True,
-    as (loss, z_loss): 0.8.x returns a CrossEntropyOutput record; older, a tuple."""
-    if hasattr(out, "loss"):
-        return out.loss, out.z_loss
-    return tuple(out) if isinstance(out, (tuple, list)) else out
-
-
-def ce_options_lacking(case: Case) -> str | None:
-    """The options of a ce or flce case that Liger's cross entropies lack or compute otherwise."""
-    opts = OPTIONS[case.option]
-    if opts.get("token_weight"):
-        return "Liger-Kernel has no per-token weights"
-    if opts.get("z_loss_scale") and opts.get("class_weight"):
-        return "Liger-Kernel normalises the z-loss differently when class weights are set"
-    return None
 
 
 # ---- flp
