@@ -51,3 +51,32 @@ def register_plugin(monkeypatch, register, name: str = "test_plugin") -> None:
         return [*real(**kw), fake]
 
     monkeypatch.setattr(importlib.metadata, "entry_points", entry_points)
+
+
+def verify_json(runner, app, args: list[str], env=None):
+    """`ligerbench verify ARGS --json` through the CLI: (the result, the JSON summary it printed or None)."""
+    import json
+
+    result = runner.invoke(app, ["verify", *args, "--json"], env=env)
+    text = result.stdout
+    return result, json.loads(text[text.index("{") :]) if "{" in text else None
+
+
+def two_gloo_ranks_records(run, kernel: str):
+    """The records of a `verify --kernel KERNEL --nproc 2` run folder on CPU, once its env says it ran
+    on 2 gloo ranks that all returned, and that it planned and completed every world-2 case of the
+    quick grid (the cases of 2 processes) and wrote records for those alone."""
+    import json
+
+    import pandas as pd
+
+    from ligerbench.builtin import default_registry
+
+    records = pd.read_csv(run / "records.csv")
+    env = json.loads((run / "env.json").read_text())
+    assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
+    grid = default_registry().kernels[kernel].grid("quick", "cpu")
+    planned = {c.id for c in grid if c.world == 2 and c.mesh == "flat"}
+    assert env["run"]["planned"] == env["run"]["completed"] == len(planned)
+    assert set(records["case"]) == planned  # every case split over 2 ranks, and only those
+    return records, planned

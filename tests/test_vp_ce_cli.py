@@ -12,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from helpers import two_gloo_ranks_records, verify_json
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.distributed.launch import FAULT_ENV
@@ -25,10 +26,7 @@ SMALL = ["--kernel", "vp_ce", "--where", "dtype=fp32", "--where", "option=all", 
 
 
 def _verify(tmp_path, *args, env=None):
-    result = runner.invoke(app, ["verify", *args, "--device", "cpu", "--out", str(tmp_path), "--json"], env=env)
-    text = result.stdout
-    payload = json.loads(text[text.index("{") :]) if "{" in text else None
-    return result, payload
+    return verify_json(runner, app, [*args, "--device", "cpu", "--out", str(tmp_path)], env=env)
 
 
 def _launcher_message(payload) -> str:
@@ -41,14 +39,7 @@ def _launcher_message(payload) -> str:
 def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     result, payload = _verify(tmp_path, "--kernel", "vp_ce", "--nproc", "2")
     assert result.exit_code == 0, result.output
-    run = tmp_path / payload["run_id"]
-    records = pd.read_csv(run / "records.csv")
-    env = json.loads((run / "env.json").read_text())
-    assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
-    grid = default_registry().kernels["vp_ce"].grid("quick", "cpu")
-    planned = {c.id for c in grid if c.world == 2 and c.mesh == "flat"}  # the cases of 2 processes
-    assert env["run"]["planned"] == env["run"]["completed"] == len(planned)
-    assert set(records["case"]) == planned  # every case split over 2 ranks, and only those
+    records, planned = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_ce")
     ours = records[records["provider"] == "ours"]
     assert set(ours["suite"]) == {"correctness", "gradients", "contracts"}
     assert (ours["verdict"] == "pass").all() and len(ours) >= 3 * len(planned)

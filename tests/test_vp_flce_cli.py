@@ -5,13 +5,12 @@ shards gathered, our single-GPU fused kernel) matches the truth on simulated ran
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 import torch
 from typer.testing import CliRunner
 
+from helpers import two_gloo_ranks_records, verify_json
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 from ligerbench.suites.vp_flce.axes import case as vp_flce_case
@@ -21,11 +20,7 @@ pytestmark = pytest.mark.interpreter  # --device cpu in this process
 
 
 def _verify(tmp_path, *args):
-    result = runner.invoke(app, ["verify", "--kernel", "vp_flce", *args, "--device", "cpu", "--out", str(tmp_path),
-                                 "--json"])  # fmt: skip
-    text = result.stdout
-    payload = json.loads(text[text.index("{") :]) if "{" in text else None
-    return result, payload
+    return verify_json(runner, app, ["--kernel", "vp_flce", *args, "--device", "cpu", "--out", str(tmp_path)])
 
 
 @pytest.mark.slow
@@ -33,15 +28,7 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     # ours only (the chunking providers run in-process below): every case split over 2 ranks
     result, payload = _verify(tmp_path, "--nproc", "2", "--provider", "ours")
     assert result.exit_code == 0, result.output
-    run = tmp_path / payload["run_id"]
-    records = pd.read_csv(run / "records.csv")
-    env = json.loads((run / "env.json").read_text())
-    assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
-    planned = {
-        c.id for c in default_registry().kernels["vp_flce"].grid("quick", "cpu") if c.world == 2 and c.mesh == "flat"
-    }
-    assert env["run"]["planned"] == env["run"]["completed"] == len(planned)
-    assert set(records["case"]) == planned
+    records, _ = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_flce")
     assert set(records["suite"]) == {"correctness", "gradients", "contracts"}
     assert {"grad_hidden", "grad_weight", "grad_bias", "loss", "z_loss"} <= set(records["quantity"])
     assert (records["verdict"] == "pass").all(), records[records["verdict"] != "pass"].head()

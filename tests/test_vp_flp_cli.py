@@ -5,13 +5,11 @@ on simulated ranks."""
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from ligerbench.builtin import default_registry
+from helpers import two_gloo_ranks_records, verify_json
 from ligerbench.cli import app
 
 runner = CliRunner()
@@ -20,25 +18,14 @@ TIMEOUT = "240"  # seconds, the whole launch: a hung rank ends the test instead 
 
 
 def _verify(tmp_path, *args):
-    result = runner.invoke(app, ["verify", "--kernel", "vp_flp", *args, "--device", "cpu", "--out", str(tmp_path),
-                                 "--nproc", "2", "--timeout", TIMEOUT, "--json"])  # fmt: skip
-    text = result.stdout
-    payload = json.loads(text[text.index("{") :]) if "{" in text else None
-    return result, payload
+    return verify_json(runner, app, ["--kernel", "vp_flp", *args, "--device", "cpu", "--out", str(tmp_path),
+                                     "--nproc", "2", "--timeout", TIMEOUT])  # fmt: skip
 
 
 def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     result, payload = _verify(tmp_path, "--provider", "ours", "--provider", "gathered")
     assert result.exit_code == 0, result.output
-    run = tmp_path / payload["run_id"]
-    records = pd.read_csv(run / "records.csv")
-    env = json.loads((run / "env.json").read_text())
-    assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
-    planned = {
-        c.id for c in default_registry().kernels["vp_flp"].grid("quick", "cpu") if c.world == 2 and c.mesh == "flat"
-    }
-    assert env["run"]["planned"] == env["run"]["completed"] == len(planned)
-    assert set(records["case"]) == planned
+    records, _ = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_flp")
     assert {"logp", "entropy", "outputs_float32", "grad_hidden", "grad_weight", "grad_bias"} <= set(records["quantity"])
     assert (records["verdict"] == "pass").all(), records[records["verdict"] != "pass"].head()
     for key in ("/at-edges", "/k3/", "/bf16/", "lay-3d", "/all/"):
