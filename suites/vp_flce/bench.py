@@ -65,18 +65,23 @@ def at_target(case) -> bool:
     return all(getattr(case, k) == v for k, v in TARGET.items())
 
 
-def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
+def rank_head(case, seed: int, device: torch.device):
+    """This rank's share of a vocab-parallel head's bench point (vp_flce's and vp_flp's): (its first
+    class, the point's generator, the hidden states [N, H], the same on every rank, and its shard
+    [V_local, H] of the weight, scaled by 1/sqrt(H)), both leaves. Every draw is keyed by the point
+    before the split: one global problem at every rank count."""
     lo, hi = rank_shard(case)
     dtype = DTYPES[case.dtype]
-    whole = unsplit(case)  # every draw the same whatever the split: one global problem at every rank count
-    g = case_generator(whole, seed, device)
-    hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype)
+    g = case_generator(unsplit(case), seed, device)
+    hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype).requires_grad_(True)
     weight = vocab_slice(case, seed, lo, hi, case.h, dim=0, device=device, dtype=torch.float32)
-    weight = (weight / math.sqrt(case.h)).to(dtype)
-    ignore_index, ignored = ignored_rows(whole, seed, device)
+    return lo, g, hidden, (weight / math.sqrt(case.h)).to(dtype).requires_grad_(True)
+
+
+def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
+    lo, g, hidden, weight = rank_head(case, seed, device)
+    ignore_index, ignored = ignored_rows(unsplit(case), seed, device)
     target = drawn_targets(case, g, ignore_index, ignored)
-    hidden.requires_grad_(True)
-    weight.requires_grad_(True)
     # group None: the default group, every rank of the run
     options = plain_options(ignore_index, case.reduction, group=None, vocab_start=lo, bias_shard=None,
                             class_weight_shard=None)  # fmt: skip

@@ -23,16 +23,12 @@ collective: what one GPU costs, the line a scaling run's ranks are read against.
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint
-from ligerbench.bench.spec import device_generator as case_generator
-from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
-from ligerbench.suites.vp_ce.bench import _even_shards, rank_shard, tiled_head, unsplit, vocab_slice
-from ligerbench.suites.vp_flce.bench import flops  # the same sharded head
+from ligerbench.suites.vp_ce.bench import _even_shards, tiled_head
+from ligerbench.suites.vp_flce.bench import flops, rank_head  # the same sharded head
 from ligerbench.suites.vp_flp.axes import case as vp_flp_case
 
 TEMPERATURE = 0.7  # flp's bench: a rollout temperature
@@ -42,13 +38,7 @@ TOKENS = 8192
 
 
 def make_inputs(case, seed: int, device: torch.device) -> BenchInputs:
-    lo, hi = rank_shard(case)
-    dtype = DTYPES[case.dtype]
-    whole = unsplit(case)  # every draw the same whatever the split: one global problem at every rank count
-    g = case_generator(whole, seed, device)
-    hidden = torch.randn(case.n, case.h, generator=g, device=device, dtype=dtype).requires_grad_(True)
-    weight = vocab_slice(case, seed, lo, hi, case.h, dim=0, device=device, dtype=torch.float32)
-    weight = (weight / math.sqrt(case.h)).to(dtype).requires_grad_(True)
+    lo, g, hidden, weight = rank_head(case, seed, device)
     ignore_index = -100
     target = torch.randint(0, case.v, (case.n,), generator=g, device=device)
     target = torch.where(torch.rand(case.n, generator=g, device=device) < 0.1, ignore_index, target)  # as flp's
