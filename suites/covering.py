@@ -76,3 +76,11 @@ def all_pairs(
         uncovered -= new
         rows.append(row)
     return rows
+
+
+def shape_star(axes: dict, preset: str, names: tuple[str, ...]) -> tuple[tuple, list[tuple]]:
+    """(the base shape, the shapes around it) of a grid's shape axes `names` ({name: Axis} in
+    `axes`) at a preset: the base is each axis's first value; around it, each axis's values in turn
+    with the others at the base (the base among them, once per axis): every size tried alone."""
+    base = tuple(axes[k].values_for(preset)[0] for k in names)
+    return base, [base[:i] + (x,) + base[i + 1 :] for i, k in enumerate(names) for x in axes[k].values_for(preset)]

@@ -4,7 +4,7 @@ all-pairs covering design (suites/covering.py) over every axis."""
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.covering import all_pairs, shape_star
 from ligerbench.suites.flp.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
@@ -19,9 +19,8 @@ def allowed(row: dict) -> bool:
 
 def flp_cases(preset: str, device_type: str) -> list[Case]:
     axes = {a.name: a for a in AXES}
-    n0, v0, h0 = (axes[k].values_for(preset)[0] for k in ("n", "v", "h"))
-    shapes = {(n, v0, h0) for n in axes["n"].values_for(preset)}
-    shapes |= {(n0, v, h0) for v in axes["v"].values_for(preset)} | {(n0, v0, h) for h in axes["h"].values_for(preset)}
+    (n0, v0, h0), star = shape_star(axes, preset, ("n", "v", "h"))
+    shapes = set(star)
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
         base = case(n=n0, v=v0, h=h0, dtype=dtype)

@@ -4,7 +4,7 @@ all-pairs covering design (suites/covering.py) over every axis."""
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.covering import all_pairs, shape_star
 from ligerbench.suites.distill_semantics import allowed
 from ligerbench.suites.kd.axes import AXES, case
 
@@ -16,8 +16,7 @@ DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "tvd")
 
 def kd_cases(preset: str, device_type: str) -> list[Case]:
     axes = {a.name: a for a in AXES}
-    n0, v0 = axes["n"].values_for(preset)[0], axes["v"].values_for(preset)[0]
-    shapes = [(n, v0) for n in axes["n"].values_for(preset)] + [(n0, v) for v in axes["v"].values_for(preset)]
+    (n0, v0), shapes = shape_star(axes, preset, ("n", "v"))
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
         base = case(n=n0, v=v0, dtype=dtype)

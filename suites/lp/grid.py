@@ -5,7 +5,7 @@ two axes meets in some case."""
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.covering import all_pairs, shape_star
 from ligerbench.suites.lp.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
@@ -14,8 +14,7 @@ COVERED = ("temperature", "softcap", "logit_scale", "targets", "upstream", "igno
 
 def lp_cases(preset: str, device_type: str) -> list[Case]:
     axes = {a.name: a for a in AXES}
-    n0, v0 = axes["n"].values_for(preset)[0], axes["v"].values_for(preset)[0]
-    shapes = [(n, v0) for n in axes["n"].values_for(preset)] + [(n0, v) for v in axes["v"].values_for(preset)]
+    (n0, v0), shapes = shape_star(axes, preset, ("n", "v"))
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
         base = case(n=n0, v=v0, dtype=dtype)
