@@ -38,3 +38,14 @@ def compiled(fn: Callable, **options) -> Callable:
                              "dynamo would run this case eagerly") from exc  # fmt: skip
 
     return call
+
+
+def compiled_on_gpu(fn: Callable, **options) -> Callable:
+    """compiled(fn, **options) for a provider that runs on a GPU only: elsewhere ImportError (the
+    provider's load fails, a skip that says why), since inductor's CPU path needs a C++ toolchain
+    per shape."""
+    if not torch.cuda.is_available():
+        raise ImportError(
+            "torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)"
+        )
+    return compiled(fn, **options)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import distill_semantics as semantics
-from ligerbench.suites.compiled import compiled
+from ligerbench.suites.compiled import compiled_on_gpu
 from ligerbench.suites.kd.providers import textbook_supports
 
 
@@ -27,12 +25,6 @@ def eager_fp32(student_hidden, student_weight, teacher_hidden, teacher_weight, l
     return semantics.reference(xs, xt, labels, textbook=textbook, **options)
 
 
-def _compiled():
-    if not torch.cuda.is_available():
-        raise ImportError("torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain)")
-    return compiled(eager_fp32, dynamic=True)
-
-
 PROVIDERS = (
     Provider(name="ours", **OURS, kernel="flkd", load=_ours,
              description="kernels/fused_linear_distill.py (scalar losses: gradients formed in forward; 'none': "
@@ -47,6 +39,6 @@ PROVIDERS = (
     Provider(name="textbook", kernel="flkd", load=lambda: functools.partial(eager_fp32, textbook=True),
              supports=textbook_supports,
              description="PyTorch as users write it: F.kl_div(log_softmax), TRL's generalized_jsd_loss"),
-    Provider(name="torch_compile", kernel="flkd", load=_compiled, devices=("cuda",),
-             description="torch.compile of the float32 PyTorch semantics"),
+    Provider(name="torch_compile", kernel="flkd", load=lambda: compiled_on_gpu(eager_fp32, dynamic=True),
+             devices=("cuda",), description="torch.compile of the float32 PyTorch semantics"),
 )  # fmt: skip

@@ -10,7 +10,7 @@ from torch.utils.checkpoint import checkpoint
 
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import log_prob_semantics as semantics
-from ligerbench.suites.compiled import compiled
+from ligerbench.suites.compiled import compiled_on_gpu
 
 
 def _ours(**settings):
@@ -50,14 +50,6 @@ def chunked_checkpoint(hidden, weight, target, *, bias=None, chunk_rows=8, body=
     return logp, entropy
 
 
-def _compiled():
-    if not torch.cuda.is_available():
-        raise ImportError(
-            "torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)"
-        )
-    return compiled(eager_fp32, dynamic=True)
-
-
 PROVIDERS = (
     Provider(name="ours", **OURS, kernel="flp", description="kernels/fused_linear_log_probs.py (vocabulary slices; "
              "backward recomputes the logits)", load=_ours),
@@ -75,5 +67,5 @@ PROVIDERS = (
     Provider(name="chunked_checkpoint", kernel="flp", description="PyTorch over 8-row chunks under checkpoint",
              load=lambda: chunked_checkpoint),
     Provider(name="torch_compile", kernel="flp", description="torch.compile of the float32 PyTorch semantics",
-             load=_compiled, devices=("cuda",)),
+             load=lambda: compiled_on_gpu(eager_fp32, dynamic=True), devices=("cuda",)),
 )  # fmt: skip

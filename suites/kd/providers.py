@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import distill_semantics as semantics
-from ligerbench.suites.compiled import compiled
+from ligerbench.suites.compiled import compiled_on_gpu
 
 
 def _ours():
@@ -31,12 +29,6 @@ def textbook_supports(case) -> str | None:
     return None
 
 
-def _compiled():
-    if not torch.cuda.is_available():
-        raise ImportError("torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain)")
-    return compiled(eager_fp32, dynamic=True)
-
-
 PROVIDERS = (
     Provider(name="ours", **OURS, kernel="kd", load=_ours,
              description="kernels/distill.py (Triton; forward and backward kernels)"),
@@ -45,6 +37,6 @@ PROVIDERS = (
     Provider(name="textbook", kernel="kd", load=lambda: functools.partial(eager_fp32, textbook=True),
              supports=textbook_supports,
              description="PyTorch as users write it: F.kl_div(log_softmax), TRL's generalized_jsd_loss"),
-    Provider(name="torch_compile", kernel="kd", load=_compiled, devices=("cuda",),
-             description="torch.compile of the float32 PyTorch semantics"),
+    Provider(name="torch_compile", kernel="kd", load=lambda: compiled_on_gpu(eager_fp32, dynamic=True),
+             devices=("cuda",), description="torch.compile of the float32 PyTorch semantics"),
 )  # fmt: skip

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import functools
 
-import torch
-
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites import log_prob_semantics as semantics
-from ligerbench.suites.compiled import compiled
+from ligerbench.suites.compiled import compiled_on_gpu
 
 
 def _ours():
@@ -25,14 +23,6 @@ def eager_fp32(logits, target, *, temperature=1.0, softcap=None, logit_scale=1.0
                                logit_scale=logit_scale, ignore_index=ignore_index, textbook=textbook)  # fmt: skip
 
 
-def _compiled():
-    if not torch.cuda.is_available():
-        raise ImportError(
-            "torch.compile's peer runs on a GPU here (inductor's CPU path needs a C++ toolchain per shape)"
-        )
-    return compiled(eager_fp32, dynamic=True)
-
-
 PROVIDERS = (
     Provider(name="ours", **OURS, kernel="lp", load=_ours,
              description="kernels/log_probs.py (Triton; forward and backward kernels)"),
@@ -42,5 +32,5 @@ PROVIDERS = (
              description="PyTorch as users write it: torch.log_softmax, -(p * logp).sum(-1) (fails --strict "
              "where the formula cancels: the entropy of a peaked row)"),
     Provider(name="torch_compile", kernel="lp", description="torch.compile of the float32 PyTorch semantics",
-             load=_compiled, devices=("cuda",)),
+             load=lambda: compiled_on_gpu(eager_fp32, dynamic=True), devices=("cuda",)),
 )  # fmt: skip
