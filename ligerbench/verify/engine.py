@@ -87,26 +87,17 @@ def run_plan(
     for case in plan.cases:
         case_suites = [suites[name] for name in plan.suites_of_case[case.id]]
 
+        def record(provider: Provider, suite: str, quantity: str, _case=case, **fields) -> None:
+            """One row of the case: a provider's quantity in a suite, with its settings."""
+            writer.write(Record.for_case(_case, run_id=run_id, suite=suite, provider=provider.name, quantity=quantity,
+                                         settings=settings_text(provider.settings), **fields))  # fmt: skip
+
         def rows(provider: Provider, verdict: str, message: str, _case=case, _suites=case_suites) -> None:
             """Rows without a measurement (skip/error) for every quantity the case's suites check."""
             for suite in _suites:
                 for q in _quantities_for(spec, suite, _case):
-                    writer.write(
-                        Record.for_case(
-                            _case,
-                            run_id=run_id,
-                            suite=suite.name,
-                            provider=provider.name,
-                            quantity=q,
-                            metric="",
-                            value=float("nan"),
-                            unit="",
-                            limit=float("nan"),
-                            verdict=verdict,
-                            message=message,
-                            settings=settings_text(provider.settings),
-                        )
-                    )
+                    record(provider, suite.name, q, metric="", value=float("nan"), unit="", limit=float("nan"),
+                           verdict=verdict, message=message)  # fmt: skip
 
         try:
             problem = spec.make_problem(case, seed, device)
@@ -141,22 +132,9 @@ def run_plan(
                 for q in _quantities_for(spec, suite, case):
                     fields = _compare(q, case, provider, outcome, ref, yard, strict=strict, hints=hints,
                                       promised=promised)  # fmt: skip
-                    writer.write(
-                        Record.for_case(
-                            case,
-                            run_id=run_id,
-                            suite=suite.name,
-                            provider=provider.name,
-                            quantity=q,
-                            settings=settings_text(provider.settings),
-                            **fields,
-                        )  # fmt: skip
-                    )
+                    record(provider, suite.name, q, **fields)
             if plan.repeat > 1:
-                fields = _repeat(spec, provider, problem, outcome, plan.repeat)
-                writer.write(Record.for_case(case, run_id=run_id, suite=REPEAT_SUITE, provider=provider.name,
-                                             quantity="bitwise", settings=settings_text(provider.settings),
-                                             **fields))  # fmt: skip
+                record(provider, REPEAT_SUITE, "bitwise", **_repeat(spec, provider, problem, outcome, plan.repeat))
             del outcome
         del problem, ref, yard
         on_case(case)
