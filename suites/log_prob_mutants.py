@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import torch
 
+from ligerbench.suites.log_prob_semantics import at_targets
+
 
 def buggy(bug: str):
     """fn(logits, target, **options) -> (logp, entropy) with `bug` planted."""
@@ -54,12 +56,7 @@ def buggy(bug: str):
             entropy = -(p * torch.where(p > 0, log_sm_h, 0.0)).sum(-1)
         if bug == "temperature_on_logp":
             log_sm = log_sm / temperature
-        one = target.dim() == x.dim() - 1
-        t = target.unsqueeze(-1) if one else target
-        counted = t != ignore_index
-        logp = torch.where(counted, log_sm.gather(-1, torch.where(counted, t, 0)), 0.0)
-        entropy = torch.where(counted.any(-1), entropy, 0.0)
-        return (logp.squeeze(-1) if one else logp), entropy
+        return at_targets(log_sm, entropy, target, ignore_index)
 
     return fn
 

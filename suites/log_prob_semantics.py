@@ -48,7 +48,14 @@ def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, igno
     p = logp_all.exp()
     # 0 log 0 = 0, with a zero gradient (a where() after the product would pass 0 * -inf = NaN back)
     entropy = -(p * torch.where(p > 0, logp_all, 0.0)).sum(-1)
-    one = target.dim() == x.dim() - 1
+    return at_targets(logp_all, entropy, target, ignore_index)
+
+
+def at_targets(logp_all, entropy, target, ignore_index):
+    """(logp, entropy) at the targets ([..] or [.., K]) from every class's log-prob [.., V] and the
+    rows' entropies: each target's log-prob, 0 where it is ignored; the entropy, 0 where every
+    target of its row is ignored."""
+    one = target.dim() == logp_all.dim() - 1
     t = target.unsqueeze(-1) if one else target
     counted = t != ignore_index
     logp = torch.where(counted, logp_all.gather(-1, torch.where(counted, t, 0)), 0.0)
