@@ -54,15 +54,25 @@ def options_of(case: Case) -> dict:
                 kl_estimator="k3" if case.kl == "none" else case.kl, temperature=case.temperature)  # fmt: skip
 
 
-def make_problem(case: Case, seed: int, device: torch.device) -> GRPOProblem:
-    g = generator_for(case, seed)
+def sampled_completions(case: Case, g: torch.Generator, temperature: float = 1.0):
+    """A policy head and the completions it sampled (grpo's and pref's steps): hidden [B, T, H] and
+    weight [V, H] (logits of std ~2) drawn from `g` and rounded to the case dtype (the truth is
+    taken from these rounded values), their float64 logits at the temperature, and token ids
+    [B, T] drawn from the logits' softmax."""
     b, t, h, v = case.b, case.t, case.h, case.v
     hidden = torch.randn(b, t, h, generator=g, dtype=torch.float64)
-    weight = torch.randn(v, h, generator=g, dtype=torch.float64) * (2.0 / h**0.5)  # logits of std ~2
+    weight = torch.randn(v, h, generator=g, dtype=torch.float64) * (2.0 / h**0.5)
     dt = DTYPES[case.dtype]
-    hidden, weight = hidden.to(dt), weight.to(dt)  # the truth is taken from these rounded values
-    logits = (hidden.double() @ weight.double().T) / case.temperature
+    hidden, weight = hidden.to(dt), weight.to(dt)
+    logits = (hidden.double() @ weight.double().T) / temperature
     ids = torch.multinomial(torch.softmax(logits.reshape(-1, v), -1), 1, generator=g).reshape(b, t)
+    return hidden, weight, logits, ids
+
+
+def make_problem(case: Case, seed: int, device: torch.device) -> GRPOProblem:
+    g = generator_for(case, seed)
+    b, t = case.b, case.t
+    hidden, weight, logits, ids = sampled_completions(case, g, case.temperature)
     current = torch.log_softmax(logits, -1).gather(-1, ids[..., None]).squeeze(-1)
     stale = (torch.rand(b, t, generator=g) < 0.4) * torch.sign(torch.randn(b, t, generator=g))
     stale = stale * (0.05 + 0.45 * torch.rand(b, t, generator=g))

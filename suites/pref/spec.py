@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-from ligerbench.cases import DTYPES, Case, generator_for
+from ligerbench.cases import Case, generator_for
 from ligerbench.problems import Outcome
+from ligerbench.suites.grpo.spec import sampled_completions
 from ligerbench.suites.pref.axes import KTO_WEIGHTS
 from ligerbench.tolerance import yardstick
 
@@ -40,13 +41,8 @@ class PrefProblem:
 
 def make_problem(case: Case, seed: int, device: torch.device) -> PrefProblem:
     g = generator_for(case, seed)
-    b, t, h, v = case.b, case.t, case.h, case.v
-    hidden = torch.randn(b, t, h, generator=g, dtype=torch.float64)
-    weight = torch.randn(v, h, generator=g, dtype=torch.float64) * (2.0 / h**0.5)  # logits of std ~2
-    dt = DTYPES[case.dtype]
-    hidden, weight = hidden.to(dt), weight.to(dt)  # the truth is taken from these rounded values
-    logits = hidden.double() @ weight.double().T
-    ids = torch.multinomial(torch.softmax(logits.reshape(-1, v), -1), 1, generator=g).reshape(b, t)
+    b, t = case.b, case.t
+    hidden, weight, logits, ids = sampled_completions(case, g)  # logits / 1.0: the same bits
     lengths = torch.randint(2, t + 1, (b,), generator=g)
     lengths[-1] = t
     mask = (torch.arange(t)[None, :] < lengths[:, None]).long()
