@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vp_checks import run_gloo
+from vp_checks import count_collectives, run_gloo
 from vp_flce_checks import CONFIGS, check_all, check_rank
 
 from ligerbench.distributed.simulated import run_ranks
@@ -25,21 +25,6 @@ def test_every_config_on_simulated_ranks(world, name):
     run_ranks(world, lambda rank, group: check_rank(rank, group, world, name))
 
 
-def _counting(group, calls: list, rank: int):
-    """Wrap the simulated group's collectives so every call is recorded as (rank, kind, shape)."""
-    gather, reduce = group.all_gather_into_tensor, group.all_reduce
-
-    def counted_gather(out, inp):
-        calls.append((rank, "all_gather", tuple(inp.shape)))
-        gather(out, inp)
-
-    def counted_reduce(t):
-        calls.append((rank, "all_reduce", tuple(t.shape)))
-        reduce(t)
-
-    group.all_gather_into_tensor, group.all_reduce = counted_gather, counted_reduce
-
-
 @pytest.mark.parametrize(
     "reduction, in_forward, in_backward",
     [
@@ -55,7 +40,7 @@ def test_collectives_a_gather_per_chunk_and_one_dh_all_reduce(reduction, in_forw
     calls = []
 
     def body(rank, group):
-        _counting(group, calls, rank)
+        count_collectives(group, calls, rank)
         h = torch.randn(13, 4, requires_grad=True)
         w = torch.randn(5, 4, requires_grad=True)
         loss = vocab_parallel_fused_linear_cross_entropy(

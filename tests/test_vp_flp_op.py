@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from vp_checks import count_collectives
 
 from ligerbench import tolerance
 from ligerbench.builtin import default_registry
@@ -100,20 +101,6 @@ def test_each_planted_bug_fails_its_check_where_ours_passes(mutant):
     assert all(err <= limit for err, limit in ours.values()), (case.id, ours)
 
 
-def _counting(group, calls: list, rank: int):
-    gather, reduce = group.all_gather_into_tensor, group.all_reduce
-
-    def counted_gather(out, inp):
-        calls.append((rank, "all_gather", tuple(inp.shape)))
-        gather(out, inp)
-
-    def counted_reduce(t):
-        calls.append((rank, "all_reduce", tuple(t.shape), t.dtype))
-        reduce(t)
-
-    group.all_gather_into_tensor, group.all_reduce = counted_gather, counted_reduce
-
-
 def test_one_gather_in_forward_one_float32_reduce_in_backward_and_the_same_bits_on_every_rank():
     from ligerbench.kernels.vocab_parallel_fused_linear_log_probs import vocab_parallel_fused_linear_log_probs
 
@@ -124,7 +111,7 @@ def test_one_gather_in_forward_one_float32_reduce_in_backward_and_the_same_bits_
     calls, outs = [], {}
 
     def body(rank, group):
-        _counting(group, calls, rank)
+        count_collectives(group, calls, rank, dtypes=True)
         leaf = h.clone().requires_grad_(True)
         logp, entropy = vocab_parallel_fused_linear_log_probs(
             leaf, w[5 * rank : 5 * rank + 5], t, group=group, vocab_start=5 * rank, chunk_cols=2

@@ -183,3 +183,19 @@ def check_dtensor(rank: int, group, world: int) -> None:
         assert "sharded on its last dim" in str(exc)
     else:
         raise AssertionError("a replicated DTensor was accepted as a vocab shard")
+
+
+def count_collectives(group, calls: list, rank: int, *, dtypes: bool = False) -> None:
+    """Wrap a simulated group's collectives so every call is recorded in `calls` as (rank, kind,
+    shape), with the reduced tensor's dtype after them when `dtypes` (an all_reduce's precision)."""
+    gather, reduce = group.all_gather_into_tensor, group.all_reduce
+
+    def counted_gather(out, inp):
+        calls.append((rank, "all_gather", tuple(inp.shape)))
+        gather(out, inp)
+
+    def counted_reduce(t):
+        calls.append((rank, "all_reduce", tuple(t.shape), *((t.dtype,) if dtypes else ())))
+        reduce(t)
+
+    group.all_gather_into_tensor, group.all_reduce = counted_gather, counted_reduce
