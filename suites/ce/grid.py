@@ -137,16 +137,45 @@ def far_below_cases(n: int, v: int) -> list[Case]:
     ]
 
 
-def axes(n: int, v: int, shapes, dtypes) -> dict[str, tuple]:
+def loss_axes(layouts: tuple, shapes: tuple, dtypes, **extra: tuple) -> dict[str, tuple]:
+    """The axes of a cross entropy all-pairs design (ce's, flce's), in the order it pairs them:
+    the loss's own, the kernel's layouts, `extra` (flce's bias), then the shapes."""
     return {
         "dtype": tuple(dtypes),
         "variant": tuple((r, u) for r, ups in UPSTREAMS.items() for u in ups),
-        "layout": LAYOUT.values,
+        "layout": layouts,
         "option": tuple(OPTIONS),
         "ignore_pattern": tuple(IGNORE_PATTERNS),
         "logits": LOGITS_KINDS,
-        "shape": ((n, v), *shapes),
+        **extra,
+        "shape": shapes,
     }
+
+
+def loss_row(case: Case, shape: tuple, *extra: str) -> dict:
+    """A cross entropy case as a row of loss_axes (its `extra` axes by name)."""
+    return {
+        "dtype": case.dtype,
+        "variant": (case.reduction, case.upstream),
+        "layout": case.layout,
+        "option": case.option,
+        "ignore_pattern": case.ignore_pattern,
+        "logits": case.logits,
+        **{k: getattr(case, k) for k in extra},
+        "shape": shape,
+    }
+
+
+def loss_case(make, row: dict, shape: tuple[str, ...], *extra: str) -> Case:
+    """The case `make` (an axes module's case()) builds from a row of loss_axes, its shape's sizes
+    named by `shape`."""
+    variant = {"reduction": row["variant"][0], "upstream": row["variant"][1]}
+    same = ("dtype", "layout", "option", "ignore_pattern", "logits", *extra)
+    return make(**dict(zip(shape, row["shape"], strict=True)), **variant, **{k: row[k] for k in same})
+
+
+def axes(n: int, v: int, shapes, dtypes) -> dict[str, tuple]:
+    return loss_axes(LAYOUT.values, ((n, v), *shapes), dtypes)
 
 
 def allowed(row: dict) -> bool:
@@ -162,31 +191,10 @@ def allowed(row: dict) -> bool:
 
 
 def as_row(case: Case) -> dict:
-    return {
-        "dtype": case.dtype,
-        "variant": (case.reduction, case.upstream),
-        "layout": case.layout,
-        "option": case.option,
-        "ignore_pattern": case.ignore_pattern,
-        "logits": case.logits,
-        "shape": (case.n, case.v),
-    }
+    return loss_row(case, (case.n, case.v))
 
 
 def covering(n: int, v: int, shapes, dtypes, core: list[Case]) -> list[Case]:
     """The cases an all-pairs design adds to `core` (see the module docstring)."""
     rows = all_pairs(axes(n, v, shapes, dtypes), allowed=allowed, covered=[as_row(c) for c in core])
-    return [
-        case(
-            n=r["shape"][0],
-            v=r["shape"][1],
-            dtype=r["dtype"],
-            reduction=r["variant"][0],
-            upstream=r["variant"][1],
-            layout=r["layout"],
-            option=r["option"],
-            ignore_pattern=r["ignore_pattern"],
-            logits=r["logits"],
-        )
-        for r in rows
-    ]
+    return [loss_case(case, r, ("n", "v")) for r in rows]

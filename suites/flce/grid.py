@@ -33,7 +33,8 @@ Case order is stable and cases are unique.
 
 from __future__ import annotations
 
-from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
+from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
+from ligerbench.suites.ce.grid import loss_axes, loss_case, loss_row
 from ligerbench.suites.covering import all_pairs
 from ligerbench.suites.flce.axes import LAYOUT, case
 
@@ -112,16 +113,7 @@ def split_cases(base: Case) -> list[Case]:
 
 
 def axes(n: int, v: int, h: int, shapes, dtypes) -> dict[str, tuple]:
-    return {
-        "dtype": tuple(dtypes),
-        "variant": tuple((r, u) for r, ups in UPSTREAMS.items() for u in ups),
-        "layout": LAYOUT.values,
-        "option": tuple(OPTIONS),
-        "ignore_pattern": tuple(IGNORE_PATTERNS),
-        "logits": LOGITS_KINDS,
-        "bias": (False, True),
-        "shape": ((n, v, h), *shapes),
-    }
+    return loss_axes(LAYOUT.values, ((n, v, h), *shapes), dtypes, bias=(False, True))
 
 
 def allowed(row: dict) -> bool:
@@ -131,34 +123,10 @@ def allowed(row: dict) -> bool:
 
 
 def as_row(case: Case) -> dict:
-    return {
-        "dtype": case.dtype,
-        "variant": (case.reduction, case.upstream),
-        "layout": case.layout,
-        "option": case.option,
-        "ignore_pattern": case.ignore_pattern,
-        "logits": case.logits,
-        "bias": case.bias,
-        "shape": (case.n, case.v, case.h),
-    }
+    return loss_row(case, (case.n, case.v, case.h), "bias")
 
 
 def covering(n: int, v: int, h: int, shapes, dtypes, core: list[Case]) -> list[Case]:
     """The cases an all-pairs design adds to `core` (see the module docstring)."""
     rows = all_pairs(axes(n, v, h, shapes, dtypes), allowed=allowed, covered=[as_row(c) for c in core])
-    return [
-        case(
-            n=r["shape"][0],
-            v=r["shape"][1],
-            h=r["shape"][2],
-            dtype=r["dtype"],
-            reduction=r["variant"][0],
-            upstream=r["variant"][1],
-            layout=r["layout"],
-            option=r["option"],
-            ignore_pattern=r["ignore_pattern"],
-            logits=r["logits"],
-            bias=r["bias"],
-        )
-        for r in rows
-    ]
+    return [loss_case(case, r, ("n", "v", "h"), "bias") for r in rows]
