@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import torch
 
+from ligerbench.suites.rounding import backward_through
+
 
 def dense_strides(shape) -> tuple[int, ...]:
     strides, acc = [], 1
@@ -34,21 +36,9 @@ def targets_transposed(target: torch.Tensor) -> torch.Tensor:
     return target.t().reshape(target.shape) if target.dim() == 2 else target
 
 
-class _Upstream(torch.autograd.Function):
-    """Identity in forward; backward hands `wrong(grad)` on instead of the upstream gradient."""
-
-    @staticmethod
-    def forward(ctx, loss, wrong):
-        ctx.wrong = wrong
-        return loss.view_as(loss)
-
-    @staticmethod
-    def backward(ctx, grad):
-        return ctx.wrong(grad), None
-
-
 def with_upstream(loss: torch.Tensor, wrong) -> torch.Tensor:
-    return _Upstream.apply(loss, wrong)
+    """`loss`, whose backward hands `wrong(grad)` on instead of the upstream gradient."""
+    return backward_through(loss, wrong)
 
 
 def upstream_read_dense(grad: torch.Tensor) -> torch.Tensor:

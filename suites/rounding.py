@@ -38,23 +38,29 @@ from ligerbench.problems import MODEL_CODE
 SIXTEEN_BITS = (torch.float16, torch.bfloat16)
 
 
-class GradRoundedTo(torch.autograd.Function):
-    """Identity forward; backward rounds the gradient once to `dtype` (a no-op where that is
-    the gradient's own dtype) and hands it on in the gradient's dtype."""
+class _HandOn(torch.autograd.Function):
+    """Identity forward; backward hands `fn(grad)` on instead of the gradient."""
 
     @staticmethod
-    def forward(ctx, x, dtype):
-        ctx.dtype = dtype
+    def forward(ctx, x, fn):
+        ctx.fn = fn
         return x.view_as(x)
 
     @staticmethod
     def backward(ctx, grad):
-        return grad.to(ctx.dtype).to(grad.dtype), None
+        return ctx.fn(grad), None
+
+
+def backward_through(x: torch.Tensor, fn) -> torch.Tensor:
+    """`x`, whose gradient backward passes through `fn` on its way on: a rounding here, a wrong
+    upstream in a planted bug (suites/input_mutants.py), a peer's group sum (suites/peers/)."""
+    return _HandOn.apply(x, fn)
 
 
 def grad_rounded_to(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """`x`, whose gradient backward rounds once to `dtype` on its way through."""
-    return GradRoundedTo.apply(x, dtype)
+    """`x`, whose gradient backward rounds once to `dtype` (a no-op where that is the gradient's own
+    dtype) and hands on in the gradient's dtype."""
+    return backward_through(x, lambda grad: grad.to(dtype).to(grad.dtype))
 
 
 def model_logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:

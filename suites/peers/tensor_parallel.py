@@ -15,23 +15,21 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
+from ligerbench.suites.rounding import backward_through
 
-class SumOverGroup(torch.autograd.Function):
-    """The identity forward; backward sums the gradient over `group`, in float32, rounded once to
-    the input's dtype: the adapter adds one rounding, so a 16-bit error in the sum is never ours
-    to pin on the peer. `group` may be a ProcessGroup or None (the default group; a single process
-    when torch.distributed is not initialized), or a simulated one (tests)."""
 
-    @staticmethod
-    def forward(ctx, hidden, group):
-        ctx.group = group
-        return hidden.view_as(hidden)
+def summed_over_group(hidden: torch.Tensor, group) -> torch.Tensor:
+    """`hidden`, whose backward sums the gradient over `group`, in float32, rounded once to the
+    input's dtype: the adapter adds one rounding, so a 16-bit error in the sum is never ours to pin
+    on the peer. `group` may be a ProcessGroup or None (the default group; a single process when
+    torch.distributed is not initialized), or a simulated one (tests)."""
 
-    @staticmethod
-    def backward(ctx, grad):
+    def summed(grad):
         from ligerbench.kernels.vocab_parallel_cross_entropy import all_reduce_
 
-        return all_reduce_(grad.float().contiguous(), ctx.group).to(grad.dtype), None
+        return all_reduce_(grad.float().contiguous(), group).to(grad.dtype)
+
+    return backward_through(hidden, summed)
 
 
 def default_group(group):

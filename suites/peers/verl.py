@@ -31,7 +31,7 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
 from ligerbench.suites.peers.limits import lacking, refusal
-from ligerbench.suites.peers.tensor_parallel import SumOverGroup, default_group, equal_shards
+from ligerbench.suites.peers.tensor_parallel import default_group, equal_shards, summed_over_group
 
 DISTRIBUTION = "verl"
 PINNED = "0.9.1"
@@ -121,7 +121,7 @@ def _vocab_parallel_flp():
         # tensor-parallel layer sums (suites/peers/tensor_parallel.py)
         group = default_group(group)
         counted = target != ignore_index
-        logp, entropy = fused.linear_cross_entropy(SumOverGroup.apply(hidden, group), weight_shard,
+        logp, entropy = fused.linear_cross_entropy(summed_over_group(hidden, group), weight_shard,
                                                    torch.where(counted, target, 0), float(temperature), "none",
                                                    group)  # fmt: skip
         return torch.where(counted, logp.view(counted.shape), 0.0), torch.where(counted, entropy.view(counted.shape),

@@ -35,7 +35,7 @@ from ligerbench.registry import Provider
 from ligerbench.suites import bench_shapes
 from ligerbench.suites.ce.bench import plain_options
 from ligerbench.suites.flce.bench import MATMULS
-from ligerbench.suites.peers.tensor_parallel import SumOverGroup
+from ligerbench.suites.peers.tensor_parallel import summed_over_group
 from ligerbench.suites.vp_ce.bench import (
     _even_shards,
     _load_loss_parallel,
@@ -104,7 +104,7 @@ def _load_loss_parallel_head():
     cross_entropy = _load_loss_parallel()
 
     def loss_parallel_head(hidden, weight_shard, target, *, group, ignore_index, reduction, label_smoothing):
-        logits_shard = SumOverGroup.apply(hidden, group) @ weight_shard.t()
+        logits_shard = summed_over_group(hidden, group) @ weight_shard.t()
         return cross_entropy(logits_shard, target, group=group, ignore_index=ignore_index, reduction=reduction,
                              label_smoothing=label_smoothing)  # fmt: skip
 
