@@ -264,6 +264,11 @@ def batch_split(n: int) -> tuple[int, int]:
     return b, n // b
 
 
+def batched(x: torch.Tensor) -> torch.Tensor:
+    """x [N, ...] as [B, T, ...] (batch_split): the 3-D layout a model hands its tokens in."""
+    return x.reshape(*batch_split(x.shape[0]), *x.shape[1:])
+
+
 def draw_logits(kind: str, n: int, v: int, target: torch.Tensor, g: torch.Generator) -> torch.Tensor:
     """float32 logits [n, v] of one kind (the caller casts to the case dtype), on g's device."""
     x = torch.randn(n, v, generator=g, device=g.device)

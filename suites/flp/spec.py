@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ligerbench.cases import DTYPES, Case, batch_split, generator_for
+from ligerbench.cases import DTYPES, Case, batch_split, batched, generator_for
 from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs
@@ -37,16 +37,14 @@ class FLPProblem:
 
 
 def lay_out(h: torch.Tensor, layout: str, g) -> torch.Tensor:
-    n, hs = h.shape
     if layout == "2d":
         return h
     if layout == "3d":
-        b, t = batch_split(n)
-        return h.reshape(b, t, hs)
+        return batched(h)
     if layout == "kept_slice":
-        b, t = batch_split(n)
-        full = torch.randn(b, t + 3, hs, generator=g)  # 3 prompt positions the caller drops
-        full[:, -t:, :] = h.reshape(b, t, hs)
+        b, t = batch_split(h.shape[0])
+        full = torch.randn(b, t + 3, h.shape[1], generator=g)  # 3 prompt positions the caller drops
+        full[:, -t:, :] = batched(h)
         return full[:, -t:, :]
     if layout == "column_major":
         return h.t().contiguous().t()

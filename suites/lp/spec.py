@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ligerbench.cases import DTYPES, Case, batch_split, generator_for
+from ligerbench.cases import DTYPES, Case, batched, generator_for
 from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites import log_prob_semantics as semantics
 from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs, shape_logits
@@ -37,12 +37,11 @@ def options_of(case: Case) -> dict:
 
 def lay_out(x: torch.Tensor, layout: str) -> torch.Tensor:
     """float32 logits [N, V] in the case's layout (a view whose storage holds the padding)."""
-    n, v = x.shape
     if layout == "2d":
         return x
     if layout == "3d":
-        b, t = batch_split(n)
-        return x.reshape(b, t, v)
+        return batched(x)
+    n, v = x.shape
     if layout == "padded_vocab":
         vp = (v + VOCAB_PAD - 1) // VOCAB_PAD * VOCAB_PAD + VOCAB_PAD
         full = torch.full((n, vp), float("-inf"))  # a padded lm_head's extra rows, masked
