@@ -14,6 +14,7 @@ from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
 from ligerbench.suites.hints import numerical_hints
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="flce",
     description="fused linear + cross entropy: hidden [N, H] @ weight [V, H].T (+ bias) vs targets",

@@ -12,6 +12,7 @@ from ligerbench.suites.flkd import axes, bench, mutants, providers, spec
 from ligerbench.suites.flkd.grid import flkd_cases
 from ligerbench.suites.hints import numerical_hints
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="flkd",
     description="distillation divergence per token from student hidden + lm_head and teacher hidden + lm_head",

@@ -11,6 +11,7 @@ from ligerbench.suites.flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.flp.grid import flp_cases
 from ligerbench.suites.hints import numerical_hints
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="flp",
     description="per-token log-probs and entropy at a temperature from hidden [N, H] and an lm_head [V, H]",

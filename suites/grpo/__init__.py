@@ -17,6 +17,7 @@ def _split(case) -> bool:
     return case.split != "none" and case.loss_type != "bnpo"
 
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="grpo",
     description="the GRPO family of policy losses (grpo, bnpo, dr_grpo, dapo, cispo) on flp's log-probs",

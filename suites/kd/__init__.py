@@ -11,6 +11,7 @@ from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.kd import axes, bench, mutants, providers, spec
 from ligerbench.suites.kd.grid import kd_cases
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="kd",
     description="distillation divergence (forward/reverse KL, JSD, TVD) per token from student and teacher logits",

@@ -11,6 +11,7 @@ from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.lp import axes, bench, mutants, providers, spec
 from ligerbench.suites.lp.grid import lp_cases
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="lp",
     description="per-token log-probs and entropy at a temperature, from logits [N, V]",

@@ -11,6 +11,7 @@ from ligerbench.suites.hints import numerical_hints
 from ligerbench.suites.pref import axes, mutants, providers, spec
 from ligerbench.suites.pref.grid import pref_cases
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="pref",
     description="preference losses (DPO sigmoid, IPO, KTO) on flp's per-sequence log-probs",

@@ -71,6 +71,7 @@ def handed_gathered(case: Case) -> bool:
     return case.handed == "gathered"
 
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="vp_ce",
     description="vocab-parallel cross entropy: logits [N, V] sharded on the vocab dim over a process group",

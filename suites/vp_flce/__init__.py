@@ -91,6 +91,7 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="vp_flce",
     description="vocab-parallel fused linear + cross entropy: weight [V, H] sharded on the vocab dim, "

@@ -20,6 +20,7 @@ from ligerbench.suites.vp_ce.mesh import procs_of
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
+# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(
     name="vp_flp",
     description="vocab-parallel log-probs and entropy: weight [V, H] sharded on the vocab dim, hidden [N, H] "
