@@ -35,21 +35,20 @@ def compile_expr(expr: str) -> Callable[[str], bool]:
         pos += 1
         return tok
 
-    def parse_or() -> Callable[[str], bool]:
-        left = parse_and()
-        while peek() == "or":
+    def parse_joined(word: str, operand, joined) -> Callable[[str], bool]:
+        """operand (word operand)*, left to right: joined(a, b, s) matches s for `a word b`."""
+        left = operand()
+        while peek() == word:
             take()
-            a, b = left, parse_and()
-            left = lambda s, a=a, b=b: a(s) or b(s)  # noqa: E731
+            a, b = left, operand()
+            left = lambda s, a=a, b=b: joined(a, b, s)  # noqa: E731
         return left
 
+    def parse_or() -> Callable[[str], bool]:
+        return parse_joined("or", parse_and, lambda a, b, s: a(s) or b(s))
+
     def parse_and() -> Callable[[str], bool]:
-        left = parse_not()
-        while peek() == "and":
-            take()
-            a, b = left, parse_not()
-            left = lambda s, a=a, b=b: a(s) and b(s)  # noqa: E731
-        return left
+        return parse_joined("and", parse_not, lambda a, b, s: a(s) and b(s))
 
     def parse_not() -> Callable[[str], bool]:
         if peek() == "not":
