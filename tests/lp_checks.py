@@ -32,6 +32,29 @@ UPSTREAMS = ("logp", "entropy", "both", "zero_rows")
 IGNORE_PATTERNS = ("none", "random", "leading_run", "all")
 
 
+def over(**axes):
+    """pytest.mark.parametrize over each of `axes` (name: values), the last named outermost: the
+    option grids the lp and flp kernel tests share."""
+    import pytest
+
+    def mark(test):
+        for name, values in axes.items():
+            test = pytest.mark.parametrize(name, values)(test)
+        return test
+
+    return mark
+
+
+# temperature: sharper than 1 (RL sampling at 0.6), 1 (no scaling), flatter (1.5); softcap: off, and
+# a cap the logits (std 2 * 3) reach (Gemma's form with cap 5); logit_scale: 1, and a scale that
+# multiplies before the cap (Cohere/Granite-style); k: one target per row, and a teacher's top-3
+OPTION_GRID = over(k=[None, 3], logit_scale=[1.0, 3.0], softcap=[None, 5.0], temperature=[0.6, 1.0, 1.5])
+# upstream: through logp only, entropy only (its gradient must not be dropped: TRL #6625), both, and
+# rows of exact zeros; ignore: none, random entries, a leading run (a prompt), all rows; k: one or 3
+# targets (with 3 a row can be partly ignored: it keeps its entropy)
+UPSTREAM_GRID = over(k=[None, 3], pattern=IGNORE_PATTERNS, upstream=UPSTREAMS)
+
+
 def outputs_and_grads(call, inputs, upstream):
     """(logp, entropy, [gradient of each input, None for None inputs]) of `call(*leaves)`, the
     leaves being fresh copies of `inputs` (a layout, e.g. a transposed view, is made by the call

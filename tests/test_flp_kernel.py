@@ -7,7 +7,15 @@ the default split (vocabulary slices) unless a test names one."""
 
 import pytest
 import torch
-from lp_checks import IGNORE, IGNORE_PATTERNS, UPSTREAMS, check, make_target, make_upstream, reference
+from lp_checks import (
+    IGNORE,
+    OPTION_GRID,
+    UPSTREAM_GRID,
+    check,
+    make_target,
+    make_upstream,
+    reference,
+)
 
 from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
 
@@ -84,22 +92,13 @@ def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", l
     return check(ours, ref, [stored, w, b], up, ["hidden", "weight", "bias"]), target, view
 
 
-# temperature: sharper than 1 (RL sampling at 0.6), 1, flatter (1.5); softcap: off, and a cap
-# the logits reach (std 2 * 3); logit_scale: 1, and a scale applied to (h @ W.T + b) before the
-# cap; k: one target per row, and a teacher's top-3
-@pytest.mark.parametrize("temperature", [0.6, 1.0, 1.5])
-@pytest.mark.parametrize("softcap", [None, 5.0])
-@pytest.mark.parametrize("logit_scale", [1.0, 3.0])
-@pytest.mark.parametrize("k", [None, 3])
+# lp_checks.OPTION_GRID; the logit_scale applies to (h @ W.T + b) before the cap
+@OPTION_GRID
 def test_temperature_softcap_scale(device, temperature, softcap, logit_scale, k):
     _case(device, k=k, temperature=temperature, softcap=softcap, logit_scale=logit_scale, seed=7)
 
 
-# upstream: logp only, entropy only (TRL #6625 dropped its gradient), both, rows of exact zeros;
-# ignore: none, random entries, a leading run (a prompt), all rows; k: one or 3 targets
-@pytest.mark.parametrize("upstream", UPSTREAMS)
-@pytest.mark.parametrize("pattern", IGNORE_PATTERNS)
-@pytest.mark.parametrize("k", [None, 3])
+@UPSTREAM_GRID
 def test_upstream_and_ignore_patterns(device, upstream, pattern, k):
     (logp, entropy, (grad_h, _, _)), target, _ = _case(
         device, k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3

@@ -7,7 +7,15 @@ where a test needs a row to span several blocks (the online softmax's merge: the
 
 import pytest
 import torch
-from lp_checks import IGNORE, IGNORE_PATTERNS, UPSTREAMS, check, make_target, make_upstream, reference
+from lp_checks import (
+    IGNORE,
+    OPTION_GRID,
+    UPSTREAM_GRID,
+    check,
+    make_target,
+    make_upstream,
+    reference,
+)
 
 from ligerbench.kernels import cross_entropy as ce_module
 from ligerbench.kernels.log_probs import log_probs
@@ -86,24 +94,12 @@ def _case(device, *, k=None, pattern="random", upstream="both", kind="normal", l
     return check(ours, ref, [stored], up, ["logits"]), target
 
 
-# temperature: sharper than 1 (RL sampling at 0.6), 1 (no scaling), flatter (1.5);
-# softcap: off, and a cap the logits (std 2 * 3) reach (Gemma's form with cap 5);
-# logit_scale: 1, and a scale that multiplies before the cap (Cohere/Granite-style);
-# k: one target per row, and a teacher's top-3 per row
-@pytest.mark.parametrize("temperature", [0.6, 1.0, 1.5])
-@pytest.mark.parametrize("softcap", [None, 5.0])
-@pytest.mark.parametrize("logit_scale", [1.0, 3.0])
-@pytest.mark.parametrize("k", [None, 3])
+@OPTION_GRID
 def test_temperature_softcap_scale(device, temperature, softcap, logit_scale, k):
     _case(device, k=k, temperature=temperature, softcap=softcap, logit_scale=logit_scale, seed=7)
 
 
-# upstream: through logp only, entropy only (its gradient must not be dropped: TRL #6625), both,
-# and rows of exact zeros; ignore: none, random entries, a leading run (a prompt), all rows;
-# k: with 3 targets a row can be partly ignored (it keeps its entropy)
-@pytest.mark.parametrize("upstream", UPSTREAMS)
-@pytest.mark.parametrize("pattern", IGNORE_PATTERNS)
-@pytest.mark.parametrize("k", [None, 3])
+@UPSTREAM_GRID
 def test_upstream_and_ignore_patterns(device, upstream, pattern, k):
     (logp, entropy, (grad,)), target = _case(device, k=k, pattern=pattern, upstream=upstream, temperature=0.7, seed=3)
     ignored_entry = target == IGNORE
