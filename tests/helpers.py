@@ -7,6 +7,19 @@ import torch
 from ligerbench import tolerance
 from ligerbench.suites.ce.spec import ce_torch
 
+# a decoder small enough for Triton's interpreter (one layer, vocabulary 64): the tests that patch
+# a transformers model build theirs from it
+TINY_DECODER = dict(
+    vocab_size=64,
+    hidden_size=32,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    num_key_value_heads=1,
+    intermediate_size=64,
+    head_dim=16,
+    use_cache=False,
+)
+
 
 def run(fn, logits, target, upstream=None, **opts):
     """loss and gradient of `fn` on a fresh leaf copy of `logits`."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers import TINY_DECODER
 from ligerbench.kernels.hf import CausalLMPatch, patch_causal_lm
 from ligerbench.kernels.packing import per_sequence_token_weights, sequence_index, shift_labels_packed
 
@@ -14,15 +15,7 @@ def _tiny_llama(seed=0):
     import transformers as tf
 
     torch.manual_seed(seed)
-    cfg = tf.LlamaConfig(
-        vocab_size=64,
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        intermediate_size=64,
-        use_cache=False,
-    )
+    cfg = tf.LlamaConfig(**TINY_DECODER)
     cfg._attn_implementation = "eager"
     return tf.LlamaForCausalLM(cfg)
 

@@ -7,20 +7,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from helpers import TINY_DECODER
 from ligerbench.kernels.hf import SUPPORTED_MODELS, CausalLMPatch
 from ligerbench.suites.ce.spec import ce_torch
 
-V = 64
-COMMON = dict(
-    vocab_size=V,
-    hidden_size=32,
-    num_hidden_layers=1,
-    num_attention_heads=2,
-    num_key_value_heads=1,
-    intermediate_size=64,
-    head_dim=16,
-    use_cache=False,
-)
+COMMON = TINY_DECODER
+V = COMMON["vocab_size"]
 
 
 def _tiny(class_name: str, seed: int = 0, **extra):
