@@ -7,15 +7,7 @@ the default split (vocabulary slices) unless a test names one."""
 
 import pytest
 import torch
-from lp_checks import (
-    IGNORE,
-    OPTION_GRID,
-    UPSTREAM_GRID,
-    check,
-    make_target,
-    make_upstream,
-    reference,
-)
+from lp_checks import IGNORE, OPTION_GRID, UPSTREAM_GRID, check, make_target, make_upstream, reference
 
 from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
 

@@ -7,15 +7,7 @@ where a test needs a row to span several blocks (the online softmax's merge: the
 
 import pytest
 import torch
-from lp_checks import (
-    IGNORE,
-    OPTION_GRID,
-    UPSTREAM_GRID,
-    check,
-    make_target,
-    make_upstream,
-    reference,
-)
+from lp_checks import IGNORE, OPTION_GRID, UPSTREAM_GRID, check, make_target, make_upstream, reference
 
 from ligerbench.kernels import cross_entropy as ce_module
 from ligerbench.kernels.log_probs import log_probs
