@@ -356,15 +356,15 @@ def test_report_of_an_empty_run_is_not_passed(tmp_path):
 # ----------------------------------------------------------------------------- the CLI itself
 
 
+COMMANDS = ("verify", "list", "bench", "converge", "selftest", "gate", "report", "audit")
+
+
 def test_version_help_and_examples_in_every_command():
     assert invoke("--version").exit_code == 0
     assert invoke("-h").exit_code == 0
-    for command in ("verify", "list", "bench", "converge", "selftest", "gate", "report"):
+    for command in COMMANDS:
         result = invoke(command, "-h")
         assert result.exit_code == 0 and "Examples" in result.stdout, command
-
-
-COMMANDS = ("verify", "list", "bench", "converge", "selftest", "gate", "report")
 
 
 def test_help_at_80_columns_lists_each_command_on_one_line():

@@ -252,8 +252,9 @@ def test_grid_sizes_stay_within_their_budget():
     presets = (("quick", "cpu"), ("full", "cuda"))
     sizes = {(k, p): len(reg.kernels[k].grid(p, d)) for k in ("ce", "flce") for p, d in presets}
     # ce quick: 330 cases with the thin-kill crossings (suites/ce/grid.py, T), whose five providers
-    # took 73-75 s on the 2-core CPU; 336 with the split step's six tiny cases (S: 16 tokens, V=256)
-    assert sizes[("ce", "quick")] <= 336 and sizes[("flce", "quick")] <= 180, sizes
+    # took 73-75 s on the 2-core CPU; 336 with the split step's six tiny cases (S: 16 tokens, V=256),
+    # 342 with three of a second backward and three of logits far below 0 (R, F: the same size)
+    assert sizes[("ce", "quick")] <= 342 and sizes[("flce", "quick")] <= 180, sizes
     assert sizes[("ce", "full")] <= 480 and sizes[("flce", "full")] <= 535, sizes
 
 

@@ -140,10 +140,11 @@ MUST_KILL = {
 }
 
 
-# Planted bugs only the strict verdict catches (a formula that cancels in float32: docs/bugs.md,
-# bug 11): the kill matrix's default_verdict says `survived` for these and `killed` for every
-# other mutant.
-STRICT_ONLY = {"mutant_softcap_slope_cancels"}
+# Planted bugs only the strict verdict catches: a formula that cancels in float32 (docs/bugs.md,
+# bug 11), and logits rounded to the inputs' 16-bit dtype before a float32 softmax, which is how
+# model code forms them (suites/rounding.py: the default verdict's model-code form). The kill
+# matrix's default_verdict says `survived` for these and `killed` for every other mutant.
+STRICT_ONLY = {"mutant_softcap_slope_cancels", "mutant_flp_rounded_logits"}
 
 
 def _selftest(tmp_path, *mutants, kernel=None):

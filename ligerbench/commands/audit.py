@@ -76,7 +76,7 @@ def audit(
         Path, typer.Option(metavar="DIR", help="Results root: one verify run folder per kernel, and the audit.")
     ] = runs.DEFAULT_ROOT,
 ):
-    """Verify one peer library's providers on every kernel it has, and write what came out.
+    """Verify one peer library's providers on every kernel it has.
 
     For each kernel that has providers of LIBRARY: one verify run over the kernel's preset grid,
     that library's providers alone, its run folder under OUT as verify writes it. Then

@@ -128,12 +128,14 @@ def retained_cases(n: int, v: int) -> list[Case]:
 
 def far_below_cases(n: int, v: int) -> list[Case]:
     """F (module docstring): every logit below -1e4, where a running max started at 0 underflows
-    every exponential (verl #7439): each reduction, both dtypes, every option at once on one."""
+    every exponential (verl #7439): each reduction, both dtypes, a z-loss on one (its lse squared
+    is 1e8 there). No softcap: it saturates every logit this far out, and the gradient's truth is
+    then 0 (a tanh one ulp from -1, which a device may give, leaves 2**-23 of slope)."""
     base = case(n=n, v=v, logits="far_below")
     return [
         base.replace(reduction="mean", upstream="ones"),
         base.replace(reduction="none", upstream="random", dtype="bf16"),
-        base.replace(reduction="sum", upstream="random", option="all"),
+        base.replace(reduction="sum", upstream="random", option="z_loss"),
     ]
 
 

@@ -53,6 +53,11 @@ def _load_compiled():
     return compiled(ce_torch, dynamic=False)
 
 
+# Liger-Kernel as its peer module pins it (suites/peers/liger.py reads its pin from here: the
+# peers depend on the kernels' suites, never the other way round), so `audit liger` reaches ce and flce
+LIGER = {"library": "liger-kernel", "pinned": "0.8.5"}
+
+
 def _load_liger():
     from liger_kernel.transformers.functional import liger_cross_entropy
 
@@ -139,6 +144,7 @@ PROVIDERS = (
         kernel="ce",
         description="Liger-Kernel liger_cross_entropy (in-place gradient)",
         load=_load_liger,
+        **LIGER,
         mutates_input=True,
         # its kernels fail or round differently under Triton's interpreter: a GPU peer only
         devices=("cuda",),

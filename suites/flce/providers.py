@@ -13,7 +13,7 @@ import functools
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
-from ligerbench.suites.ce.providers import ce_options_lacking, loss_and_z_loss
+from ligerbench.suites.ce.providers import LIGER, ce_options_lacking, loss_and_z_loss
 from ligerbench.suites.compiled import compiled
 from ligerbench.suites.flce.spec import flce_torch
 
@@ -259,6 +259,7 @@ PROVIDERS = (
         kernel="flce",
         description="Liger-Kernel liger_fused_linear_cross_entropy (default chunking)",
         load=_load_liger,
+        **LIGER,
         # under Triton's interpreter its softcap and class-weight paths raise inside Triton
         # (AttributeError: 'float' object has no attribute 'to'), and it is the slowest provider
         # there: its verdicts on CPU would be about the interpreter, not about Liger

@@ -8,6 +8,9 @@ from ligerbench.suites.covering import all_pairs, shape_star
 from ligerbench.suites.flp.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
+# A hidden size every peer's declared limits take (verl's fused head asserts H % 128 == 0): one
+# plain case a dtype, so no dtype of a peer's domain is out of the audit's reach
+PEER_HIDDEN = 128
 COVERED = ("bias", "temperature", "softcap", "logit_scale", "targets", "upstream", "ignore_pattern", "logits",
            "layout")  # fmt: skip
 
@@ -29,6 +32,7 @@ def flp_cases(preset: str, device_type: str) -> list[Case]:
         cases += [base.replace(bias=True, logits="shifted", upstream=u) for u in ("both", "entropy")]
         cases += [base.replace(layout=lay, targets=k) for lay in ("column_major", "kept_slice") for k in (1, 3)]
         cases += [base.replace(n=n, v=v, h=h) for n, v, h in sorted(shapes)]
+        cases.append(base.replace(h=PEER_HIDDEN))  # inside verl's fused head's limits, in every dtype
         rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED}, allowed=allowed,
                          covered=[c.params for c in cases])  # fmt: skip
         cases += [base.replace(**row) for row in rows]

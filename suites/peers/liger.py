@@ -22,12 +22,12 @@ import torch
 
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
+from ligerbench.suites.ce.providers import LIGER
 from ligerbench.suites.peers.limits import lacking, refusal
 from ligerbench.suites.peers.tensor_parallel import equal_shards, reduced
 
-DISTRIBUTION = "liger-kernel"
-PINNED = "0.8.5"
-PEER = {"library": DISTRIBUTION, "pinned": PINNED}
+PEER = LIGER  # one pin for every Liger provider (suites/ce/providers.py)
+DISTRIBUTION, PINNED = PEER["library"], PEER["pinned"]
 
 
 # ---- flp

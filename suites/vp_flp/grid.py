@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ligerbench.cases import Case
 from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.flp.grid import PEER_HIDDEN
 from ligerbench.suites.vp_ce.mesh import MESHED
 from ligerbench.suites.vp_flp.axes import AXES, case
 
@@ -24,6 +25,8 @@ def vp_flp_cases(preset: str, device_type: str) -> list[Case]:
     for dtype in DTYPES[device_type]:
         base = case(n=n0, v=v0, h=h0, dtype=dtype, world=worlds[0])
         core = [base.replace(world=w) for w in worlds]
+        # a hidden size verl's fused head takes (H % 128 == 0, an even vocabulary over 2 ranks)
+        core.append(base.replace(h=PEER_HIDDEN, v=next(v for v in (v0, *odd_v) if v % worlds[0] == 0)))
         # the temperature on the logits, each output's gradient alone
         core += [base.replace(temperature=0.6, upstream="logp"), base.replace(temperature=1.5, upstream="entropy")]
         # softcap after the scale, on a confident head: one rank holds p ~ 1, the others ~ 0
