@@ -17,7 +17,7 @@ from ligerbench.cli import app
 
 runner = CliRunner()
 COMMON = ["--device", "cpu", "--preset", "quick", "--collect-only", "--json"]
-WIDE = {"COLUMNS": "200"}  # an error's one line stays one line in the panel
+WIDE = {"COLUMNS": "300"}  # an error's one line stays one line in the panel
 
 
 def collect(*args: str) -> tuple[int, list[str] | None]:

@@ -62,13 +62,16 @@ def test_chunked_path_passes_the_default_on_bf16(case_id):
     assert (rows["verdict"] == "pass").all(), rows[["value", "limit", "message"]]
 
 
-def test_options_none_cross_entropy_in_bf16_fails_both_verdicts_on_confident_rows():
+def test_options_none_cross_entropy_in_bf16_keeps_its_promise_and_fails_strict_on_confident_rows():
     # options=None is cross_entropy on the bf16 logits: a 16-bit softmax, not the model code's
-    # float32 one; no yardstick is that path, so the check fails (it can fail: it does here)
-    for strict in (False, True):
-        rows = _run("torch_native", CONFIDENT, strict=strict)
-        assert (rows["verdict"] == "fail").all(), rows[["value", "limit"]]
-        assert (rows["value"] > 0.3).all(), rows["value"]
+    # float32 one. That is what it promises (suites/peers/torch_native.py, PROMISE), so the
+    # default verdict, which holds it to its promise too, passes it; --strict fails it 30-90% off
+    rows = _run("torch_native", CONFIDENT, strict=False)
+    assert (rows["verdict"] == "pass").all(), rows[["value", "limit", "message"]]
+    assert (rows["value"] > 0.3).all() and (rows["promise"] > 0.3).all(), rows[["value", "promise"]]
+    rows = _run("torch_native", CONFIDENT, strict=True)
+    assert (rows["verdict"] == "fail").all(), rows[["value", "limit"]]
+    assert (rows["value"] > 0.3).all(), rows["value"]
 
 
 @pytest.mark.parametrize("layout", ["3d", "kept_slice"])  # [B, T, H]: linear_cross_entropy raises on it

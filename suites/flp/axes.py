@@ -15,8 +15,9 @@ N = Axis("n", "tokens (rows of the hidden states)", {"quick": (24, 1), "full": (
 V = Axis("v", "the vocabulary size (rows of the lm_head)", {"quick": (500, 3, 1001), "full": (128256, 3, 4099)},
          tag="v", default=NO_DEFAULT, means={3: "a tiny vocabulary: most of a block masked",
                                              1001: "an odd size: a partial last slice", 128256: "Llama-3"})  # fmt: skip
-H = Axis("h", "the hidden size", {"quick": (32, 17), "full": (1024, 4096)}, tag="h", default=NO_DEFAULT, glued=False,
-         means={17: "an odd hidden size", 4096: "Llama-3-8B"})  # fmt: skip
+H = Axis("h", "the hidden size", {"quick": (32, 17, 128), "full": (1024, 4096)}, tag="h", default=NO_DEFAULT,
+         glued=False, means={17: "an odd hidden size", 128: "a multiple of 128: verl's fused head takes no other",
+                             4096: "Llama-3-8B"})  # fmt: skip
 BIAS = Axis("bias", "whether the lm_head has a bias", (False, True), default=False,
             label=lambda b: "bias" if b else None, means={False: "most lm_heads", True: "a biased head (and "
             "the +-200 shift goes in through it)"})  # fmt: skip

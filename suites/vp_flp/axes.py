@@ -21,7 +21,8 @@ V = dataclasses.replace(flp.V, values={"quick": (257, 256, 2), "full": (128256, 
     2: "fewer classes than ranks at 3: an empty shard",
     128256: "Llama-3", 32001: "uneven over every world size", 5: "empty shards at 8 ranks",
 })  # fmt: skip
-H = dataclasses.replace(flp.H, values={"quick": (16,), "full": (1024, 4096)}, means={4096: "Llama-3-8B"})
+H = dataclasses.replace(flp.H, values={"quick": (16, 128), "full": (1024, 4096)},
+                        means={128: flp.H.means[128], 4096: "Llama-3-8B"})  # fmt: skip
 LAYOUT = dataclasses.replace(flp.LAYOUT, values=("2d", "3d"))
 PLACEMENT = Axis("placement", "where the counted targets sit among the shards", ("random", "edges"), tag="at-",
                  default="random", hidden=("random",), means={
