@@ -8,7 +8,7 @@ distributions, from logits, in Triton (`kd`; the fused head form is kernels/fuse
     loss = distill_loss(student, teacher, divergence="jsd", beta=0.5, temperature=2.0)
     loss.backward()
 
-Semantics (this op and the fused one; suites/distill_semantics.py restates them in float64):
+Semantics (this op and the fused one; suites/families/distill.py restates them in float64):
     p = softmax(student / T)                      the student, over the whole vocabulary
     q = softmax(teacher / T)                      a full teacher [.., V] (logits), or
     q = softmax_K(teacher_logp / T) on teacher_ids, 0 elsewhere

@@ -19,7 +19,7 @@ from ligerbench.registry import Provider, RegistrationError, Registry
 from ligerbench.selftest import converge as converge_campaign
 from ligerbench.selftest.kernels import KERNEL_CAMPAIGN
 from ligerbench.suites import ce, converge, flce, flkd, flp, grpo, kd, lp, peers, pref, vp_ce, vp_flce, vp_flp
-from ligerbench.suites.presets import PRESETS
+from ligerbench.suites.common.presets import PRESETS
 
 ENTRY_POINT_GROUP = "ligerbench.plugins"
 BUILTIN = (

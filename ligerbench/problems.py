@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 
 # Outcome.form of the model code's yardstick: the logits in the inputs' 16-bit dtype, then float32
-# math (suites/rounding.py); a provider that promises float32 logits is not measured against it
+# math (suites/common/rounding.py); a provider that promises float32 logits is not measured against it
 MODEL_CODE = "model_code"
 
 
@@ -28,10 +28,10 @@ class Outcome:
     # that is exactly 0"); absent: the truth's norm.
     scales: dict[str, float] = field(default_factory=dict)
     # quantity -> the error with which the provider refused to produce it, where a refusal is an
-    # answer its contract allows (a second backward through one forward: suites/retained_backward.py)
+    # answer its contract allows (a second backward through one forward: suites/common/retained_backward.py)
     refusals: dict[str, str] = field(default_factory=dict)
     # A yardstick only: the way of writing the semantics it stands for, where a provider's promise
-    # may rule it out ("model_code": the logits in the inputs' 16-bit dtype: suites/rounding.py)
+    # may rule it out ("model_code": the logits in the inputs' 16-bit dtype: suites/common/rounding.py)
     form: str = ""
 
 

@@ -70,7 +70,7 @@ class KernelSpec:
 
 class NotRun(Exception):
     """Raised by a provider's callable for a case it cannot run as itself (torch.compile past
-    its recompile limit would run it eagerly: suites/compiled.py): verify records the case as
+    its recompile limit would run it eagerly: suites/common/compiled.py): verify records the case as
     skip, with the message as the reason, never as that provider's pass."""
 
 

@@ -25,7 +25,7 @@ Both yardsticks run on the same inputs as the provider:
   outcomes) and the largest error counts: log-probabilities as `log_softmax` or
   `x_t - logsumexp(x)`, a cross entropy as `F.cross_entropy` or `logsumexp(x) - x_t` (by hand,
   and every online-softmax kernel's closing formula), and a softcap (in both) with a device's
-  tanh, one ulp off (suites/device_tanh.py: where the slope 1 - tanh^2 cancels, an ulp of tanh is
+  tanh, one ulp off (suites/common/device_tanh.py: where the slope 1 - tanh^2 cancels, an ulp of tanh is
   many of the slope; tests/test_ce_textbook_forms.py, tests/test_lp_textbook_forms.py). One run
   of one formula is one draw of its roundings, and on confident float32 rows those are few and
   coarse (the sum of exponentials rounded next to 1): F.cross_entropy over the vocabulary in

@@ -1,6 +1,5 @@
 """Suites: what ligerbench checks and measures. One package per kernel (`ce/`, `flce/`, `vp_ce/`,
-`vp_flce/`: spec, providers, planted bugs, grid, bench, and the `register(registry)` that
-builtin.py calls); beside them what several kernels share: `covering.py` (all-pairs designs),
-`input_mutants.py` (planted input-handling bugs), `split_step.py` (a step split over ranks or
-micro-batches, and its planted per-piece normaliser), `bench_shapes.py`, `presets.py`, and the
-convergence checks (`converge*.py`)."""
+`vp_flce/`, `lp/`, `flp/`, `vp_flp/`, `grpo/`, `pref/`, `kd/`, `flkd/`: spec, providers, planted
+bugs, grid, bench, and the `register(registry)` that builtin.py calls); beside them `peers/` (one
+file per third-party library), `converge/` (mini-model training checks), `families/` (the
+semantics a family of kernels shares) and `common/` (what every kernel's suites draw on)."""

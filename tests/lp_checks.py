@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench import tolerance
-from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, reference  # noqa: F401
+from ligerbench.suites.families.log_prob import IGNORE, make_target, make_upstream, reference  # noqa: F401
 
 FACTOR = 2.0
 FLOOR = {torch.float32: 4 * 2.0**-24, torch.bfloat16: 2.0**-9, torch.float16: 2.0**-11}

@@ -17,7 +17,8 @@ from ligerbench.converge.models import PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import CORRECT
 from ligerbench.kernels.hf import CausalLMPatch
-from ligerbench.suites import converge_parallel, converge_rl
+from ligerbench.suites.converge import parallel as converge_parallel
+from ligerbench.suites.converge import rl as converge_rl
 
 # 3 steps: the trajectory checks need a few; the interpreter pays ~1 s a step and rank
 STEPS = 3

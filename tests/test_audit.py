@@ -16,7 +16,7 @@ from ligerbench.cli import app
 from ligerbench.commands import audit
 from ligerbench.exits import UsageError
 from ligerbench.registry import Provider, Registry
-from ligerbench.suites.presets import PRESETS
+from ligerbench.suites.common.presets import PRESETS
 
 runner = CliRunner()
 SMALL = ["--device", "cpu", "--where", "n=1"]  # 12 cases: 2 dtypes x 3 reductions x 2 kinds of logits

@@ -16,9 +16,9 @@ from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget, runs_for, summar
 from ligerbench.cases import Case
 from ligerbench.records import Record
 from ligerbench.registry import Provider
-from ligerbench.suites.bench_shapes import HEADS, VOCABS, sweep_points
 from ligerbench.suites.ce import bench as bench_ce
 from ligerbench.suites.ce.axes import case as ce_case
+from ligerbench.suites.common.bench_shapes import HEADS, VOCABS, sweep_points
 from ligerbench.suites.flce import bench as bench_flce
 from ligerbench.suites.flce.axes import case as flce_case
 

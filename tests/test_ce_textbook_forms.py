@@ -16,7 +16,7 @@ import torch
 from ligerbench.suites.ce import spec as ce_spec
 from ligerbench.suites.ce.axes import case as ce_case
 from ligerbench.suites.ce.spec import TEXTBOOK_FORMS, ce_torch, make_problem, run_ce
-from ligerbench.suites.device_tanh import tanh_as_given
+from ligerbench.suites.common.device_tanh import tanh_as_given
 from ligerbench.testing import cases, run_provider
 from ligerbench.tolerance import rel_error
 

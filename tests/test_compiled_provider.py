@@ -1,4 +1,4 @@
-"""torch.compile as a verify provider (suites/compiled.py): a call past dynamo's recompile limit,
+"""torch.compile as a verify provider (suites/common/compiled.py): a call past dynamo's recompile limit,
 which dynamo would run eagerly, raises NotRun, and verify records such a case as skip with the
 reason, never as the provider's pass (ligerbench/verify/engine.py)."""
 
@@ -9,7 +9,7 @@ import torch
 import torch._dynamo
 
 from ligerbench.registry import NotRun
-from ligerbench.suites.compiled import compiled
+from ligerbench.suites.common.compiled import compiled
 from ligerbench.testing import run_provider
 
 

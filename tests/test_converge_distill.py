@@ -1,7 +1,7 @@
-"""`converge MODEL --distill DIVERGENCE` (suites/converge_distill.py): a student trained from a
+"""`converge MODEL --distill DIVERGENCE` (suites/converge/distill.py): a student trained from a
 fixed teacher through our fused distillation loss matches the same divergence on transformers'
 full logits against a float64 run, and the same judgement fails when the fused loss carries one
-of the distillation kernels' planted bugs (suites/distill_mutants.py: the temperature on the student
+of the distillation kernels' planted bugs (suites/families/distill_mutants.py: the temperature on the student
 only, the KL taken in the wrong direction) or when our op silently does not run."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 from ligerbench.cli import app
 from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import PRESETS
-from ligerbench.suites import converge_distill, distill_mutants
+from ligerbench.suites.converge import distill as converge_distill
+from ligerbench.suites.families import distill_mutants
 
 pytestmark = pytest.mark.interpreter
 

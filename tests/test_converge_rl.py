@@ -1,4 +1,4 @@
-"""`converge MODEL --rl grpo` (suites/converge_rl.py): policy-gradient steps through our fused
+"""`converge MODEL --rl grpo` (suites/converge/rl.py): policy-gradient steps through our fused
 log-probs match transformers' logits path against a float64 run, and the same check fails when
 the fused path drops the temperature (TRL #4159's bug) or when our op silently does not run."""
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from ligerbench.cli import app
 from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import PRESETS
-from ligerbench.suites import converge_rl
+from ligerbench.suites.converge import rl as converge_rl
 
 pytestmark = pytest.mark.interpreter
 CASE = ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "flp", seed=0)

@@ -1,5 +1,5 @@
 """How `kd` and `flkd` cases are built and judged, beyond the kernels themselves: inputs moved to
-a device keep their layout (an H200 run read past a kept slice: suites/distill_semantics.py,
+a device keep their layout (an H200 run read past a kept slice: suites/families/distill.py,
 upcast), a self-distilled teacher's gradients are judged against their natural magnitude, the
 textbook yardstick takes each way users write a divergence, and the peers' declared limits."""
 
@@ -12,8 +12,8 @@ import torch
 
 from ligerbench.builtin import default_registry
 from ligerbench.registry import Provider
-from ligerbench.suites import distill_semantics as semantics
-from ligerbench.suites.distill_mutants import on_head
+from ligerbench.suites.families import distill as semantics
+from ligerbench.suites.families.distill_mutants import on_head
 from ligerbench.suites.flkd import axes as flkd_axes
 from ligerbench.suites.flkd import spec as flkd_spec
 from ligerbench.suites.kd import axes as kd_axes

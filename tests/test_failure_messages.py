@@ -206,7 +206,7 @@ def test_a_case_with_nothing_to_compute_tells_no_failing_case_apart():
 
 @pytest.mark.parametrize("error, shown", [(0.02, True), (0.5, False), (math.inf, False), (math.nan, False)])
 def test_a_rounding_hint_is_named_only_for_an_error_it_can_make(error, shown):
-    from ligerbench.suites.hints import SIXTEEN_BITS, numerical_hints
+    from ligerbench.suites.common.hints import SIXTEEN_BITS, numerical_hints
 
     case = ce_case(n=16, v=1000, dtype="bf16")
     assert (SIXTEEN_BITS in numerical_hints(case, "grad_logits", error)) is shown

@@ -21,7 +21,7 @@ import pytest
 import torch
 
 from ligerbench.builtin import default_registry
-from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.flp import spec as flp_spec
 from ligerbench.suites.flp.axes import case
 from ligerbench.tolerance import limit_for, rel_error

@@ -18,7 +18,7 @@ from ligerbench.suites.ce import axes as ce_axes
 from ligerbench.suites.ce import grid as ce_grid
 from ligerbench.suites.ce import spec as ce_spec
 from ligerbench.suites.ce.axes import case as ce_case
-from ligerbench.suites.covering import all_pairs, pairs_of, required_pairs
+from ligerbench.suites.common.covering import all_pairs, pairs_of, required_pairs
 from ligerbench.suites.flce import axes as flce_axes
 from ligerbench.suites.flce import grid as flce_grid
 from ligerbench.suites.flce import spec as flce_spec

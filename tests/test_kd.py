@@ -1,4 +1,4 @@
-"""kernels/distill.py against the float64 semantics (suites/distill_semantics.py), directly:
+"""kernels/distill.py against the float64 semantics (suites/families/distill.py), directly:
 every divergence against each teacher it allows, the teacher's gradient only when asked, a
 self-distilled teacher's exact zero, and the refusals."""
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from ligerbench.kernels.distill import distill_loss
-from ligerbench.suites import distill_semantics as semantics
+from ligerbench.suites.families import distill as semantics
 
 V = 300  # under one block: a partial block masked
 

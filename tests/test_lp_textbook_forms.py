@@ -1,5 +1,5 @@
 """lp's and flp's textbook yardsticks with a softcap (ligerbench/tolerance.py): beside
-log_softmax and x_t - logsumexp, the softcap's tanh one ulp nearer 0 (suites/device_tanh.py),
+log_softmax and x_t - logsumexp, the softcap's tanh one ulp nearer 0 (suites/common/device_tanh.py),
 as ce's has had since 99d129c.
 
 Why: a softcap's slope 1 - tanh^2 cancels where |tanh| -> 1, and a device's tanh (CUDA's and
@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ligerbench.suites import log_prob_semantics as semantics
-from ligerbench.suites.device_tanh import tanh_as_given
+from ligerbench.suites.common.device_tanh import tanh_as_given
+from ligerbench.suites.families import log_prob as semantics
 from ligerbench.testing import run_provider
 
 SOFTCAP = dict(dtype="fp32", softcap=30.0)

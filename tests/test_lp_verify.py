@@ -79,7 +79,7 @@ def test_one_class_gradient_is_judged_against_its_natural_size(eps, passes):
     """V = 1: the gradient is exactly 0 whatever the logits (suites/lp/spec.py, _one_class_scale).
     A rounding of it (TRL's unfused path on an H100: 2**-24 where float64 gives 0) passes; a
     gradient of a class's size fails."""
-    from ligerbench.suites.input_mutants import with_upstream
+    from ligerbench.suites.common.input_mutants import with_upstream
     from ligerbench.suites.lp.providers import eager_fp32
 
     def nudged(logits, target, **options):  # the logits' gradient, plus eps everywhere

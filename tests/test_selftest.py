@@ -17,12 +17,12 @@ from ligerbench.cli import app
 from ligerbench.selftest import killmatrix
 from ligerbench.selftest.model import Mutant, check_targets, targeted
 from ligerbench.suites.ce import axes as ce_axes
-from ligerbench.suites.distill_mutants import MUST_KILL as DISTILL_MUST_KILL
+from ligerbench.suites.families.distill_mutants import MUST_KILL as DISTILL_MUST_KILL
 
 runner = CliRunner()
 # Each kernel mutant and the suite that must kill it (the knowledge of tests/test_cli_verify.py).
 MUST_KILL = {
-    # log-probs (suites/log_prob_mutants.py): the entropy's dropped gradient shows in gradients only
+    # log-probs (suites/families/log_prob_mutants.py): the entropy's dropped gradient shows in gradients only
     "mutant_lp_temperature_on_logp": "correctness",
     "mutant_lp_scale_after_softcap": "correctness",
     "mutant_lp_mass_on_padding": "correctness",
@@ -90,7 +90,7 @@ MUST_KILL = {
     "mutant_vpflp_world_group": "correctness",
     "mutant_vpflp_target_logp_plain_all_reduce": "gradients",  # the log-prob's value is right
     "mutant_vpflp_entropy_identity_log_softmax": "gradients",
-    # one per new case-axis value (suites/input_mutants.py)
+    # one per new case-axis value (suites/common/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
     "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage
     "mutant_unit_column_stride": "correctness",  # ce layout transposed
@@ -120,7 +120,7 @@ MUST_KILL = {
     "mutant_grpo_temperature_ignored": "gradients",
     "mutant_grpo_eager_upstream_ignored": "invariance",  # the split step's losses are scaled (1/2)
     "mutant_grpo_eager_cispo_ratio_kept": "gradients",
-    # the split step (suites/split_step.py): a trainer normalising each piece by its own count
+    # the split step (suites/common/split_step.py): a trainer normalising each piece by its own count
     "mutant_local_token_count": "invariance",
     "mutant_flce_local_token_count": "invariance",
     "mutant_grpo_local_normaliser": "invariance",
@@ -130,7 +130,7 @@ MUST_KILL = {
     "mutant_pref_ipo_on_sums": "correctness",
     "mutant_pref_kto_point_not_detached": "gradients",
     "mutant_pref_kto_point_per_microbatch": "invariance",
-    # distillation (suites/distill_mutants.py): each bug's suite is declared beside it
+    # distillation (suites/families/distill_mutants.py): each bug's suite is declared beside it
     **{f"mutant_kd_{bug}": suite for bug, suite in DISTILL_MUST_KILL.items()},
     **{f"mutant_flkd_{bug}": suite for bug, suite in DISTILL_MUST_KILL.items() if not bug.startswith("topk_")},
     # docs/bugs.md, "What the careful yardstick found in our own kernels": both passed while
@@ -142,7 +142,7 @@ MUST_KILL = {
 
 # Planted bugs only the strict verdict catches: a formula that cancels in float32 (docs/bugs.md,
 # bug 11), and logits rounded to the inputs' 16-bit dtype before a float32 softmax, which is how
-# model code forms them (suites/rounding.py: the default verdict's model-code form). The kill
+# model code forms them (suites/common/rounding.py: the default verdict's model-code form). The kill
 # matrix's default_verdict says `survived` for these and `killed` for every other mutant.
 STRICT_ONLY = {"mutant_softcap_slope_cancels", "mutant_flp_rounded_logits"}
 

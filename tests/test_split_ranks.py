@@ -1,4 +1,4 @@
-"""`verify --kernel ce --nproc 2`: the dp2 cases of the split step (suites/split_step.py) run on two
+"""`verify --kernel ce --nproc 2`: the dp2 cases of the split step (suites/common/split_step.py) run on two
 real gloo ranks, each backpropagating its own shard of the tokens over the step's count and the
 gradients summed over the process group (DDP's all-reduce); a trainer that divides each shard by
 its own count fails there as it does simulated."""

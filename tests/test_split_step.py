@@ -1,4 +1,4 @@
-"""The split step (suites/split_step.py): a batch cut into data-parallel ranks or micro-batches,
+"""The split step (suites/common/split_step.py): a batch cut into data-parallel ranks or micro-batches,
 with uneven, one-token and empty pieces. In float64 (no kernel: the harness's own recipe), the
 pieces' summed gradients are the one batch's for `ce`, `flce` and every `grpo` normaliser that
 splits; a trainer that normalises each piece by its own count gives Megatron-LM #7452's
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from ligerbench.builtin import default_registry
-from ligerbench.suites import split_step
 from ligerbench.suites.ce import spec as ce_spec
 from ligerbench.suites.ce.axes import case as ce_case
+from ligerbench.suites.common import split_step
 from ligerbench.suites.flce import spec as flce_spec
 from ligerbench.suites.flce.axes import case as flce_case
 from ligerbench.suites.grpo import spec as grpo_spec

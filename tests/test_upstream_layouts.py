@@ -13,7 +13,7 @@ from ligerbench.kernels.cross_entropy import cross_entropy
 from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
 from ligerbench.problems import as_handed, upstream_for
 from ligerbench.suites.ce.axes import case as ce_case
-from ligerbench.suites.input_mutants import upstream_read_dense
+from ligerbench.suites.common.input_mutants import upstream_read_dense
 
 N, V, H = 24, 97, 16
 

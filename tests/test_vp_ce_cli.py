@@ -87,7 +87,7 @@ def test_the_launcher_is_killed_at_the_wall_clock_timeout(tmp_path):
 
 
 def test_nproc_with_a_kernel_that_has_no_distributed_case_is_a_usage_error(tmp_path):
-    # lp has no case on ranks (ce has: its split step's dp2 cases, suites/split_step.py)
+    # lp has no case on ranks (ce has: its split step's dp2 cases, suites/common/split_step.py)
     result, _ = _verify(tmp_path, "--kernel", "lp", "--nproc", "2")
     assert result.exit_code == 2 and "no case matches" in result.output
 

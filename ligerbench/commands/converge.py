@@ -5,7 +5,7 @@ float64 as the truth; compare.
     ligerbench converge gemma2-mini --patch both --preset full --packed      # H100, both dtypes
 
 The command holds its options and its selection; the run is ligerbench/converge/job.py under
-ligerbench/lifecycle.py, the checks in suites/converge.py, models/data/training/tolerances/plot
+ligerbench/lifecycle.py, the checks in suites/converge/__init__.py, models/data/training/tolerances/plot
 and the checker in ligerbench/converge/. Results go to OUT/<run-id>/: records.csv, curves.csv, env.json,
 summary.md and loss_<dtype>.png. Exit 0 when every comparison is in tolerance, 1 when any is
 out of it or errored, 2 on a usage error, 130 when interrupted.
@@ -30,9 +30,10 @@ from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
 from ligerbench.converge.parallel import DATA_PARALLEL, MESH_2D, PLANS, TP_SIZE
 from ligerbench.exits import ExitCode
-from ligerbench.suites import converge_distill, converge_rl
 from ligerbench.suites.converge import PATCHES, run_case
-from ligerbench.suites.converge_parallel import PLAN_PATCHES
+from ligerbench.suites.converge import distill as converge_distill
+from ligerbench.suites.converge import rl as converge_rl
+from ligerbench.suites.converge.parallel import PLAN_PATCHES
 
 ModelName = Enum("ModelName", {m: m for m in MODELS}, type=str)
 PatchName = Enum("PatchName", {p: p for p in PATCHES}, type=str)
@@ -103,14 +104,14 @@ def converge(
         Optional[RLKind],
         typer.Option(
             help="Train with an RL loss instead: policy-gradient steps through our fused log-probs "
-            "(suites/converge_rl.py); --patch is then not used. With --nproc: any --parallel but ddp."
+            "(suites/converge/rl.py); --patch is then not used. With --nproc: any --parallel but ddp."
         ),
     ] = None,
     distill: Annotated[
         Optional[Divergence],
         typer.Option(
             help="Train a student from a fixed mini teacher instead: this divergence at temperature 2 "
-            "(jsd: beta 0.5) through our fused distillation loss, flkd (suites/converge_distill.py); "
+            "(jsd: beta 0.5) through our fused distillation loss, flkd (suites/converge/distill.py); "
             "--patch is then not used. In this process only; not gemma2-mini (flkd has no softcap)."
         ),
     ] = None,
@@ -147,10 +148,10 @@ def converge(
     its slice of every batch, the loss normalised over the global batch; tp: the same batch;
     fsdp2_tp: each of the N/2 dp replicas its slice, the 2 tp ranks of a replica the same) and
     is judged against the same single-process runs, plus step 0's gradients after the ranks'
-    reduction against float64 (suites/converge_parallel.py); logits_to_keep and packing are
+    reduction against float64 (suites/converge/parallel.py); logits_to_keep and packing are
     single-process checks and are not run. With --rl the same, for the policy loss
-    (suites/converge_rl.py). With --distill the student's divergence from a fixed teacher through
-    our fused loss (flkd) against the same divergence on full logits (suites/converge_distill.py).
+    (suites/converge/rl.py). With --distill the student's divergence from a fixed teacher through
+    our fused loss (flkd) against the same divergence on full logits (suites/converge/distill.py).
     """
     dev, mode = runs.resolve_device(device)
     picked = ("full" if dev.type == "cuda" else "quick") if preset.value == "auto" else preset.value

@@ -9,7 +9,7 @@ Each rank joins the default group (gloo on CPU, NCCL on its GPU), rebuilds the p
 (the same registry, suites, providers and case ids) and runs it with the verify engine, in
 lockstep with the others: a provider's run is collective. Rank 0 writes the records into the
 run folder and, once every case is done, ranks_done.json; the other ranks compare nothing.
-A converge job runs each dtype's case of suites/converge_parallel.py on every rank the same way.
+A converge job runs each dtype's case of suites/converge/parallel.py on every rank the same way.
 
 Every rank keeps a marker of the unit it is on (a verify case, a bench step, a converge dtype) in
 the run folder (ligerbench/distributed/progress.py) and has faulthandler write its Python stacks
@@ -56,8 +56,8 @@ from ligerbench.distributed.launch import (
     warnings_to_file,
 )
 from ligerbench.distributed.progress import RankProgress, rank_writer, stack_file
-from ligerbench.suites import converge_rl
-from ligerbench.suites.converge_parallel import run_parallel_case
+from ligerbench.suites.converge import rl as converge_rl
+from ligerbench.suites.converge.parallel import run_parallel_case
 from ligerbench.verify.engine import make_plan, run_plan
 
 
@@ -192,7 +192,7 @@ def _bench(job: BenchRankJob, rank: int, world: int, dev: torch.device, backend:
 def _converge(
     job: ConvergeRankJob, rank: int, world: int, dev: torch.device, backend: str, progress: RankProgress
 ) -> None:
-    """`converge --nproc N --parallel PLAN`: each dtype's case on every rank (suites/converge_parallel.py);
+    """`converge --nproc N --parallel PLAN`: each dtype's case on every rank (suites/converge/parallel.py);
     rank 0 writes the records, then ranks_done.json with the loss curves for the plots."""
     preset = dataclasses.replace(PRESETS[job.preset], steps=job.steps, batch=job.batch)
     norm = PARALLEL_MUTANTS[job.mutant] if job.mutant else CORRECT

@@ -1,6 +1,6 @@
 """The convergence suite's machinery: a case, the Checker that turns comparisons into Records,
 the float64 run kept once per (model, preset, seed, device), and the engine that runs a case's
-checks. What is checked lives in suites/converge.py and suites/converge_checks.py.
+checks. What is checked lives in suites/converge/__init__.py and suites/converge/checks.py.
 
     from ligerbench.suites.converge import run_case
     result = run_case(ConvergeCase("llama-mini", PRESETS["tiny"], "fp32", "ce", seed=0))
@@ -42,7 +42,7 @@ class ConvergeCase:
     parallel: str = ""  # "", or a plan of ligerbench/converge/parallel.py run on `nproc` ranks
     nproc: int = 1
     accum: int = 1  # gradient accumulation micro-batches per step and rank (parallel runs)
-    distill: str = ""  # `converge --distill`: the divergence (suites/converge_distill.py), else ""
+    distill: str = ""  # `converge --distill`: the divergence (suites/converge/distill.py), else ""
 
     @property
     def id(self) -> str:

@@ -1,5 +1,5 @@
 """A converge run, as ligerbench/lifecycle.py drives it: each dtype's case trained in this
-process (`run_case`, handed in by the command: the checks live in suites/converge.py, above this
+process (`run_case`, handed in by the command: the checks live in suites/converge/__init__.py, above this
 machinery) or on N ranks under a parallel plan (--nproc N: rank 0 writes the records and sends
 the loss curves back), then curves.csv, loss_<dtype>.png, summary.md and the table.
 
@@ -32,7 +32,7 @@ CURVE_COLUMNS = ["dtype", "step", "loss_reference", "loss_patched", "loss_float6
 
 @dataclass
 class ConvergeJob(Job):
-    run_case: Callable  # suites/converge.py's run_case(case, run_id=, sink=, on_step=)
+    run_case: Callable  # suites/converge/__init__.py's run_case(case, run_id=, sink=, on_step=)
     model: str
     patch: str
     preset: Preset  # the sizes, steps and batch as chosen
@@ -45,8 +45,8 @@ class ConvergeJob(Job):
     parallel: str | None = None  # --nproc: ddp, fsdp2 or tp
     accum: int = 1
     mutant: str | None = None
-    rl: str = ""  # --rl KIND: the ranks train the policy loss (suites/converge_rl.py)
-    distill: str = ""  # --distill DIVERGENCE (suites/converge_distill.py; in this process only)
+    rl: str = ""  # --rl KIND: the ranks train the policy loss (suites/converge/rl.py)
+    distill: str = ""  # --distill DIVERGENCE (suites/converge/distill.py; in this process only)
     timeout_s: float = 1800.0
     curves: list = field(default_factory=list, init=False)  # (dtype, step, ref, ours, truth)
     verdict_line: str = field(default="", init=False)  # summary.md's last line, for the terminal too

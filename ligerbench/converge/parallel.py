@@ -1,5 +1,5 @@
 """Training a mini model on several ranks under a parallel plan, our kernels patched in, for
-`converge --nproc N --parallel PLAN` (the checks: suites/converge_parallel.py).
+`converge --nproc N --parallel PLAN` (the checks: suites/converge/parallel.py).
 
     model = build(case)                                   # every rank, same seed: same weights
     wrapped, layout = apply_plan(model, "fsdp2_tp", world=4, device=dev)
@@ -248,7 +248,7 @@ def train_parallel(
     `layout`); every rank calls it. Returns (losses of the GLOBAL batch per step, full final
     parameters, in RunResult) and the full parameter gradients of step 0 (after the ranks'
     reduction, before the update). `objective`: the causal LM loss, or another
-    (suites/converge_rl.py's policy loss).
+    (suites/converge/rl.py's policy loss).
 
     No host sync per step unless `on_step` asks for each loss: the batches go to the device once,
     micro-batches are slices of them, the counts stay on the device, and the losses are read back

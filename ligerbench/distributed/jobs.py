@@ -80,7 +80,7 @@ class ConvergeRankJob(RankJob):
     parallel: str
     accum: int = 1
     mutant: str = ""  # a planted normaliser bug of ligerbench/converge/mutants.py, or "" for none
-    rl: str = ""  # `converge --rl KIND` (suites/converge_rl.py), or "" for the causal LM loss
+    rl: str = ""  # `converge --rl KIND` (suites/converge/rl.py), or "" for the causal LM loss
 
     @property
     def label(self) -> str:

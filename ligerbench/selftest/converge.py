@@ -1,5 +1,5 @@
 """selftest's converge campaign: the planted patch bugs of ligerbench/converge/mutants.py run
-through the convergence suite (suites/converge.py), beside the correct patch on the same model,
+through the convergence suite (suites/converge/__init__.py), beside the correct patch on the same model,
 data and seed.
 
 Each mutant runs only the checks that exist to catch it (CHECKS): a training run per mutant is
@@ -56,7 +56,7 @@ def _mutants(registry: Registry, device_type: str) -> list[Mutant]:
 
 
 def campaign(run_case: Callable, *, model: str, patch: str) -> Campaign:
-    """The converge campaign over `run_case` (suites/converge.py's engine entry), training
+    """The converge campaign over `run_case` (suites/converge/__init__.py's engine entry), training
     `model` with `patch` (the builtin registration passes the suite's choices)."""
 
     def run(registry: Registry, mutants: list[Mutant], ctx: Context) -> None:

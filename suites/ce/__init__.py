@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites import retained_backward, split_step
 from ligerbench.suites.ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.ce.grid import ce_cases
-from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.common import retained_backward, split_step
+from ligerbench.suites.common.hints import numerical_hints
 
 
 def has_z_loss(case: Case) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, UPSTREAMS, Case
-from ligerbench.suites import retained_backward, split_step
+from ligerbench.suites.common import retained_backward, split_step
 
 DTYPE = Axis(
     "dtype",

@@ -26,8 +26,8 @@ from ligerbench.bench.spec import (
 )
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
-from ligerbench.suites import bench_shapes
 from ligerbench.suites.ce.axes import case as ce_case
+from ligerbench.suites.common import bench_shapes
 
 PASSES = {"full": 2, "forward": 1, "backward": 1}  # passes over N*V elements each mode must make
 

@@ -12,13 +12,13 @@ grid crosses, for every dtype, each axis with the ones it interacts with:
      with a class as ignore_index met in 2 of 298 cases, fp32 only; exact-zero upstream rows in 5;
      the padded-vocabulary stride in 8), each in both dtypes and every reduction it applies to: at
      least 4 cases per dtype each.
-  S  (every preset) the split step (suites/split_step.py): data parallel and gradient
+  S  (every preset) the split step (suites/common/split_step.py): data parallel and gradient
      accumulation, 2 and 4 pieces, with uneven, one-token and empty pieces (split_cases).
-  R  (every preset) backward twice through one forward (suites/retained_backward.py).
+  R  (every preset) backward twice through one forward (suites/common/retained_backward.py).
   F  (every preset, last) every logit below -1e4: the softmax's shift invariance far from 0.
 These are the cases for the known bugs' interactions, all in the 2-D layout with the upstream
 gradients of REDUCTION_VARIANTS. Then, in every preset, an all-pairs covering design
-(suites/covering.py) adds the cases needed for every pair of values of any two axes to appear
+(suites/common/covering.py) adds the cases needed for every pair of values of any two axes to appear
 together in some case, over: dtype, (reduction, upstream) (cases.UPSTREAMS: ones, random,
 masked rows; 1/8 and 65536 scalars), ignore pattern, option, logits kind, layout (axes.py:
 2-D, [B, T, V], a padded-vocabulary column slice, transposed storage) and shape. Not the full
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, LOGITS_KINDS, OPTIONS, UPSTREAMS, Case
 from ligerbench.suites.ce.axes import LAYOUT, case
-from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.common.covering import all_pairs
 
 # (reduction, upstream gradient): 'none' is checked with ones and with random per-row values
 REDUCTION_VARIANTS = (("none", "ones"), ("none", "random"), ("mean", "ones"), ("sum", "random"))
@@ -100,7 +100,7 @@ SPLIT_VOCAB = {"quick": 256}
 
 def split_cases(n: int, v: int) -> list[Case]:
     """S (module docstring): after the rest, so the cases before keep their order. Each split with
-    the spreads the field's normaliser bugs show on (suites/split_step.py): the mean under each
+    the spreads the field's normaliser bugs show on (suites/common/split_step.py): the mean under each
     split and spread at least once, a weighted mean (class weights: its denominator a weight sum),
     bf16, and the sum (no normaliser: an empty or one-token piece must still add its share)."""
     base = case(n=n, v=v, reduction="mean", upstream="ones")
@@ -115,7 +115,7 @@ def split_cases(n: int, v: int) -> list[Case]:
 
 
 def retained_cases(n: int, v: int) -> list[Case]:
-    """R (module docstring): backward twice through one forward (suites/retained_backward.py),
+    """R (module docstring): backward twice through one forward (suites/common/retained_backward.py),
     the first upstream never 1 (scaled in place by 1 a buffer is unchanged): each reduction, both
     dtypes, every option at once on one."""
     base = case(n=n, v=v, backward="retained")

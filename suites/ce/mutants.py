@@ -13,7 +13,7 @@ import functools
 import torch
 
 from ligerbench.registry import Provider
-from ligerbench.suites import input_mutants, split_step
+from ligerbench.suites.common import input_mutants, split_step
 
 
 def _ours(**fixed):
@@ -344,7 +344,7 @@ PROVIDERS += (
 )
 
 
-# ----------------------------------------------------------------------------- the split step (suites/split_step.py)
+# ------------------------------------------------------------------------- the split step (suites/common/split_step.py)
 
 PROVIDERS += (
     split_step.local_normaliser(

@@ -14,7 +14,7 @@ import functools
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites.ce.spec import ce_torch
-from ligerbench.suites.compiled import compiled
+from ligerbench.suites.common.compiled import compiled
 
 
 def _load_ours(inplace: bool):

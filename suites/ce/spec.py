@@ -45,10 +45,10 @@ from ligerbench.problems import (
     upstream_for,
     written,
 )
-from ligerbench.suites import retained_backward as retained
-from ligerbench.suites import split_step
 from ligerbench.suites.ce.axes import LAYOUT
-from ligerbench.suites.device_tanh import forms_on, tanh_one_ulp_low
+from ligerbench.suites.common import retained_backward as retained
+from ligerbench.suites.common import split_step
+from ligerbench.suites.common.device_tanh import forms_on, tanh_one_ulp_low
 from ligerbench.tolerance import yardstick
 
 
@@ -77,8 +77,8 @@ class CEProblem(LossOptions):
     label_smoothing: float = 0.0
     softcap: float | None = None
     z_loss_scale: float = 0.0
-    split: str = "none"  # the step split into pieces (suites/split_step.py), or "none"
-    backward: str = "once"  # or "retained": backward twice through one forward (suites/retained_backward.py)
+    split: str = "none"  # the step split into pieces (suites/common/split_step.py), or "none"
+    backward: str = "once"  # or "retained": backward twice through one forward (suites/common/retained_backward.py)
 
     def options(self) -> dict:
         """Keyword arguments every `ce` provider takes."""
@@ -229,7 +229,7 @@ def ce_torch(
     True, F.cross_entropy; "logsumexp", each row's loss as logsumexp(x) - x_t (by hand, and every
     online-softmax kernel's closing formula); "logsumexp_ulp", that with a float32 lse one ulp
     low (_rows_by_logsumexp); "tanh_ulp", F.cross_entropy with the softcap's
-    tanh one ulp nearer 0, as a device's may be (suites/device_tanh.py): TEXTBOOK_FORMS."""
+    tanh one ulp nearer 0, as a device's may be (suites/common/device_tanh.py): TEXTBOOK_FORMS."""
     shape = target.shape
     if logits.dim() != 2:  # [B, T, V]: flattened row-major, as torch.nn.functional would see [B*T, V]
         logits, target = logits.reshape(-1, logits.shape[-1]), target.reshape(-1)
@@ -313,7 +313,7 @@ def flat_token_side(problem) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 
 def _split_grad(fn, problem: CEProblem) -> torch.Tensor:
-    """The gradient of the logits the split step leaves (suites/split_step.py): each piece its
+    """The gradient of the logits the split step leaves (suites/common/split_step.py): each piece its
     own rows [n, V] of the flattened logits, the class weights whole, the step's denominator."""
     v = problem.logits.shape[-1]
     t, tw = flat_token_side(problem)
@@ -459,5 +459,5 @@ def one_step(problem):
 
 def as_stepped(out: Outcome, problem) -> Outcome:
     """The one step's outcome as the case's: the split step's and the second backward's gradients
-    its own (suites/split_step.py, suites/retained_backward.py)."""
+    its own (suites/common/split_step.py, suites/common/retained_backward.py)."""
     return retained.aliased(split_step.aliased(out, problem.split), problem.backward)

@@ -8,11 +8,11 @@ case grid, suites, providers, planted bugs and bench, registered together.
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites import retained_backward, split_step
 from ligerbench.suites.ce import has_z_loss
+from ligerbench.suites.common import retained_backward, split_step
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
-from ligerbench.suites.hints import numerical_hints
 
 # spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(

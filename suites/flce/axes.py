@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites import retained_backward
 from ligerbench.suites.ce import axes as ce
+from ligerbench.suites.common import retained_backward
 
 HIDDEN = {"quick": (32, 17, 7), "full": (1024, 1031, 576, 257)}
 

@@ -28,8 +28,8 @@ from ligerbench.bench.spec import (
 )
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
-from ligerbench.suites import bench_shapes
 from ligerbench.suites.ce.bench import plain_options
+from ligerbench.suites.common import bench_shapes
 from ligerbench.suites.flce.axes import case as flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}  # FLOPs per N*H*V for each mode

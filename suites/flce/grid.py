@@ -22,8 +22,8 @@ per token row per call of ours, so 12 tokens) the grid keeps every value of ever
      provider axis, not a case axis.
   S  (every preset, last) the split step at the base shape: data parallel and gradient
      accumulation, 2 and 4 pieces, uneven, one-token and empty pieces (split_cases).
-  R  (every preset, last) backward twice through one forward (suites/retained_backward.py).
-Then, in every preset, an all-pairs covering design (suites/covering.py) adds the cases needed
+  R  (every preset, last) backward twice through one forward (suites/common/retained_backward.py).
+Then, in every preset, an all-pairs covering design (suites/common/covering.py) adds the cases needed
 for every pair of values of any two axes to appear together in some case, over: dtype,
 (reduction, upstream) (cases.UPSTREAMS), ignore pattern, option, logits kind, layout
 (axes.py: 2-D, [B, T, H], a logits_to_keep slice), bias and shape. Not the full cross
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.suites.ce.grid import loss_axes, loss_case, loss_row
-from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.common.covering import all_pairs
 from ligerbench.suites.flce.axes import LAYOUT, case
 
 REDUCTION_VARIANTS = (("none", "ones"), ("none", "random"), ("mean", "ones"), ("sum", "random"))
@@ -100,7 +100,7 @@ def retained_cases(base: Case) -> list[Case]:
 
 
 def split_cases(base: Case) -> list[Case]:
-    """S (module docstring): the split step (suites/split_step.py), as ce's (suites/ce/grid.py):
+    """S (module docstring): the split step (suites/common/split_step.py), as ce's (suites/ce/grid.py):
     the mean under each split and spread at least once, with a bias and with every option (class
     weights: a weighted denominator), bf16, and the sum."""
     return [

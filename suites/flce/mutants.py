@@ -9,8 +9,8 @@ from __future__ import annotations
 import torch
 
 from ligerbench.registry import Provider
-from ligerbench.suites import input_mutants, split_step
 from ligerbench.suites.ce.spec import ce_torch
+from ligerbench.suites.common import input_mutants, split_step
 from ligerbench.suites.flce.providers import MANY_CHUNKS
 
 _CHUNK = 5  # as providers.py SMALL_CHUNK_TOKENS: no grid token count is a multiple
@@ -215,7 +215,7 @@ PROVIDERS = (
 )
 
 
-# ----------------------------------------------------------------------------- the split step (suites/split_step.py)
+# ------------------------------------------------------------------------- the split step (suites/common/split_step.py)
 
 PROVIDERS += (
     split_step.local_normaliser(

@@ -14,7 +14,7 @@ import functools
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import OURS, Provider
 from ligerbench.suites.ce.providers import LIGER, ce_options_lacking, loss_and_z_loss
-from ligerbench.suites.compiled import compiled
+from ligerbench.suites.common.compiled import compiled
 from ligerbench.suites.flce.spec import flce_torch
 
 # Forced chunk for `ours_small_chunks`: 5 divides none of the grid's token counts (suites/flce/

@@ -34,7 +34,6 @@ from ligerbench.problems import (
     same_bits,
     written,
 )
-from ligerbench.suites import split_step
 from ligerbench.suites.ce.spec import (
     LossOptions,
     as_stepped,
@@ -46,8 +45,9 @@ from ligerbench.suites.ce.spec import (
     one_step,
     textbook_forms,
 )
+from ligerbench.suites.common import split_step
+from ligerbench.suites.common.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
 from ligerbench.suites.flce.axes import LAYOUT
-from ligerbench.suites.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
 from ligerbench.tolerance import yardstick
 
 QUANTITIES = ("loss", "z_loss", "grad_hidden", "grad_weight", "grad_bias", "split_grad_hidden", "split_grad_weight",
@@ -73,8 +73,8 @@ class FLCEProblem(LossOptions):
     label_smoothing: float = 0.0
     softcap: float | None = None
     z_loss_scale: float = 0.0
-    split: str = "none"  # the step split into pieces (suites/split_step.py), or "none"
-    backward: str = "once"  # or "retained": backward twice through one forward (suites/retained_backward.py)
+    split: str = "none"  # the step split into pieces (suites/common/split_step.py), or "none"
+    backward: str = "once"  # or "retained": backward twice through one forward (suites/common/retained_backward.py)
 
     def options(self) -> dict:
         """Keyword arguments every `flce` provider takes (besides hidden, weight, target)."""
@@ -196,7 +196,7 @@ def run_flce(fn, problem: FLCEProblem, *, need_grad: bool = True) -> Outcome:
 
 
 def _split_grads(fn, problem: FLCEProblem) -> dict[str, torch.Tensor]:
-    """The gradients the split step leaves (suites/split_step.py): each piece its own rows
+    """The gradients the split step leaves (suites/common/split_step.py): each piece its own rows
     [n, H] of the flattened hidden states and its own copies of weight and bias."""
     hd = problem.hidden.shape[-1]
     t, tw = flat_token_side(problem)
@@ -255,7 +255,7 @@ def _careful(dtype: torch.dtype, textbook: bool | str = False):
 def eager_in_dtype(problem: FLCEProblem) -> Outcome:
     """The yardstick of the tolerance rule (ligerbench/tolerance.py): full logits in PyTorch in
     float32 from the same inputs (never rounded), their gradient rounded once to a 16-bit case
-    dtype before the products (suites/rounding.py says why), each output rounded once to that dtype."""
+    dtype before the products (suites/common/rounding.py says why), each output rounded once to that dtype."""
     upcast = {"hidden": problem.hidden, "weight": problem.weight, "bias": problem.bias}
     careful = _careful(problem.hidden.dtype)
     out = yardstick(lambda p: run_flce(careful, p), one_step(problem), upcast)

@@ -8,9 +8,9 @@ bugs, registered together.
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.flkd import axes, bench, mutants, providers, spec
 from ligerbench.suites.flkd.grid import flkd_cases
-from ligerbench.suites.hints import numerical_hints
 
 # spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(

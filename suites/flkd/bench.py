@@ -62,7 +62,7 @@ def heads(dtype: str, tokens: int | None, smoke: bool) -> list[SweepPoint]:
 
 def eager_bf16_product(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, **options):
     """What trainers write: each head's product in the inputs' dtype, then float32 logits."""
-    from ligerbench.suites import distill_semantics as semantics
+    from ligerbench.suites.families import distill as semantics
 
     xs = (student_hidden @ student_weight.t()).float()
     xt = (teacher_hidden @ teacher_weight.t()).float()

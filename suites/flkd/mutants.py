@@ -1,10 +1,10 @@
-"""Planted bugs of `flkd`: suites/distill_mutants.py's bug classes on the logits of two heads
+"""Planted bugs of `flkd`: suites/families/distill_mutants.py's bug classes on the logits of two heads
 (the top-K ones need a top-K teacher: `kd`'s), each on the slices of the grid where it shows."""
 
 from __future__ import annotations
 
 from ligerbench.registry import Provider
-from ligerbench.suites.distill_mutants import BUGS, on_head
+from ligerbench.suites.families.distill_mutants import BUGS, on_head
 
 HEAD_BUGS = tuple(bug for bug in BUGS if not bug.startswith("topk_"))
 

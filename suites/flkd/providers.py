@@ -6,8 +6,8 @@ from __future__ import annotations
 import functools
 
 from ligerbench.registry import OURS, Provider
-from ligerbench.suites import distill_semantics as semantics
-from ligerbench.suites.compiled import compiled_on_gpu
+from ligerbench.suites.common.compiled import compiled_on_gpu
+from ligerbench.suites.families import distill as semantics
 from ligerbench.suites.kd.providers import textbook_supports
 
 

@@ -1,13 +1,13 @@
 """The `flkd` kernel as the harness sees it: its inputs, float64 reference, yardsticks and call.
 
 Student logits hidden @ weight.T, teacher logits teacher_hidden @ teacher_weight.T, then
-kernels/distill.py's semantics (suites/distill_semantics.py). A provider is
+kernels/distill.py's semantics (suites/families/distill.py). A provider is
 `fn(student_hidden, student_weight, teacher_hidden, teacher_weight, *, labels, divergence, beta,
 temperature, ignore_index, reduction) -> loss`; the student's hidden and weight get gradients,
 the teacher's two tensors are leaves that require grad and must get none (`teacher_no_grad`).
 The float64 truth forms both heads' logits in float64; the careful yardstick in float32 from the
 same inputs, the student logits' gradient rounded once to a 16-bit dtype before the products
-(suites/rounding.py) and each gradient once.
+(suites/common/rounding.py) and each gradient once.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import torch
 
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome, as_handed
-from ligerbench.suites import distill_semantics as semantics
-from ligerbench.suites.distill_semantics import IGNORE, make_labels, make_upstream, run_loss, upcast
+from ligerbench.suites.common.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
+from ligerbench.suites.families import distill as semantics
+from ligerbench.suites.families.distill import IGNORE, make_labels, make_upstream, run_loss, upcast
 from ligerbench.suites.flkd.axes import TEACHER_WIDER
 from ligerbench.suites.flp.spec import lay_out
-from ligerbench.suites.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
 
 TENSORS = ("student_hidden", "student_weight", "teacher_hidden", "teacher_weight")
 
@@ -115,7 +115,7 @@ def eager_in_dtype(problem: FLKDProblem, **extra) -> Outcome:
 
 
 def model_code(student_hidden, student_weight, teacher_hidden, teacher_weight, labels=None, **options):
-    """Both heads as model code forms them (suites/rounding.py, model_logits: each lm_head in its
+    """Both heads as model code forms them (suites/common/rounding.py, model_logits: each lm_head in its
     inputs' dtype, then `.float()`), then the divergence in float32 as users write it."""
     xs, xt = model_logits(student_hidden, student_weight), model_logits(teacher_hidden, teacher_weight)
     return semantics.reference(xs, xt, labels, **options)

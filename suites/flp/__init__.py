@@ -7,9 +7,9 @@ ligerbench checks it: spec, axes, grid, suites, providers and planted bugs, regi
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.flp.grid import flp_cases
-from ligerbench.suites.hints import numerical_hints
 
 # spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
 KERNEL = KernelSpec(

@@ -21,7 +21,7 @@ import torch
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
-from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.flce.bench import flops, gradient_mib  # the same head: its matmuls and its gradients
 from ligerbench.suites.flp.axes import case as flp_case
 from ligerbench.suites.flp.providers import chunked_checkpoint

@@ -1,13 +1,13 @@
-"""Planted bugs of `flp`: suites/log_prob_mutants.py's bug classes on the logits of the head, plus
+"""Planted bugs of `flp`: suites/families/log_prob_mutants.py's bug classes on the logits of the head, plus
 two only a fused head has: logits rounded to the inputs' dtype before the float32 math (Liger
 #1432: 4-23% gradient error), and a softmax normalised per vocabulary chunk (Liger #1472)."""
 
 from __future__ import annotations
 
 from ligerbench.registry import Provider
-from ligerbench.suites import log_prob_semantics as semantics
-from ligerbench.suites.input_mutants import upstream_read_dense, with_upstream
-from ligerbench.suites.log_prob_mutants import BUGS, buggy
+from ligerbench.suites.common.input_mutants import upstream_read_dense, with_upstream
+from ligerbench.suites.families import log_prob as semantics
+from ligerbench.suites.families.log_prob_mutants import BUGS, buggy
 
 HEAD_BUGS = (
     "temperature_on_logp",

@@ -9,8 +9,8 @@ import torch
 from torch.utils.checkpoint import checkpoint
 
 from ligerbench.registry import OURS, Provider
-from ligerbench.suites import log_prob_semantics as semantics
-from ligerbench.suites.compiled import compiled_on_gpu
+from ligerbench.suites.common.compiled import compiled_on_gpu
+from ligerbench.suites.families import log_prob as semantics
 
 
 def _ours(**settings):

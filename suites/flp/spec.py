@@ -1,12 +1,12 @@
 """The `flp` kernel as the harness sees it: its inputs, float64 reference, yardstick and call.
 
-x = hidden @ weight.T (+ bias), then kernels/log_probs.py's semantics (suites/log_prob_semantics.py).
+x = hidden @ weight.T (+ bias), then kernels/log_probs.py's semantics (suites/families/log_prob.py).
 A provider is `fn(hidden, weight, target, *, bias, temperature, softcap, logit_scale,
 ignore_index) -> (logp, entropy)`; gradients of hidden, weight and bias through the case's
 upstream on logp, entropy or both. The float64 truth forms the logits in float64; the yardstick
 forms them in float32 from the same (16-bit) inputs, never rounded (docs/bugs.md, "Bug classes in
 log-probs and entropy"), rounds the logits' gradient once to a 16-bit dtype before the products
-(suites/rounding.py) and each 16-bit gradient once.
+(suites/common/rounding.py) and each 16-bit gradient once.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import torch
 
 from ligerbench.cases import DTYPES, Case, batch_split, batched, generator_for
 from ligerbench.problems import Outcome, as_handed
-from ligerbench.suites import log_prob_semantics as semantics
-from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs
-from ligerbench.suites.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
+from ligerbench.suites.common.rounding import SIXTEEN_BITS, grad_rounded_to, held_as_float32, model_logits
+from ligerbench.suites.families import log_prob as semantics
+from ligerbench.suites.families.log_prob import IGNORE, make_target, make_upstream, run_outputs
 
 SHIFT = -200.0  # "shifted" logits: every logit 200 below zero, through the bias (verl #7439)
 GRADS = ("hidden", "weight", "bias")
@@ -105,7 +105,7 @@ def flp_semantics(hidden, weight, target, *, bias=None, **options):
 
 def _careful(dtype: torch.dtype):
     """flp_semantics on float32 operands whose logits' gradient is rounded once to `dtype`
-    (suites/rounding.py: what a kernel with 16-bit product operands does; in fp16 at a large
+    (suites/common/rounding.py: what a kernel with 16-bit product operands does; in fp16 at a large
     vocabulary that gradient is subnormal: docs/bugs.md, bug 10)."""
 
     def fn(hidden, weight, target, *, bias=None, **options):
@@ -143,7 +143,7 @@ def eager_in_dtype(problem: FLPProblem) -> Outcome:
 
 
 def model_code(hidden, weight, target, *, bias=None, **options):
-    """The head as model code forms it (suites/rounding.py, model_logits: the logits in the inputs'
+    """The head as model code forms it (suites/common/rounding.py, model_logits: the logits in the inputs'
     dtype, then `.float()`), then log_softmax and the entropy in float32 as users write them."""
     return semantics.reference(model_logits(hidden, weight, bias), target, textbook=True, **options)
 

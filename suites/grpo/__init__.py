@@ -7,9 +7,9 @@ checks it: spec, axes, grid, suites, providers and planted bugs, registered toge
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.grpo import axes, bench, mutants, providers, spec
 from ligerbench.suites.grpo.grid import grpo_cases
-from ligerbench.suites.hints import numerical_hints
 
 
 def _split(case) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites import split_step
+from ligerbench.suites.common import split_step
 
 B = Axis("b", "sequences (completions) in the batch", {"quick": (4,), "full": (8,)}, tag="b", default=NO_DEFAULT)
 T = Axis("t", "completion length (tokens per sequence, ragged under the mask)", {"quick": (6,), "full": (1024,)},

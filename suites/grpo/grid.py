@@ -1,12 +1,12 @@
 """The case grid of `grpo`: every loss type at each importance level and KL estimator, then an
-all-pairs covering design (suites/covering.py) over the rest, so every pair of values of any two
+all-pairs covering design (suites/common/covering.py) over the rest, so every pair of values of any two
 axes meets in some case (each split of COVERED_SPLITS with each loss type included), then the
 split step's spreads (SPREAD_CASES)."""
 
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.common.covering import all_pairs
 from ligerbench.suites.grpo.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16")}
@@ -15,7 +15,7 @@ COVERED = ("loss_type", "importance_level", "kl", "temperature", "eps", "split",
 # spreads come in SPREAD_CASES alone (each pairing is seconds of Triton's interpreter in CI).
 COVERED_SPLITS = ("none", "accum2", "dp2")
 # The split step with uneven pieces, one token in the step and an empty piece
-# (suites/split_step.py): each normaliser (per sequence: grpo, dr_grpo; per token: dapo, cispo)
+# (suites/common/split_step.py): each normaliser (per sequence: grpo, dr_grpo; per token: dapo, cispo)
 # on the spread its local form shows on, 2 and 4 pieces, data parallel and accumulated, one in
 # bf16; and an empty piece under the per-sequence mean (its empty completions still count in B).
 # Five cases, ~2 s each through the interpreter: CI's budget.

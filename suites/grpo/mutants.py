@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench.registry import Provider
-from ligerbench.suites import split_step
+from ligerbench.suites.common import split_step
 
 
 def _op():
@@ -126,7 +126,7 @@ PROVIDERS = (
                                                                        "loss_type": "cispo"}),
 )  # fmt: skip
 PROVIDERS += (
-    # the trainer's half of the same bug, for the per-sequence normalisers too (suites/split_step.py)
+    # the trainer's half of the same bug, for the per-sequence normalisers too (suites/common/split_step.py)
     split_step.local_normaliser(
         "grpo", "mutant_grpo_local_normaliser", _op,
         "each piece of a split step normalised by its own sequences (grpo, dr_grpo) or tokens (dapo, cispo), the "

@@ -25,11 +25,11 @@ import torch
 
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome
-from ligerbench.suites import split_step
+from ligerbench.suites.common import split_step
+from ligerbench.suites.common.rounding import grad_rounded_to
+from ligerbench.suites.common.split_step import Split, blocks, even_sizes
+from ligerbench.suites.families.log_prob import textbook_forms
 from ligerbench.suites.grpo.axes import BETA, EPS_VALUES
-from ligerbench.suites.log_prob_semantics import textbook_forms
-from ligerbench.suites.rounding import grad_rounded_to
-from ligerbench.suites.split_step import Split, blocks, even_sizes
 from ligerbench.tolerance import yardstick
 
 
@@ -43,7 +43,7 @@ class GRPOProblem:
     advantages: torch.Tensor  # [B] float32
     mask: torch.Tensor  # [B, T] int64, 1 for a completion token
     options: dict  # loss_type, importance_level, eps_low, eps_high, beta, kl_estimator, temperature
-    split: str  # suites/split_step.py: "none", or the pieces' kind and count
+    split: str  # suites/common/split_step.py: "none", or the pieces' kind and count
     spread: str = "drawn"  # how the completion tokens fall over the pieces (spread_mask)
 
 
@@ -98,7 +98,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> GRPOProblem:
 
 
 def spread_lengths(case: Case, lengths: torch.Tensor) -> torch.Tensor:
-    """The completions' lengths under the case's spread (suites/split_step.py): uneven pieces keep
+    """The completions' lengths under the case's spread (suites/common/split_step.py): uneven pieces keep
     the drawn lengths (their sequence counts differ: piece_sizes); one_token leaves one completion
     token in the step, the last sequence's first (advantages[-1] is not 0); empty_piece empties
     the first piece's sequences (truncated or filtered completions)."""
@@ -134,7 +134,7 @@ def truth_loss(hidden, weight, completion_ids, old_logp, ref_logp, advantages, m
                importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items=None,
                max_completion_length=None, logits_grad_dtype=None, textbook=False):  # fmt: skip
     """The published formulas in PyTorch, in the inputs' dtype (float64: the truth; float32: the
-    yardstick, whose logits' gradient is rounded once to `logits_grad_dtype`: suites/rounding.py).
+    yardstick, whose logits' gradient is rounded once to `logits_grad_dtype`: suites/common/rounding.py).
     Full logits; nothing shared with kernels/grpo_loss.py. textbook: as a trainer writes it, the
     product in the inputs' dtype (a model's lm_head), then float32 logits and the formulas."""
     x = (hidden @ weight.T).float() if textbook else hidden @ weight.T
@@ -181,7 +181,7 @@ def piece_recipe(problem: GRPOProblem, rows: slice, local: bool = False) -> tupl
     factor folds in DDP's average over the ranks, so the pieces' gradients are summed. Per token
     (dapo, cispo): num_items the step's count (over the world, data parallel). Per sequence
     (grpo's mean over sequences, dr_grpo's B * max_completion_length): the piece's mean weighted
-    by its share of the step's sequences. `local`: the planted bug (suites/split_step.py), each
+    by its share of the step's sequences. `local`: the planted bug (suites/common/split_step.py), each
     piece normalised by its own count or sequences, the pieces averaged."""
     split = Split.of(problem.split)
     world = split.pieces
@@ -245,7 +245,7 @@ def reference(problem: GRPOProblem) -> Outcome:
 
 def eager_in_dtype(problem: GRPOProblem) -> Outcome:
     """The yardstick (ligerbench/tolerance.py): the formulas in float32 from the same inputs, the
-    logits' gradient rounded once to a 16-bit case dtype before the products (suites/rounding.py),
+    logits' gradient rounded once to a 16-bit case dtype before the products (suites/common/rounding.py),
     each output rounded once to that dtype."""
 
     def careful(*args, **kwargs):

@@ -7,7 +7,7 @@ ligerbench checks it: spec, axes, grid, suites, providers and planted bugs, regi
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.kd import axes, bench, mutants, providers, spec
 from ligerbench.suites.kd.grid import kd_cases
 

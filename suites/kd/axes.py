@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites import distill_semantics as ds
+from ligerbench.suites.families import distill as ds
 
 N = Axis("n", "tokens (rows of the logits)", {"quick": (8, 1, 5), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT, means={1: "one token: none returns shape [1]"})  # fmt: skip

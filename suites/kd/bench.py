@@ -16,7 +16,7 @@ import torch
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator, element_bytes
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
-from ligerbench.suites import distill_semantics as semantics
+from ligerbench.suites.families import distill as semantics
 from ligerbench.suites.kd.axes import case as kd_case
 
 PASSES = {"full": 3, "forward": 2, "backward": 3}

@@ -1,6 +1,6 @@
 """The `kd` kernel as the harness sees it: its inputs, float64 reference, yardsticks and call.
 
-Semantics: kernels/distill.py's docstring, in PyTorch in suites/distill_semantics.py. A provider
+Semantics: kernels/distill.py's docstring, in PyTorch in suites/families/distill.py. A provider
 is `fn(student, teacher, *, labels, teacher_ids, divergence, beta, temperature, ignore_index,
 reduction, teacher_grad) -> loss`; the case runner hands both logits exactly as laid out (a
 column slice of a padded vocabulary, transposed storage, [B, T, V]), the teacher as a leaf that
@@ -17,8 +17,8 @@ import torch
 
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome, as_handed
-from ligerbench.suites import distill_semantics as semantics
-from ligerbench.suites.distill_semantics import (
+from ligerbench.suites.families import distill as semantics
+from ligerbench.suites.families.distill import (
     IGNORE,
     draw_teacher,
     make_labels,

@@ -7,7 +7,7 @@ checks it: spec, axes, grid, suites, providers and planted bugs, registered toge
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.lp import axes, bench, mutants, providers, spec
 from ligerbench.suites.lp.grid import lp_cases
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
-from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.families import log_prob as semantics
 
 N = Axis("n", "tokens (rows of the logits)", {"quick": (24, 1, 7), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT)  # fmt: skip

@@ -1,11 +1,11 @@
 """The case grid of `lp`, per preset: a core of the crossings the bug classes need, then an
-all-pairs covering design (suites/covering.py) over every axis, so every pair of values of any
+all-pairs covering design (suites/common/covering.py) over every axis, so every pair of values of any
 two axes meets in some case."""
 
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.covering import all_pairs, shape_star
+from ligerbench.suites.common.covering import all_pairs, shape_star
 from ligerbench.suites.lp.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}

@@ -1,11 +1,11 @@
-"""Planted bugs of `lp`: suites/log_prob_mutants.py's bug classes, each on the slices of the grid
+"""Planted bugs of `lp`: suites/families/log_prob_mutants.py's bug classes, each on the slices of the grid
 where it shows (padding needs the padded_vocab layout here)."""
 
 from __future__ import annotations
 
 from ligerbench.registry import Provider
-from ligerbench.suites.input_mutants import upstream_read_dense, with_upstream
-from ligerbench.suites.log_prob_mutants import BUGS, buggy
+from ligerbench.suites.common.input_mutants import upstream_read_dense, with_upstream
+from ligerbench.suites.families.log_prob_mutants import BUGS, buggy
 
 PADDED = {"mass_on_padding", "entropy_nan_at_zero"}  # -inf columns exist only in this layout
 

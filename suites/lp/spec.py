@@ -1,6 +1,6 @@
 """The `lp` kernel as the harness sees it: its inputs, float64 reference, yardstick and call.
 
-Semantics: kernels/log_probs.py's docstring, in PyTorch in suites/log_prob_semantics.py. A
+Semantics: kernels/log_probs.py's docstring, in PyTorch in suites/families/log_prob.py. A
 provider is `fn(logits, target, *, temperature, softcap, logit_scale, ignore_index) ->
 (logp, entropy)`; the case runner hands it the logits exactly as laid out (a vocabulary padded with
 -inf columns, transposed storage, [B, T, V]) and runs backward with the case's upstream
@@ -16,8 +16,8 @@ import torch
 
 from ligerbench.cases import DTYPES, Case, batched, generator_for
 from ligerbench.problems import Outcome, as_handed
-from ligerbench.suites import log_prob_semantics as semantics
-from ligerbench.suites.log_prob_semantics import IGNORE, make_target, make_upstream, run_outputs, shape_logits
+from ligerbench.suites.families import log_prob as semantics
+from ligerbench.suites.families.log_prob import IGNORE, make_target, make_upstream, run_outputs, shape_logits
 
 VOCAB_PAD = 64  # padded_vocab: V rounded up to a multiple of this, plus one more multiple
 

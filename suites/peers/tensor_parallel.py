@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from ligerbench.suites.rounding import backward_through
+from ligerbench.suites.common.rounding import backward_through
 
 
 def summed_over_group(hidden: torch.Tensor, group) -> torch.Tensor:

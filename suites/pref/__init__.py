@@ -7,7 +7,7 @@ spec, axes, grid, suites, providers and planted bugs, registered together.
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.pref import axes, mutants, providers, spec
 from ligerbench.suites.pref.grid import pref_cases
 

@@ -27,7 +27,7 @@ from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
-from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import KernelSpec, Registry, Suite
 from ligerbench.suites.ce import has_z_loss
-from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 

@@ -32,8 +32,8 @@ from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, drawn_targets,
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
-from ligerbench.suites import bench_shapes
 from ligerbench.suites.ce.bench import plain_options
+from ligerbench.suites.common import bench_shapes
 from ligerbench.suites.flce.bench import MATMULS
 from ligerbench.suites.peers.tensor_parallel import summed_over_group
 from ligerbench.suites.vp_ce.bench import (

@@ -13,7 +13,7 @@ import functools
 import torch
 
 from ligerbench.registry import Provider
-from ligerbench.suites.input_mutants import upstream_read_dense
+from ligerbench.suites.common.input_mutants import upstream_read_dense
 from ligerbench.suites.vp_ce.mesh import MESHES, with_world_group, with_world_rank_offset
 from ligerbench.suites.vp_ce.mutants import local_vocab_merged
 from ligerbench.suites.vp_flce.providers import three_chunks

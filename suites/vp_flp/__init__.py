@@ -15,7 +15,7 @@ beside verl's and Liger's tensor-parallel heads (suites/vp_flp/bench.py).
 from __future__ import annotations
 
 from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.hints import numerical_hints
+from ligerbench.suites.common.hints import numerical_hints
 from ligerbench.suites.vp_ce.mesh import procs_of
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases

@@ -8,7 +8,7 @@ import dataclasses
 
 from ligerbench.axes import Axis
 from ligerbench.cases import Case
-from ligerbench.suites import log_prob_semantics as semantics
+from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.flp import axes as flp
 from ligerbench.suites.vp_ce.axes import WORLD
 from ligerbench.suites.vp_ce.mesh import MESH

@@ -1,13 +1,13 @@
 """The case grid of `vp_flp`, per preset: per dtype, a core of the crossings the vocab-parallel
 bug classes need (every world size; the merge's confident, shifted and flat rows; K targets on
-shard edges; an empty shard; one token), then an all-pairs covering design (suites/covering.py)
+shard edges; an empty shard; one token), then an all-pairs covering design (suites/common/covering.py)
 over the flp axes that matter and the world size, so that every pair of values meets once (in
 fp32; the 16-bit dtypes get the core: Triton's interpreter keeps the CPU grid small)."""
 
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.covering import all_pairs
+from ligerbench.suites.common.covering import all_pairs
 from ligerbench.suites.flp.grid import PEER_HIDDEN
 from ligerbench.suites.vp_ce.mesh import MESHED
 from ligerbench.suites.vp_flp.axes import AXES, case

@@ -130,7 +130,7 @@ def _entropy_identity_log_softmax(hidden, weight_shard, target, *, bias, group, 
     -(p * logp).sum(-1) with p = exp(logp), then gets -p (logp + 1) for its gradient where
     -p (logp + H) is right. The whole head gathered (suites/vp_flp/providers.py `gathered`), the
     log-prob of the target right, the entropy through that log_softmax."""
-    from ligerbench.suites.log_prob_semantics import reference
+    from ligerbench.suites.families.log_prob import reference
     from ligerbench.suites.vp_flp.providers import gathered_head
 
     weight, full_bias = gathered_head(weight_shard, bias, group, vocab_start)

@@ -53,7 +53,7 @@ class _HandOn(torch.autograd.Function):
 
 def backward_through(x: torch.Tensor, fn) -> torch.Tensor:
     """`x`, whose gradient backward passes through `fn` on its way on: a rounding here, a wrong
-    upstream in a planted bug (suites/input_mutants.py), a peer's group sum (suites/peers/)."""
+    upstream in a planted bug (suites/common/input_mutants.py), a peer's group sum (suites/peers/)."""
     return _HandOn.apply(x, fn)
 
 

@@ -1,6 +1,6 @@
 """Single-step checks of the convergence suite: logits_to_keep and packing (tolerance rule 2).
 
-Both compare one forward/backward of the same weights done two ways; suites/converge.py runs
+Both compare one forward/backward of the same weights done two ways; suites/converge/__init__.py runs
 them.
 """
 

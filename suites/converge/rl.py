@@ -2,7 +2,7 @@
 and synthetic rewards, with our fused log-probs (kernels/hf_log_probs.py, flp as lm_head's
 forward) against transformers' own logits path (TRL's: logits_to_keep + 1 positions, the last
 dropped, divided by the temperature) and a float64 run of that path, judged like `converge`
-(suites/converge.py's judge_trajectory: loss per step, final parameters, eval top-k log-probs).
+(suites/converge/__init__.py's judge_trajectory: loss per step, final parameters, eval top-k log-probs).
 
 The RL step (the same data for all three runs): each batch's last half is the completion; its
 old log-probs are the initial float32 model's, computed once (so the importance ratio starts at
@@ -53,7 +53,7 @@ from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.kernels.hf_log_probs import completion_log_probs
 from ligerbench.records import Record
 from ligerbench.suites.converge import judge_trajectory
-from ligerbench.suites.converge_parallel import (
+from ligerbench.suites.converge.parallel import (
     PLAN_PATCHES,
     case_batches,
     judge_parallel,

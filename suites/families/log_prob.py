@@ -5,7 +5,7 @@ and upstream gradients are drawn, and how a provider's outputs and gradients are
 The yardstick (docs/bugs.md, "Bug classes in log-probs and entropy"): the logits computed in float32
 from the unrounded inputs, never rounded to 16 bits (what torch.compile and a careful kernel do),
 the semantics in float32, and each 16-bit gradient rounded once at the end (for `flp`, the logits'
-gradient once before the products too: suites/rounding.py). A kernel that rounds the logits to bf16
+gradient once before the products too: suites/common/rounding.py). A kernel that rounds the logits to bf16
 before the softmax is then 4-23% off (Liger #1432) against a yardstick within a rounding of the
 truth. That is the careful yardstick; `reference(..., textbook=True)` is the textbook one
 (ligerbench/tolerance.py).
@@ -17,7 +17,7 @@ import torch
 
 from ligerbench.axes import Axis
 from ligerbench.problems import Outcome, Spy, as_handed, copies_of, fresh_view, layout_of, same_bits, written
-from ligerbench.suites.device_tanh import forms_on, tanh_one_ulp_low
+from ligerbench.suites.common.device_tanh import forms_on, tanh_one_ulp_low
 
 IGNORE = -100
 
@@ -29,7 +29,7 @@ def reference(x, target, *, temperature=1.0, softcap=None, logit_scale=1.0, igno
     and -(p * logp).sum(-1); "logsumexp", x_t - logsumexp(x) and logsumexp(x) - (p * x).sum(-1)
     (verl's and TRL's PyTorch functions, and the online-softmax kernels' closing formulas);
     "tanh_ulp", as True with the softcap's tanh one ulp nearer 0, as a device's may be
-    (suites/device_tanh.py)."""
+    (suites/common/device_tanh.py)."""
     z = logit_scale * x
     if softcap:
         tanh = tanh_one_ulp_low if textbook == "tanh_ulp" else torch.tanh

@@ -1,5 +1,5 @@
 """Planted bugs of the distillation kernels (`kd`, `flkd`), one per real bug class (the table below,
-with the public reports), each a PyTorch rendering of suites/distill_semantics.py with the bug in
+with the public reports), each a PyTorch rendering of suites/families/distill.py with the bug in
 it, on float32 logits: the verify grid must catch every one, and `ligerbench selftest` shows which
 case does.
 
@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from ligerbench.suites import distill_semantics as semantics
+from ligerbench.suites.families import distill as semantics
 
 
 def buggy(bug: str):

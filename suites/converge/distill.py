@@ -1,9 +1,9 @@
 """`converge MODEL --distill jsd|forward_kl|reverse_kl`: a mini student trained from a fixed mini
 teacher with our fused distillation loss (kernels/fused_linear_distill.py, `flkd`: the student's
 last hidden state and lm_head weight, the teacher's), against the same divergence on full logits
-in plain PyTorch (transformers' logits path, then suites/distill_semantics.py's loss as users
+in plain PyTorch (transformers' logits path, then suites/families/distill.py's loss as users
 write it, TRL's generalized_jsd_loss) and a float64 run of that path, judged like `converge`
-(suites/converge.py's judge_trajectory: loss per step, final parameters, eval top-k log-probs).
+(suites/converge/__init__.py's judge_trajectory: loss per step, final parameters, eval top-k log-probs).
 
 The teacher: the same architecture built from its config with its own fixed seed, then trained
 `preset.steps` steps of transformers' loss on the synthetic language (ligerbench/converge/data.py,
@@ -35,7 +35,7 @@ from ligerbench.converge.models import build_model
 from ligerbench.converge.train import eval_logprobs, train
 from ligerbench.kernels.fused_linear_distill import fused_linear_distill
 from ligerbench.suites.converge import judge_trajectory
-from ligerbench.suites.distill_semantics import reference
+from ligerbench.suites.families.distill import reference
 
 DIVERGENCES = ("jsd", "forward_kl", "reverse_kl")
 TEMPERATURE = 2.0

@@ -159,8 +159,8 @@ def natural_scales(natural: Outcome) -> dict[str, float]:
 
 
 def make_labels(rows: tuple[int, ...], v: int, pattern: str, gen) -> torch.Tensor:
-    """Labels [*rows] with an ignore pattern (suites/log_prob_semantics.py's make_target)."""
-    from ligerbench.suites.log_prob_semantics import make_target
+    """Labels [*rows] with an ignore pattern (suites/families/log_prob.py's make_target)."""
+    from ligerbench.suites.families.log_prob import make_target
 
     return make_target(rows, None, v, pattern, gen)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.suites.log_prob_semantics import at_targets
+from ligerbench.suites.families.log_prob import at_targets
 
 
 def buggy(bug: str):

@@ -18,7 +18,7 @@ What is checked, and why:
                       never the logits buffer (docs/bugs.md, bug 3)
   logits_to_keep      k = 0, 1, K in train and eval mode (docs/bugs.md, bug 5), rule 2
   packed              per-sequence mean on a packed row == padded batch (docs/bugs.md, bug 4), rule 2
-The packed/logits_to_keep helpers live in suites/converge_checks.py.
+The packed/logits_to_keep helpers live in suites/converge/checks.py.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from ligerbench.converge.data import make_batches
 from ligerbench.converge.train import RunResult, eval_logprobs, flat, topk_logprob_error, train
 from ligerbench.kernels.hf import CausalLMPatch
 from ligerbench.records import Record
-from ligerbench.suites.converge_checks import check_logits_to_keep, check_packed
+from ligerbench.suites.converge.checks import check_logits_to_keep, check_packed
 
 # --patch: which of our kernels go into the model. ce: our CE on the logits; flce: fused
 # linear + CE in training; both: flce in training, ce wherever logits exist.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from ligerbench.suites.rounding import backward_through
+from ligerbench.suites.common.rounding import backward_through
 
 
 def dense_strides(shape) -> tuple[int, ...]:

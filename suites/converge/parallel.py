@@ -7,7 +7,7 @@ Every rank trains the model under the plan with our kernels patched in (ligerben
 parallel.py: ddp and fsdp2 each rank its slice of every global batch, tp the same batch, the 2-D
 plans each dp replica its slice), judged against transformers' run in the case's dtype and the
 float64 run, each single-process on the WHOLE batch (the yardstick and truth of
-suites/converge.py), trained once: rank 0 the yardstick, rank 1 the truth, broadcast
+suites/converge/__init__.py), trained once: rank 0 the yardstick, rank 1 the truth, broadcast
 (ligerbench/converge/yardsticks.py). Checks (rank 0's records; the other ranks judge nothing):
   patch_active       our training kernel ran on every rank, once per micro-batch
   grads@step0        all parameters' gradients after step 0's reduction over ranks, against the
@@ -42,7 +42,7 @@ from ligerbench.suites.converge import TRAINING_KERNEL, judge_trajectory
 # logits to the vocab-parallel cross entropy and flce (both) takes lm_head's weight shard to the
 # vocab-parallel fused kernel, with the tp group (kernels/hf.py). A plan that cannot take one is
 # refused here, before any rank starts.
-# `flp` is `converge --rl` (suites/converge_rl.py): its log-probs come through the model's parts
+# `flp` is `converge --rl` (suites/converge/rl.py): its log-probs come through the model's parts
 # (completion_log_probs), not DDP's wrapper forward, which DDP's gradient sync needs.
 PLAN_PATCHES = {
     "ddp": ("ce", "flce", "both"),
@@ -165,7 +165,7 @@ def run_parallel_case(
     an exception is raised, not recorded, so that the launcher ends every rank at once)."""
     if case.patch not in PLAN_PATCHES[case.parallel] or case.patch == "flp":
         raise ValueError(f"--parallel {case.parallel} takes --patch {'/'.join(PLAN_PATCHES[case.parallel])}"
-                         " (flp trains through suites/converge_rl.py)")  # fmt: skip
+                         " (flp trains through suites/converge/rl.py)")  # fmt: skip
     c = Checker(case, run_id, patcher, sink)
     result = check_parallel_trajectory(c, on_step, norm=norm)
     result.records = c.records
