@@ -171,3 +171,29 @@ def test_a_peer_named_by_what_it_calls_is_listed():
     assert audit.listed_in(passages, "trl_chunked", "grad_hidden", *names) == 8
     assert audit.listed_in(passages, "trl_chunked", "entropy", *names) is None  # that paragraph classifies nothing
     assert audit.listed_in(passages, "trl_chunked", "grad_hidden") is None  # by its name alone: only the inventory
+
+
+def test_every_failing_check_of_the_committed_audits_is_in_docs_peers():
+    """The committed GPU audits (results/runs/audit-*) and docs/peers.md stay in step: each peer's
+    failing or erroring check there is named by a passage of the page (the audit's own text match),
+    so a finding cannot sit in the evidence unclassified."""
+    from pathlib import Path
+
+    from ligerbench.builtin import default_registry
+
+    root = Path(__file__).resolve().parent.parent
+    passages = audit.peer_passages((root / "docs" / "peers.md").read_text())
+    providers = {(p.kernel, p.name): p for p in default_registry().providers.values()}
+    runs = sorted((root / "results" / "runs").glob("audit-*/*-verify-*/records.csv.gz"))
+    assert len(runs) >= 6  # liger's six kernels at least: the check below reads them
+    missing, seen = [], 0
+    for run in runs:
+        df = pd.read_csv(run)
+        failing = df[df.verdict.isin(["fail", "error"])][["provider", "quantity"]].drop_duplicates()
+        kernel = run.parent.name.split("-verify-")[1].rsplit("-", 1)[0]
+        for provider, quantity in failing.itertuples(index=False):
+            seen += 1
+            library, names = audit.doc_names(providers[(kernel, provider)])
+            if audit.listed_in(passages, provider, quantity, library, names) is None:
+                missing.append(f"{kernel} {provider} {quantity} ({run.parent.parent.name})")
+    assert seen > 0 and not missing, missing

@@ -55,13 +55,14 @@ def _quoted_paths(page: Path) -> list[str]:
 
 
 def _summary(run: Path) -> str:
-    """The run's summary: summary.md (gzipped when large), or the kill matrix a selftest writes."""
-    for name in ("summary.md", "kill_matrix.md"):
+    """The run's summary: summary.md (gzipped when large), the kill matrix a selftest writes, or the
+    report an audit writes (audit-<library>.md, beside the verify run of each kernel)."""
+    for name in ("summary.md", "kill_matrix.md", *sorted(p.name for p in run.glob("audit-*.md"))):
         if (run / name).exists():
             return (run / name).read_text()
     if (run / "summary.md.gz").exists():
         return gzip.open(run / "summary.md.gz", "rt").read()
-    raise AssertionError(f"{run.relative_to(ROOT)} has no summary.md, summary.md.gz or kill_matrix.md")
+    raise AssertionError(f"{run.relative_to(ROOT)} has no summary.md, summary.md.gz, kill_matrix.md or audit-*.md")
 
 
 def test_every_run_is_in_the_index():
