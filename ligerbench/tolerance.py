@@ -73,7 +73,7 @@ kernel there, like careful PyTorch on CPU, landed 2.4e-7 from it (1.015x the str
 on a GPU the careful yardstick also runs once on a CPU copy of the inputs (`on_cpu`; problems of
 up to CPU_DRAW_ELEMENTS elements, never under torch.distributed, and not where that copy cannot
 run), counted like a nudge. On an H100 that check passes under it (2.437e-7 against a limit of
-7.26e-7; results/runs/verify-flkd-quick-h100/, kernels/NOTES.md).
+7.26e-7; results/runs/verify-flkd-quick-h100-99d129c/, kernels/NOTES.md).
 
 Error metric: relative L2, ||out - ref|| / ||ref|| (0 when both are exactly zero, inf when only
 the reference is). Non-finite values must match the reference exactly, element by element:

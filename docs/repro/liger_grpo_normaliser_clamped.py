@@ -1,10 +1,11 @@
-"""Liger-Kernel 0.8.5 (docs/peers.md, "Every failing check, classified"): its GRPO losses' dapo
-and cispo normaliser (the Triton loss's `_compute_dapo_normalizer` and the fused linear loss's copy
-of it, `LigerFusedLinearPPOBase._compute_dapo_normalizer`) divides the step's token count
-(`num_items_in_batch`, TRL's total over every process) by the world size and then clamps it to at least 1; TRL clamps the count first and then
-divides. With fewer valid tokens in the step than ranks the two differ: one valid token over
-four data-parallel ranks gives each rank a normaliser of 1 where TRL's is 1/4, and the gradient
-DDP averages is a quarter of the global token mean's (the one-token pattern of Megatron-LM #7452).
+"""Liger-Kernel 0.8.5 (docs/peers.md, "Every failing check, classified"): its GRPO losses' dapo and
+cispo normaliser (the Triton loss's `_compute_dapo_normalizer` and the fused linear loss's copy of
+it, `LigerFusedLinearPPOBase._compute_dapo_normalizer`) divides the step's token count
+(`num_items_in_batch`, TRL's total over every process) by the world size and then clamps it to at
+least 1; TRL clamps the count first and then divides. With fewer valid tokens in the step than
+ranks the two differ: one valid token over four data-parallel ranks gives each rank a normaliser
+of 1 where TRL's is 1/4, and the gradient DDP averages is a quarter of the global token mean's
+(the one-token pattern of Megatron-LM #7452).
 
 Four gloo ranks on CPU, each with its shard of a step whose only completion token is on rank 3;
 a rank's loss is its token sum over the normaliser, and DDP averages the ranks' gradients:
