@@ -7,11 +7,11 @@ its spec, case grid, suites, providers, planted bugs and bench, registered toget
 from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
-from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.ce.grid import ce_cases
 from ligerbench.suites.common import retained_backward, split_step
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.suites.common.registration import kernel_spec
 
 
 def has_z_loss(case: Case) -> bool:
@@ -19,15 +19,12 @@ def has_z_loss(case: Case) -> bool:
     return bool(OPTIONS[case.option].get("z_loss_scale"))
 
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="ce",
     description="cross entropy over logits [N, V]",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_ce,
     quantities=(
         "loss",
@@ -42,8 +39,6 @@ KERNEL = KernelSpec(
     axes=axes.AXES,
     signature="fn(logits, target, *, weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale, "
     "token_weight) -> loss | (loss, z_loss)",
-    peer="eager",
-    control="ours",
     bench=bench.SPEC,
     applies={"z_loss": has_z_loss},
     ranks=split_step.ranks_of,

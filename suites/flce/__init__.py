@@ -7,30 +7,25 @@ case grid, suites, providers, planted bugs and bench, registered together.
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.common import retained_backward, split_step
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="flce",
     description="fused linear + cross entropy: hidden [N, H] @ weight [V, H].T (+ bias) vs targets",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_flce,
     quantities=spec.QUANTITIES,
     grid=flce_cases,
     axes=axes.AXES,
     signature="fn(hidden, weight, target, *, bias, class_weight, ignore_index, reduction, label_smoothing, "
     "softcap, z_loss_scale, token_weight) -> loss | (loss, z_loss)",
-    peer="eager",
-    control="ours",
     bench=bench.SPEC,
     applies={
         "z_loss": has_z_loss,

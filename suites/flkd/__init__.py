@@ -7,20 +7,17 @@ bugs, registered together.
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.registry import Registry, Suite
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.flkd import axes, bench, mutants, providers, spec
 from ligerbench.suites.flkd.grid import flkd_cases
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="flkd",
     description="distillation divergence per token from student hidden + lm_head and teacher hidden + lm_head",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_flkd,
     quantities=("loss", "grad_student_hidden", "grad_student_weight", "teacher_no_grad", "input_unchanged",
                 "input_layout"),
@@ -28,8 +25,6 @@ KERNEL = KernelSpec(
     axes=axes.AXES,
     signature="fn(student_hidden, student_weight, teacher_hidden, teacher_weight, *, labels, divergence, beta, "
     "temperature, ignore_index, reduction) -> loss",
-    peer="eager",
-    control="ours",
     bench=bench.SPEC,
 )  # fmt: skip
 

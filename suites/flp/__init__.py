@@ -6,28 +6,23 @@ ligerbench checks it: spec, axes, grid, suites, providers and planted bugs, regi
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.registry import Registry, Suite
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.flp.grid import flp_cases
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="flp",
     description="per-token log-probs and entropy at a temperature from hidden [N, H] and an lm_head [V, H]",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_flp,
     quantities=("logp", "entropy", "outputs_float32", "grad_hidden", "grad_weight", "grad_bias", "input_unchanged",
                 "input_layout"),
     grid=flp_cases,
     axes=axes.AXES,
     signature="fn(hidden, weight, target, *, bias, temperature, softcap, logit_scale, ignore_index) -> (logp, entropy)",
-    peer="eager",
-    control="ours",
     bench=bench.SPEC,
     applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
 )  # fmt: skip

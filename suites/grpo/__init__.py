@@ -6,8 +6,8 @@ checks it: spec, axes, grid, suites, providers and planted bugs, registered toge
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.registry import Registry, Suite
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.grpo import axes, bench, mutants, providers, spec
 from ligerbench.suites.grpo.grid import grpo_cases
 
@@ -17,24 +17,19 @@ def _split(case) -> bool:
     return case.split != "none" and case.loss_type != "bnpo"
 
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="grpo",
     description="the GRPO family of policy losses (grpo, bnpo, dr_grpo, dapo, cispo) on flp's log-probs",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    textbook=spec.textbook,
-    hints=numerical_hints,
     run=spec.run_grpo,
     quantities=("loss", "grad_hidden", "grad_weight", "split_grad_hidden", "split_grad_weight", "input_unchanged"),
     grid=grpo_cases,
     axes=axes.AXES,
     signature="fn(hidden, weight, completion_ids, old_logp, ref_logp, advantages, mask, *, loss_type, "
     "importance_level, eps_low, eps_high, beta, kl_estimator, temperature, num_items, max_completion_length) -> loss",
-    peer="eager",
     bench=bench.SPEC,
-    control="ours",
     applies={"split_grad_hidden": _split, "split_grad_weight": _split},
     ranks=spec.ranks_of,
 )

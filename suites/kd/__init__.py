@@ -6,28 +6,23 @@ ligerbench checks it: spec, axes, grid, suites, providers and planted bugs, regi
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.registry import Registry, Suite
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.kd import axes, bench, mutants, providers, spec
 from ligerbench.suites.kd.grid import kd_cases
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="kd",
     description="distillation divergence (forward/reverse KL, JSD, TVD) per token from student and teacher logits",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_kd,
     quantities=("loss", "grad_student", "grad_teacher", "teacher_no_grad", "input_unchanged", "input_layout"),
     grid=kd_cases,
     axes=axes.AXES,
     signature="fn(student, teacher, *, labels, teacher_ids, divergence, beta, temperature, ignore_index, reduction, "
     "teacher_grad) -> loss",
-    peer="eager",
-    control="ours",
     bench=bench.SPEC,
     applies={"grad_teacher": lambda case: case.teacher_grad, "teacher_no_grad": lambda case: not case.teacher_grad},
 )

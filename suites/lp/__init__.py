@@ -6,27 +6,22 @@ checks it: spec, axes, grid, suites, providers and planted bugs, registered toge
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.registry import Registry, Suite
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.lp import axes, bench, mutants, providers, spec
 from ligerbench.suites.lp.grid import lp_cases
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="lp",
     description="per-token log-probs and entropy at a temperature, from logits [N, V]",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_lp,
     quantities=("logp", "entropy", "outputs_float32", "grad_logits", "input_unchanged", "input_layout"),
     grid=lp_cases,
     axes=axes.AXES,
     signature="fn(logits, target, *, temperature, softcap, logit_scale, ignore_index) -> (logp, entropy)",
-    peer="eager",
-    control="ours",
     bench=bench.SPEC,
 )
 

@@ -6,27 +6,23 @@ spec, axes, grid, suites, providers and planted bugs, registered together.
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.registry import Registry, Suite
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.pref import axes, mutants, providers, spec
 from ligerbench.suites.pref.grid import pref_cases
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="pref",
     description="preference losses (DPO sigmoid, IPO, KTO) on flp's per-sequence log-probs",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
     run=spec.run_pref,
     quantities=("loss", "grad_hidden", "grad_weight", "split_grad_hidden", "split_grad_weight", "input_unchanged"),
     grid=pref_cases,
     axes=axes.AXES,
     signature="fn(hidden, weight, ids, mask, ref_logps, *, loss_type, beta, label_smoothing, desirable, kl_ref, "
     "desirable_weight, undesirable_weight) -> loss",
-    peer="eager",
-    control="ours",
     applies={"split_grad_hidden": lambda case: case.split != "none",
              "split_grad_weight": lambda case: case.split != "none"},
 )  # fmt: skip

@@ -24,10 +24,10 @@ Targets on another rank than a given shard are in every case (random targets, wo
 from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
-from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 
@@ -71,15 +71,12 @@ def handed_gathered(case: Case) -> bool:
     return case.handed == "gathered"
 
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="vp_ce",
     description="vocab-parallel cross entropy: logits [N, V] sharded on the vocab dim over a process group",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_vp,
     quantities=("loss", "z_loss", "grad_logits", "input_unchanged", "refused"),
     grid=vp_ce_cases,
@@ -87,7 +84,6 @@ KERNEL = KernelSpec(
     ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
-    control="ours",
     bench=bench.SPEC,
     applies={
         "z_loss": lambda c: has_z_loss(c) and not handed_gathered(c),

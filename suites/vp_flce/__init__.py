@@ -27,9 +27,9 @@ partial). Targets on another rank than a given shard are in every case.
 from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
-from ligerbench.registry import KernelSpec, Registry, Suite
+from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
@@ -91,16 +91,13 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
     return list(dict.fromkeys(cases))
 
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="vp_flce",
     description="vocab-parallel fused linear + cross entropy: weight [V, H] sharded on the vocab dim, "
     "hidden [N, H] replicated",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_vp_flce,
     quantities=spec.QUANTITIES,
     grid=vp_flce_cases,
@@ -108,7 +105,6 @@ KERNEL = KernelSpec(
     ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
-    control="ours",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
     bench=bench.SPEC,
     simulated_devices=("cpu",),

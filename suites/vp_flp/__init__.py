@@ -14,22 +14,19 @@ beside verl's and Liger's tensor-parallel heads (suites/vp_flp/bench.py).
 
 from __future__ import annotations
 
-from ligerbench.registry import KernelSpec, Registry, Suite
-from ligerbench.suites.common.hints import numerical_hints
+from ligerbench.registry import Registry, Suite
+from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.vp_ce.mesh import procs_of
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
-# spelled out as data, as every kernel's registration is: read, not assembled by a shared helper
-KERNEL = KernelSpec(
+# the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
+# the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
+KERNEL = kernel_spec(
+    spec,
     name="vp_flp",
     description="vocab-parallel log-probs and entropy: weight [V, H] sharded on the vocab dim, hidden [N, H] "
     "replicated",
-    make_problem=spec.make_problem,
-    reference=spec.reference,
-    eager=spec.eager_in_dtype,
-    hints=numerical_hints,
-    textbook=spec.textbook,
     run=spec.run_vp_flp,
     quantities=spec.QUANTITIES,
     grid=vp_flp_cases,
@@ -37,7 +34,6 @@ KERNEL = KernelSpec(
     ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
-    control="ours",
     bench=bench.SPEC,
     applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
     simulated_devices=("cpu",),
