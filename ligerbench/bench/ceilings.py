@@ -10,9 +10,28 @@ derived columns are exercised.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget, time_region
+
+
+@dataclass(frozen=True)
+class Rate:
+    """How a kernel's work per ms reads as a rate (BenchSpec.rate), and which ceiling measured here
+    that rate is a share of: the bench's `% ceiling` column, and the floor of a target's `of_floor`."""
+
+    unit: str
+    scale: float  # work per ms / scale = unit
+    ceiling: str  # the key of measure()'s result it is a share of
+
+
+# bandwidth-bound kernels (work in bytes): bytes per ms / 1e6 = GB/s, against the copy ceiling
+COPY = Rate(unit="GB/s", scale=1e6, ceiling="copy_gbps")
+# matmul-bound kernels (work in FLOPs): FLOPs per ms / 1e9 = TFLOP/s, against the bf16 matmul ceiling
+MATMUL = Rate(unit="TFLOP/s", scale=1e9, ceiling="matmul_tflops")
+RATES = (COPY, MATMUL)  # one a ceiling measure() returns
 
 GPU_COPY_BYTES = 2 * 1024**3  # 2 GiB: 40x an H100's L2, the size of the larger bench inputs
 GPU_MATMUL = 8192
@@ -33,6 +52,6 @@ def measure(device: torch.device, budget: TimingBudget | None = None) -> dict[st
     b = torch.randn(m, m, generator=g, device=device, dtype=torch.bfloat16)
     mm = time_region(lambda: a @ b, device=device, budget=budget)
     return {
-        "copy_gbps": 2 * size / (copy.median_ms * 1e-3) / 1e9,
-        "matmul_tflops": 2 * m**3 / (mm.median_ms * 1e-3) / 1e12,
+        COPY.ceiling: 2 * size / (copy.median_ms * 1e-3) / 1e9,
+        MATMUL.ceiling: 2 * m**3 / (mm.median_ms * 1e-3) / 1e12,
     }

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from ligerbench.bench.ceilings import RATES
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE
 from ligerbench.bench.spec import BenchSpec
 from ligerbench.cases import Case
@@ -38,20 +39,20 @@ def ratio_to_best(values: dict[str, float], *, lower_is_better: bool) -> dict[st
 def rate(spec: BenchSpec, case: Case, mode: str, time_ms: float) -> float:
     if not (time_ms > 0):
         return math.nan
-    return spec.work(case, mode) / time_ms / spec.rate_scale
+    return spec.work(case, mode) / time_ms / spec.rate.scale
 
 
 def derive(rows: list[Record], spec: BenchSpec, cases: dict[str, Case], ceilings: dict[str, float]) -> list[Record]:
     """Rate, % of ceiling and ratio-to-best rows for every measured time and memory row."""
     measured = [r for r in rows if r.verdict in MEASURED_VERDICTS and r.kernel == spec.kernel]
     out: list[Record] = []
-    ceiling = ceilings.get(spec.ceiling, math.nan)
+    ceiling = ceilings.get(spec.rate.ceiling, math.nan)
     rates: list[Record] = []
     for r in measured:
         if r.metric != "time_ms":
             continue
         value = rate(spec, cases[r.case], r.quantity, r.value)
-        rate_row = dataclasses.replace(r, metric="rate", value=value, unit=spec.rate_unit, message=spec.work_formula)
+        rate_row = dataclasses.replace(r, metric="rate", value=value, unit=spec.rate.unit, message=spec.work_formula)
         rates.append(rate_row)
         out.append(rate_row)
         out.append(
@@ -60,7 +61,7 @@ def derive(rows: list[Record], spec: BenchSpec, cases: dict[str, Case], ceilings
                 metric="pct_ceiling",
                 value=100 * value / ceiling if ceiling > 0 else math.nan,
                 unit="%",
-                message=f"of {spec.ceiling} = {ceiling:.4g} measured at the start of this run",
+                message=f"of {spec.rate.ceiling} = {ceiling:.4g} measured at the start of this run",
             )
         )
     for metric, lower in LOWER_IS_BETTER.items():
@@ -123,12 +124,12 @@ def _target_limit(t, case: Case, row: Record, rows: list[Record], spec: BenchSpe
     fixed = t.limit(case) if callable(t.limit) else t.limit
     parts = [f"{fixed:.4g}"] if math.isfinite(fixed) else []
     if t.of_floor is not None:
-        ceiling = [p.value for p in rows if p.provider == "ceiling" and p.quantity == spec.ceiling]
+        ceiling = [p.value for p in rows if p.provider == "ceiling" and p.quantity == spec.rate.ceiling]
         if not ceiling or not math.isfinite(ceiling[0]) or ceiling[0] <= 0:
-            return math.nan, f"no {spec.ceiling} ceiling measured in this run"
-        floor_ms = spec.work(case, row.quantity) / (ceiling[0] * spec.rate_scale)
+            return math.nan, f"no {spec.rate.ceiling} ceiling measured in this run"
+        floor_ms = spec.work(case, row.quantity) / (ceiling[0] * spec.rate.scale)
         fixed = min(fixed, t.of_floor * floor_ms)
-        parts.append(f"{t.of_floor:g} x the floor {floor_ms:.4g} ms at {ceiling[0]:.4g} {spec.rate_unit}")
+        parts.append(f"{t.of_floor:g} x the floor {floor_ms:.4g} ms at {ceiling[0]:.4g} {spec.rate.unit}")
     if not t.peers:
         return fixed, " and ".join(parts) or "none"
     peer_values = [
@@ -151,7 +152,7 @@ def _target_limit(t, case: Case, row: Record, rows: list[Record], spec: BenchSpe
 def ceiling_records(
     ceilings: dict[str, float], *, run_id: str, kernel: str, verdict: str, message: str
 ) -> list[Record]:
-    units = {"copy_gbps": "GB/s", "matmul_tflops": "TFLOP/s"}
+    units = {r.ceiling: r.unit for r in RATES}  # a ceiling is in the unit of the rates read against it
     return [
         Record(
             run_id=run_id,

@@ -30,7 +30,7 @@ def point_table(df: pd.DataFrame, point: SweepPoint, spec: BenchSpec, mode: str)
     rows = df[df["case"] == point.case.id]
     lines = [
         f"| provider | {mode} ms | p20-p80 ms | x best | + clone ms | host ms | extra MiB | x best | peak MiB | "
-        f"{spec.rate_unit} | % ceiling | loss | note |",
+        f"{spec.rate.unit} | % ceiling | loss | note |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for provider in dict.fromkeys(rows["provider"]):
@@ -110,7 +110,7 @@ def markdown(
         "(GPU idle at its start); a loop issuing faster than the GPU runs hides it.",
         "- memory: of a full step; extra = peak allocated during the call minus allocated before it "
         "(gradients included); peak = inputs + extra.",
-        f"- {spec.rate_unit}: {spec.work_formula}. % ceiling is of the "
+        f"- {spec.rate.unit}: {spec.work_formula}. % ceiling is of the "
         + ", ".join(f"{k} = {_fmt(v)}" for k, v in ceilings.items())
         + " measured at the start of this run.",
         "- x best: the figure over the best provider's at the same point (lowest time or memory).",

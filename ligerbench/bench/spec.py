@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ligerbench.bench.ceilings import Rate
 from ligerbench.cases import DTYPES, IGNORE_PATTERNS, Case, generator_for
 
 
@@ -51,7 +52,7 @@ class Target:
     peers: tuple[str, ...] = ()
     factor: float = 1.0
     # time targets only: at most this many times the floor, the work at the run's measured
-    # ceiling (work / (ceiling * rate_scale) ms: e.g. lp's 3 passes over the logits at the copy
+    # ceiling (work / (ceiling * rate.scale) ms: e.g. lp's 3 passes over the logits at the copy
     # rate); None: no floor term
     of_floor: float | None = None
 
@@ -82,9 +83,9 @@ class BenchSpec:
     # work(case, mode) -> the fewest bytes (or FLOPs) a step of that mode must move (or do)
     work: Callable[[Case, str], float]
     work_formula: str  # the model, as printed beside the numbers
-    rate_unit: str  # "GB/s" or "TFLOP/s"
-    rate_scale: float  # work per ms / rate_scale = rate_unit (bytes/ms / 1e6 = GB/s)
-    ceiling: str  # which ceiling the rate is a share of: "copy_gbps" or "matmul_tflops"
+    # how work per ms reads as a rate, and the ceiling it is a share of: ceilings.COPY (bytes, GB/s
+    # of the copy ceiling) or ceilings.MATMUL (FLOPs, TFLOP/s of the matmul ceiling)
+    rate: Rate
     sweeps: dict[str, Sweep] = field(default_factory=dict)  # name -> points; the first is the default
     # registered providers left out unless named with --provider, with the reason
     excluded: dict[str, str] = field(default_factory=dict)

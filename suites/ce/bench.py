@@ -14,6 +14,7 @@ import functools
 
 import torch
 
+from ligerbench.bench.ceilings import COPY
 from ligerbench.bench.spec import (
     BenchInputs,
     BenchSpec,
@@ -125,9 +126,7 @@ SPEC = BenchSpec(
     work=bytes_moved,
     work_formula="bytes = passes * N * V * bytes_per_element; passes: full 2 (read logits, write grad), "
     "forward 1, backward 1",
-    rate_unit="GB/s",
-    rate_scale=1e6,  # bytes per ms / 1e6 = GB/s
-    ceiling="copy_gbps",
+    rate=COPY,
     sweeps=bench_shapes.sweeps(ce_case, fused=False, first="vocab"),
     targets=(
         Target(

@@ -17,6 +17,7 @@ import functools
 
 import torch
 
+from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import (
     BenchInputs,
     BenchSpec,
@@ -119,9 +120,7 @@ SPEC = BenchSpec(
     make_inputs=make_inputs,
     work=flops,
     work_formula="FLOPs = k * N * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
-    rate_unit="TFLOP/s",
-    rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
-    ceiling="matmul_tflops",
+    rate=MATMUL,
     sweeps={
         **bench_shapes.sweeps(flce_case, fused=True, first="heads"),
         "budget": functools.partial(bench_shapes.heads_points, flce_case, BUDGET_HEADS),

@@ -18,6 +18,7 @@ import functools
 
 import torch
 
+from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
@@ -105,9 +106,7 @@ SPEC = BenchSpec(
     work=flops,
     work_formula="FLOPs: forward 2*N*V*(Hs + Ht), backward 4*N*Hs*V "
     "(ours_recompute recomputes both heads: 2*N*V*(Hs + Ht) more)",
-    rate_unit="TFLOP/s",
-    rate_scale=1e9,
-    ceiling="matmul_tflops",
+    rate=MATMUL,
     inputs="hidden N(0, 1), both heads N(0, 1/H) (logits of std ~1), teacher the student's size, ~10% of labels "
     "ignored, reduction mean",
     sweeps={"heads": heads},

@@ -18,6 +18,7 @@ import functools
 
 import torch
 
+from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
@@ -139,9 +140,7 @@ SPEC = BenchSpec(
     make_inputs=make_inputs,
     work=flops,
     work_formula="FLOPs = k * N * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
-    rate_unit="TFLOP/s",
-    rate_scale=1e9,
-    ceiling="matmul_tflops",
+    rate=MATMUL,
     inputs="hidden N(0, 1), weight N(0, 1/H) (logits of std ~1), ~10% of targets ignored, random upstream "
     "gradients on logp and entropy",
     sweeps={"heads": heads, "tokens": tokens_sweep},

@@ -18,6 +18,7 @@ import functools
 
 import torch
 
+from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
@@ -125,9 +126,7 @@ SPEC = BenchSpec(
     make_inputs=make_inputs,
     work=flops,
     work_formula="FLOPs = k * B * T * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
-    rate_unit="TFLOP/s",
-    rate_scale=1e9,
-    ceiling="matmul_tflops",
+    rate=MATMUL,
     inputs="one DAPO step (k3 KL, beta 0.04, clip 0.2/0.28): old and reference log-probs near the current "
     "ones, advantages N(0, 1), every other completion a quarter shorter",
     sweeps={"heads": heads},

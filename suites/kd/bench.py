@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import torch
 
+from ligerbench.bench.ceilings import COPY
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator, element_bytes
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
@@ -79,9 +80,7 @@ SPEC = BenchSpec(
     make_inputs=make_inputs,
     work=bytes_moved,
     work_formula="bytes = k * N * V * e; k: full 3 (read both logits, write the gradient), forward 2, backward 3",
-    rate_unit="GB/s",
-    rate_scale=1e6,
-    ceiling="copy_gbps",
+    rate=COPY,
     inputs="student and teacher logits N(0, 1), ~10% of labels ignored, reduction mean",
     sweeps={"tokens": tokens_sweep, "divergences": divergences_sweep},
     excluded=EXCLUDED,

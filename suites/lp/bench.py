@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+from ligerbench.bench.ceilings import COPY
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator, element_bytes
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
@@ -92,9 +93,7 @@ SPEC = BenchSpec(
     make_inputs=make_inputs,
     work=bytes_moved,
     work_formula="bytes = k * N * V * e; k: full 3 (read, read again, write the gradient), forward 1, backward 2",
-    rate_unit="GB/s",
-    rate_scale=1e6,
-    ceiling="copy_gbps",
+    rate=COPY,
     inputs="logits N(0, 1), ~10% of targets ignored, random upstream gradients on logp and entropy",
     sweeps={"tokens": tokens_sweep},
     excluded=EXCLUDED,

@@ -30,6 +30,7 @@ import hashlib
 import torch
 import torch.distributed as dist
 
+from ligerbench.bench.ceilings import COPY
 from ligerbench.bench.spec import (
     BenchInputs,
     BenchSpec,
@@ -238,9 +239,7 @@ SPEC = BenchSpec(
     work=bytes_moved,
     work_formula="bytes per rank = passes * N * V_local * bytes_per_element, V_local = ceil(V / ranks); "
     "passes: full 2 (read the shard, write its gradient), forward 1, backward 1",
-    rate_unit="GB/s",
-    rate_scale=1e6,  # bytes per ms / 1e6 = GB/s
-    ceiling="copy_gbps",
+    rate=COPY,
     sweeps={
         "tokens": functools.partial(_points, "tokens"),
         "vocab": functools.partial(_points, "vocab"),

@@ -28,6 +28,7 @@ import math
 
 import torch
 
+from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, drawn_targets, element_bytes, ignored_rows
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
@@ -139,9 +140,7 @@ SPEC = BenchSpec(
     make_inputs=make_inputs,
     work=flops,
     work_formula="FLOPs per rank = k * N * H * V_local, V_local = ceil(V / ranks); k: full 6, forward 2, backward 4",
-    rate_unit="TFLOP/s",
-    rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
-    ceiling="matmul_tflops",
+    rate=MATMUL,
     sweeps={
         "heads": functools.partial(bench_shapes.heads_points, vp_flce_case, (HEAD,)),
         "tokens": functools.partial(bench_shapes.sweep_points, vp_flce_case, "tokens", fused=True),

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import torch
 
+from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint
 from ligerbench.registry import Provider
 from ligerbench.suites.vp_ce.bench import _even_shards, tiled_head
@@ -93,9 +94,7 @@ SPEC = BenchSpec(
     make_inputs=make_inputs,
     work=flops,
     work_formula="FLOPs per rank = k * N * H * V_local, V_local = ceil(V / ranks); k: full 6, forward 2, backward 4",
-    rate_unit="TFLOP/s",
-    rate_scale=1e9,  # FLOPs per ms / 1e9 = TFLOP/s
-    ceiling="matmul_tflops",
+    rate=MATMUL,
     sweeps={"heads": heads},
     excluded={
         "gathered": "the verification yardstick (the whole head in float32 PyTorch on every rank); single_gpu is "
