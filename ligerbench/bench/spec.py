@@ -62,6 +62,18 @@ def at_shape(n: int, v: int, h: int = 0) -> Callable[[Case], bool]:
     return lambda case: (case.n, case.v, case.get("h", 0)) == (n, v, h)
 
 
+def at_point(**fields) -> Callable[[Case], bool]:
+    """A target's `applies` for the points whose case has these field values (e.g. the shape, dtype
+    and rank count of a vocab-parallel target)."""
+    return lambda case: all(getattr(case, k) == v for k, v in fields.items())
+
+
+def design_target(kernel: str) -> str:
+    """A target's `source`, up to what it says: the kernel's row of the design targets in
+    docs/performance.md, which gives the limit and why."""
+    return f"design target (docs/performance.md, {kernel})"
+
+
 @dataclass(frozen=True)
 class SweepPoint:
     """One x value of a sweep: its label on the axis, its numeric position, and its case."""

@@ -22,6 +22,7 @@ from ligerbench.bench.spec import (
     BenchInputs,
     BenchSpec,
     Target,
+    design_target,
     device_generator,
     drawn_targets,
     element_bytes,
@@ -31,6 +32,7 @@ from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
 from ligerbench.suites.ce.bench import plain_options
 from ligerbench.suites.common import bench_shapes
+from ligerbench.suites.common.bench_peers import verification_setting
 from ligerbench.suites.flce.axes import case as flce_case
 
 MATMULS = {"full": 6, "forward": 2, "backward": 4}  # FLOPs per N*H*V for each mode
@@ -111,9 +113,9 @@ VARIANTS = (
 
 # 5-token chunks exist to make verification hit partial and fully ignored chunks; at N=8192
 # that is ~1,640 chunks per step, a setting no one would train with.
-EXCLUDED = {"ours_small_chunks": "a verification setting (5-token chunks); name it with --provider to time it"}
+EXCLUDED = {"ours_small_chunks": verification_setting("5-token chunks")}
 
-SOURCE = "design target (docs/performance.md, flce)"  # its row there, and why that limit
+SOURCE = design_target("flce")
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="flce",

@@ -19,9 +19,10 @@ import functools
 import torch
 
 from ligerbench.bench.ceilings import MATMUL
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, design_target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
+from ligerbench.suites.common.bench_peers import plain_peers, verification_setting, yardsticks_left_out
 from ligerbench.suites.flce.bench import gradient_mib  # the student's head: its weight's and hidden states' gradients
 from ligerbench.suites.flkd.axes import case as flkd_case
 
@@ -79,12 +80,12 @@ def _ours_large_groups():
     return functools.partial(fused_linear_distill, chunk_rows=LARGE_GROUP_ROWS)
 
 
+PLAIN = plain_peers(
+    "flkd", eager_bf16_product, "PyTorch: the products in the inputs' dtype, then float32 logits (TRL GKD's path)"
+)
+
 VARIANTS = (
-    Provider(name="eager_bf16_product", kernel="flkd", bench_only=True, load=lambda: eager_bf16_product,
-             description="PyTorch: the products in the inputs' dtype, then float32 logits (TRL GKD's path)"),
-    Provider(name="compile_bf16_product", kernel="flkd", bench_only=True, devices=("cuda",),
-             load=lambda: torch.compile(eager_bf16_product, dynamic=False),
-             description="torch.compile of eager_bf16_product"),
+    *PLAIN,
     Provider(name="ours_large_groups", kernel="flkd", bench_only=True, load=_ours_large_groups,
              settings={"chunk_rows": LARGE_GROUP_ROWS},
              description="ours with 384-row products and groups: past the memory target (H200, Qwen2.5-7B head, "
@@ -92,13 +93,12 @@ VARIANTS = (
 )  # fmt: skip
 
 EXCLUDED = {
-    "eager": "the verification yardstick (float32 operands): eager_bf16_product is the peer",
-    "torch_compile": "torch.compile of the yardstick (float32 operands): compile_bf16_product is the peer",
+    **yardsticks_left_out(PLAIN, "float32 operands", "float32 operands"),
     "textbook": "float32 operands, as eager",
-    "ours_small_chunks": "a verification setting (16 KiB pieces); name it with --provider to time it",
+    "ours_small_chunks": verification_setting("16 KiB pieces"),
 }
 
-SOURCE = "design target (docs/performance.md, flkd)"  # its row there, and why that limit
+SOURCE = design_target("flkd")
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="flkd",

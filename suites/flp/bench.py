@@ -19,9 +19,10 @@ import functools
 import torch
 
 from ligerbench.bench.ceilings import MATMUL
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, design_target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
+from ligerbench.suites.common.bench_peers import plain_peers, verification_setting, yardsticks_left_out
 from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.flce.bench import flops, gradient_mib  # the same head: its matmuls and its gradients
 from ligerbench.suites.flp.axes import case as flp_case
@@ -75,10 +76,6 @@ def eager_bf16_product(hidden, weight, target, *, bias=None, **options):
     return semantics.reference(x, target, **options)
 
 
-def _compiled_bf16_product():
-    return torch.compile(eager_bf16_product, dynamic=False)
-
-
 # ours at a budget that still keeps its extra memory under TRL's chunked head's (3.4-3.7 GiB at
 # N=8192, most of that a float32 [V, H] accumulator): 2 GiB of float32 slices, ~3.2 GiB extra
 # with the gradients. At the Gemma-2 head (V=256000) on the counted rows: 4 slices, not 8 at
@@ -106,11 +103,15 @@ def counted_rows(fn):
     return call
 
 
+PLAIN = plain_peers(
+    "flp",
+    eager_bf16_product,
+    "PyTorch: bf16 product, then float32 logits (what HF-style trainers write)",
+    compiled_description="torch.compile of eager_bf16_product (the compiled peer)",
+)
+
 VARIANTS = (
-    Provider(name="eager_bf16_product", kernel="flp", bench_only=True, load=lambda: eager_bf16_product,
-             description="PyTorch: bf16 product, then float32 logits (what HF-style trainers write)"),
-    Provider(name="compile_bf16_product", kernel="flp", bench_only=True, load=_compiled_bf16_product,
-             devices=("cuda",), description="torch.compile of eager_bf16_product (the compiled peer)"),
+    *PLAIN,
     Provider(name="chunked_checkpoint_2048", kernel="flp", bench_only=True,
              description="eager_bf16_product over 2048-row chunks under torch.utils.checkpoint (the checkpointed peer)",
              load=lambda: functools.partial(chunked_checkpoint, chunk_rows=2048, body=eager_bf16_product)),
@@ -125,15 +126,13 @@ VARIANTS = (
 )  # fmt: skip
 
 EXCLUDED = {
-    "eager": "the verification yardstick (float32 operands: no tensor cores, ~10x slower): eager_bf16_product "
-    "is the peer",
-    "torch_compile": "torch.compile of the yardstick (float32 operands): compile_bf16_product is the peer",
-    "ours_small_chunks": "a verification setting (16 KiB pieces); name it with --provider to time it",
-    "ours_rows": "a verification setting (7-row chunks); name it with --provider to time it",
+    **yardsticks_left_out(PLAIN, "float32 operands: no tensor cores, ~10x slower", "float32 operands"),
+    "ours_small_chunks": verification_setting("16 KiB pieces"),
+    "ours_rows": verification_setting("7-row chunks"),
     "chunked_checkpoint": "a verification setting (8-row chunks): chunked_checkpoint_2048 is the peer",
 }
 
-SOURCE = "design target (docs/performance.md, flp)"  # its row there, and why that limit
+SOURCE = design_target("flp")
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="flp",

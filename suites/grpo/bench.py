@@ -19,9 +19,10 @@ import functools
 import torch
 
 from ligerbench.bench.ceilings import MATMUL
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator
+from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, design_target, device_generator
 from ligerbench.cases import DTYPES, Case
 from ligerbench.registry import Provider
+from ligerbench.suites.common.bench_peers import plain_peers, verification_setting, yardsticks_left_out
 from ligerbench.suites.grpo.axes import BETA
 from ligerbench.suites.grpo.axes import case as grpo_case
 
@@ -84,10 +85,6 @@ def eager_bf16_product(hidden, weight, completion_ids, old_logp, ref_logp, advan
     return policy_loss(logp, old_logp, ref_logp, advantages, mask, **options)
 
 
-def _compiled():
-    return torch.compile(eager_bf16_product, dynamic=False)
-
-
 # Liger's Triton GRPO took 3136 MiB beyond the inputs at the Llama-3-8B head, N=8192, bf16 (H100,
 # docs/peers.md); the gradients alone are 1066 MiB there. A 2004 MiB budget holds the float32
 # logits of 4096 tokens there (4 bytes a logit, the gradient in the same storage): 2 row chunks,
@@ -103,11 +100,12 @@ def _ours_liger_memory():
     return functools.partial(grpo_loss, chunk_bytes=LIGER_MEMORY_CHUNK_BYTES)
 
 
+PLAIN = plain_peers(
+    "grpo", eager_bf16_product, "PyTorch: bf16 product, float32 logits, log_softmax, the same loss (plain PyTorch)"
+)
+
 VARIANTS = (
-    Provider(name="eager_bf16_product", kernel="grpo", bench_only=True, load=lambda: eager_bf16_product,
-             description="PyTorch: bf16 product, float32 logits, log_softmax, the same loss (plain PyTorch)"),
-    Provider(name="compile_bf16_product", kernel="grpo", bench_only=True, load=_compiled, devices=("cuda",),
-             description="torch.compile of eager_bf16_product"),
+    *PLAIN,
     Provider(name="ours_liger_memory", kernel="grpo", bench_only=True, load=_ours_liger_memory,
              settings={"chunk_mib": LIGER_MEMORY_CHUNK_BYTES // 2**20},
              description="ours with chunk_bytes = 2004 MiB: two chunks at the Llama-3-8B head, extra memory just under "
@@ -115,11 +113,11 @@ VARIANTS = (
 )  # fmt: skip
 
 EXCLUDED = {
-    "eager": "the verification yardstick (fp32 operands, no tensor cores): eager_bf16_product is the peer",
-    "ours_small_chunks": "a verification setting (a quarter of the tokens a chunk); name it with --provider to time it",
+    **yardsticks_left_out(PLAIN, "fp32 operands, no tensor cores"),
+    "ours_small_chunks": verification_setting("a quarter of the tokens a chunk"),
 }
 
-SOURCE = "design target (docs/performance.md, grpo)"  # its row there, and why that limit
+SOURCE = design_target("grpo")
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="grpo",

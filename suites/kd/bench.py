@@ -14,9 +14,17 @@ from __future__ import annotations
 import torch
 
 from ligerbench.bench.ceilings import COPY
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator, element_bytes
+from ligerbench.bench.spec import (
+    BenchInputs,
+    BenchSpec,
+    SweepPoint,
+    Target,
+    design_target,
+    device_generator,
+    element_bytes,
+)
 from ligerbench.cases import DTYPES, Case
-from ligerbench.registry import Provider
+from ligerbench.suites.common.bench_peers import plain_peers, yardsticks_left_out
 from ligerbench.suites.families import distill as semantics
 from ligerbench.suites.kd.axes import case as kd_case
 
@@ -60,20 +68,14 @@ def eager_plain(student, teacher, labels=None, **options):
     return semantics.reference(student.float(), teacher.float(), labels, textbook=True, **options)
 
 
-VARIANTS = (
-    Provider(name="eager_plain", kernel="kd", bench_only=True, load=lambda: eager_plain,
-             description="PyTorch as trainers write it: float32 logits, log_softmax, F.kl_div"),
-    Provider(name="compile_plain", kernel="kd", bench_only=True, devices=("cuda",),
-             load=lambda: torch.compile(eager_plain, dynamic=False), description="torch.compile of eager_plain"),
-)  # fmt: skip
+VARIANTS = plain_peers("kd", eager_plain, "PyTorch as trainers write it: float32 logits, log_softmax, F.kl_div")
 
 EXCLUDED = {
-    "eager": "the verification yardstick (the careful log1p form): eager_plain is the peer",
-    "torch_compile": "torch.compile of the yardstick (dynamic shapes): compile_plain is the peer",
+    **yardsticks_left_out(VARIANTS, "the careful log1p form", "dynamic shapes"),
     "textbook": "the same formula as eager_plain",
 }
 
-SOURCE = "design target (docs/performance.md, kd)"  # its row there, and why that limit
+SOURCE = design_target("kd")
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="kd",

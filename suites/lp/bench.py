@@ -15,9 +15,17 @@ from __future__ import annotations
 import torch
 
 from ligerbench.bench.ceilings import COPY
-from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint, Target, device_generator, element_bytes
+from ligerbench.bench.spec import (
+    BenchInputs,
+    BenchSpec,
+    SweepPoint,
+    Target,
+    design_target,
+    device_generator,
+    element_bytes,
+)
 from ligerbench.cases import DTYPES, Case
-from ligerbench.registry import Provider
+from ligerbench.suites.common.bench_peers import plain_peers, yardsticks_left_out
 from ligerbench.suites.lp.axes import case as lp_case
 
 PASSES = {"full": 3, "forward": 1, "backward": 2}
@@ -63,30 +71,11 @@ def eager_plain(logits, target, *, temperature=1.0, softcap=None, logit_scale=1.
     return torch.where(counted, logp, 0.0), torch.where(counted, entropy, 0.0)
 
 
-VARIANTS = (
-    Provider(
-        name="eager_plain",
-        kernel="lp",
-        bench_only=True,
-        load=lambda: eager_plain,
-        description="PyTorch as trainers write it: float32 logits, log_softmax, gather, entropy",
-    ),
-    Provider(
-        name="compile_plain",
-        kernel="lp",
-        bench_only=True,
-        devices=("cuda",),
-        load=lambda: torch.compile(eager_plain, dynamic=False),
-        description="torch.compile of eager_plain",
-    ),
-)
+VARIANTS = plain_peers("lp", eager_plain, "PyTorch as trainers write it: float32 logits, log_softmax, gather, entropy")
 
-EXCLUDED = {
-    "eager": "the verification yardstick (the careful log1p form, ~10 passes): eager_plain is the peer",
-    "torch_compile": "torch.compile of the yardstick (dynamic shapes): compile_plain is the peer",
-}
+EXCLUDED = yardsticks_left_out(VARIANTS, "the careful log1p form, ~10 passes", "dynamic shapes")
 
-SOURCE = "design target (docs/performance.md, lp)"  # its row there, and why that limit
+SOURCE = design_target("lp")
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="lp",

@@ -36,6 +36,8 @@ from ligerbench.bench.spec import (
     BenchSpec,
     SweepPoint,
     Target,
+    at_point,
+    design_target,
     drawn_targets,
     element_bytes,
     ignored_rows,
@@ -57,7 +59,7 @@ DEFAULT_TOKENS = 8192
 SMOKE_TOKENS = (8, 16)
 SMOKE_VOCAB = 96
 SMOKE_VOCABS = (96, 97)
-TARGET = dict(n=8192, v=VOCAB, dtype="bf16", world=2)  # the design target's shape: 2 ranks, bf16
+AT_TARGET = at_point(n=8192, v=VOCAB, dtype="bf16", world=2)  # the design target's shape: 2 ranks, bf16
 
 
 def widest_shard(case: Case) -> int:
@@ -158,10 +160,6 @@ def _points(sweep: str, dtype: str, tokens: int | None, smoke: bool) -> list[Swe
     return [SweepPoint(str(v), float(v), base.replace(n=n, v=v)) for v in (SMOKE_VOCABS if smoke else VOCABS)]
 
 
-def at_target(case: Case) -> bool:
-    return all(getattr(case, k) == v for k, v in TARGET.items())
-
-
 def _even_shards(case: Case) -> str | None:
     if case.world and case.v % case.world:
         return f"needs V divisible by the ranks (V={case.v} over {case.world} ranks); ours runs uneven shards"
@@ -231,7 +229,7 @@ VARIANTS = (
     ),
 )
 
-SOURCE = "design target (docs/performance.md, vp_ce): vocab-parallel CE at N=8192, V=128256, bf16, 2 ranks"
+SOURCE = f"{design_target('vp_ce')}: vocab-parallel CE at N=8192, V=128256, bf16, 2 ranks"
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="vp_ce",
@@ -248,14 +246,14 @@ SPEC = BenchSpec(
         Target(
             ("ours", "ours_inplace"),
             metric="time_ms",
-            applies=at_target,
+            applies=AT_TARGET,
             limit=1.2,
             source=f"{SOURCE}: fwd+bwd <= 1.2 ms per rank (Liger 3.56, loss_parallel 10.4)",
         ),
         Target(
             ("ours",),  # not ours_inplace: the target is met without writing in place
             metric="extra_mib",
-            applies=at_target,
+            applies=AT_TARGET,
             limit=gradient_shard_mib,
             source=f"{SOURCE}: extra memory per rank <= its gradient shard (1,002 MiB), none in place",
         ),

@@ -29,7 +29,16 @@ import math
 import torch
 
 from ligerbench.bench.ceilings import MATMUL
-from ligerbench.bench.spec import BenchInputs, BenchSpec, Target, drawn_targets, element_bytes, ignored_rows
+from ligerbench.bench.spec import (
+    BenchInputs,
+    BenchSpec,
+    Target,
+    at_point,
+    design_target,
+    drawn_targets,
+    element_bytes,
+    ignored_rows,
+)
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
 from ligerbench.registry import Provider
@@ -49,7 +58,7 @@ from ligerbench.suites.vp_ce.bench import (
 from ligerbench.suites.vp_flce.axes import case as vp_flce_case
 
 HEAD = "llama3-8b"  # the design target's head (docs/performance.md)
-TARGET = dict(n=8192, v=128256, h=4096, dtype="bf16", world=2)
+AT_TARGET = at_point(n=8192, v=128256, h=4096, dtype="bf16", world=2)
 
 
 def flops(case, mode: str) -> float:
@@ -60,10 +69,6 @@ def flops(case, mode: str) -> float:
 def gradients_mib(case) -> float:
     """A rank's gradients: dh [N, H] and dW_shard [V_local, H] in the inputs' dtype."""
     return (case.n + widest_shard(case)) * case.h * element_bytes(case) / 2**20
-
-
-def at_target(case) -> bool:
-    return all(getattr(case, k) == v for k, v in TARGET.items())
 
 
 def rank_head(case, seed: int, device: torch.device):
@@ -133,7 +138,7 @@ VARIANTS = (
     ),
 )
 
-SOURCE = "design target (docs/performance.md, vp_flce): vocab-parallel FLCE, Llama-3-8B head, N=8192, bf16, 2 ranks"
+SOURCE = f"{design_target('vp_flce')}: vocab-parallel FLCE, Llama-3-8B head, N=8192, bf16, 2 ranks"
 # spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
 SPEC = BenchSpec(
     kernel="vp_flce",
@@ -149,7 +154,7 @@ SPEC = BenchSpec(
         Target(
             ("ours",),
             metric="time_ms",
-            applies=at_target,
+            applies=AT_TARGET,
             peers=("single_gpu",),
             factor=0.55,
             source=f"{SOURCE}: time per rank <= 0.55x our single-GPU kernel's at the same N",
@@ -157,7 +162,7 @@ SPEC = BenchSpec(
         Target(
             ("ours",),
             metric="extra_mib",
-            applies=at_target,
+            applies=AT_TARGET,
             limit=lambda case: gradients_mib(case) + 256,
             source=f"{SOURCE}: memory per rank <= its gradients (dh, dW shard) + 256 MiB",
         ),

@@ -28,6 +28,7 @@ import torch
 from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint
 from ligerbench.registry import Provider
+from ligerbench.suites.common.bench_peers import verification_setting
 from ligerbench.suites.vp_ce.bench import _even_shards, tiled_head
 from ligerbench.suites.vp_flce.bench import flops, rank_head  # the same sharded head
 from ligerbench.suites.vp_flp.axes import case as vp_flp_case
@@ -99,7 +100,7 @@ SPEC = BenchSpec(
     excluded={
         "gathered": "the verification yardstick (the whole head in float32 PyTorch on every rank); single_gpu is "
         "the one-GPU line",
-        "ours_3_slices": "a verification setting (3 slices a shard); name it with --provider to time it",
+        "ours_3_slices": verification_setting("3 slices a shard"),
     },
     inputs="random normal, ~10% of targets ignored, T=0.7, random upstream gradients on logp and entropy",
     distributed=True,
