@@ -68,6 +68,16 @@ def at_point(**fields) -> Callable[[Case], bool]:
     return lambda case: all(getattr(case, k) == v for k, v in fields.items())
 
 
+def no_slower_at_its_memory(ours: str, peer: str, *, time_source: str, memory_source: str) -> tuple[Target, ...]:
+    """The two targets of a setting of ours made to use the memory a peer uses (a budget that
+    brings its extra memory to about the peer's): no slower than the peer and no more extra
+    memory than it, both judged in the same run, each under its own words."""
+    return (
+        Target((ours,), metric="time_ms", peers=(peer,), factor=1.0, source=time_source),
+        Target((ours,), metric="extra_mib", peers=(peer,), factor=1.0, source=memory_source),
+    )
+
+
 def design_target(kernel: str) -> str:
     """A target's `source`, up to what it says: the kernel's row of the design targets in
     docs/performance.md, which gives the limit and why."""

@@ -44,6 +44,7 @@ KERNEL = kernel_spec(
     ranks=split_step.ranks_of,
 )
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(
         name="correctness",

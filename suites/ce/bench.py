@@ -120,7 +120,7 @@ VARIANTS = (
 PEERS = ("eager", "eager_fp32", "torch_compile", "liger")
 
 SOURCE = design_target("ce")
-# spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
+# the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value
 SPEC = BenchSpec(
     kernel="ce",
     make_inputs=make_inputs,

@@ -28,6 +28,7 @@ KERNEL = kernel_spec(
     bench=bench.SPEC,
 )  # fmt: skip
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="flkd", description="the loss vs float64", quantities=("loss",)),
     Suite(name="gradients", kernel="flkd", description="gradients of the student's hidden and weight",

@@ -27,6 +27,7 @@ KERNEL = kernel_spec(
     applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
 )  # fmt: skip
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="flp", description="logp and entropy vs float64, and both float32",
           quantities=("logp", "entropy", "outputs_float32")),

@@ -34,6 +34,7 @@ KERNEL = kernel_spec(
     ranks=spec.ranks_of,
 )
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="grpo", description="the loss vs float64 (the published formulas)",
           quantities=("loss",)),

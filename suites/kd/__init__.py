@@ -27,6 +27,7 @@ KERNEL = kernel_spec(
     applies={"grad_teacher": lambda case: case.teacher_grad, "teacher_no_grad": lambda case: not case.teacher_grad},
 )
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="kd", description="the loss vs float64", quantities=("loss",)),
     Suite(name="gradients", kernel="kd", description="the student's gradient, and the teacher's when asked",

@@ -25,6 +25,7 @@ KERNEL = kernel_spec(
     bench=bench.SPEC,
 )
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="lp", description="logp and entropy vs float64, and both float32",
           quantities=("logp", "entropy", "outputs_float32")),

@@ -76,7 +76,7 @@ VARIANTS = plain_peers("lp", eager_plain, "PyTorch as trainers write it: float32
 EXCLUDED = yardsticks_left_out(VARIANTS, "the careful log1p form, ~10 passes", "dynamic shapes")
 
 SOURCE = design_target("lp")
-# spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
+# the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value
 SPEC = BenchSpec(
     kernel="lp",
     make_inputs=make_inputs,

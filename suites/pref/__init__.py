@@ -27,6 +27,7 @@ KERNEL = kernel_spec(
              "split_grad_weight": lambda case: case.split != "none"},
 )  # fmt: skip
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="pref", description="the loss vs float64 (the published formulas)",
           quantities=("loss",)),

@@ -93,6 +93,7 @@ KERNEL = kernel_spec(
     },
 )
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(
         name="correctness",

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -166,6 +167,15 @@ def _even_shards(case: Case) -> str | None:
     return None
 
 
+def even_shards_peer(name: str, kernel: str, description: str, load: Callable[[], Callable]) -> Provider:
+    """A bench-only peer of a vocab-parallel kernel that runs only where V splits evenly over the
+    ranks: DTensor's Shard splits like torch.chunk (our shards like tensor_split), and a whole head
+    tiled from this rank's shard (tiled_head) is world copies of it."""
+    return Provider(
+        name=name, kernel=kernel, description=description, bench_only=True, load=load, supports=_even_shards
+    )
+
+
 # ----------------------------------------------------------------------------- PyTorch loss_parallel
 
 
@@ -219,18 +229,16 @@ def _load_loss_parallel():
 
 
 VARIANTS = (
-    Provider(
-        name="loss_parallel",
-        kernel="vp_ce",
-        description="PyTorch loss_parallel(): F.cross_entropy on a DTensor sharded on the vocab dim",
-        bench_only=True,
-        load=_load_loss_parallel,
-        supports=_even_shards,  # DTensor Shard splits like torch.chunk, our shards like tensor_split
+    even_shards_peer(
+        "loss_parallel",
+        "vp_ce",
+        "PyTorch loss_parallel(): F.cross_entropy on a DTensor sharded on the vocab dim",
+        _load_loss_parallel,
     ),
 )
 
 SOURCE = f"{design_target('vp_ce')}: vocab-parallel CE at N=8192, V=128256, bf16, 2 ranks"
-# spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
+# the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value
 SPEC = BenchSpec(
     kernel="vp_ce",
     make_inputs=make_inputs,

@@ -85,6 +85,15 @@ class Mesh:
         return [[self.world_rank(d, t) for t in range(self.tp)] for d in range(self.dp)]
 
 
+# The KernelSpec fields of a vocab-parallel kernel whose backward holds a collective (vp_flce's and
+# vp_flp's: the hidden gradient's all-reduce): its ranks are simulated in one process on CPU only.
+BACKWARD_COLLECTIVE = dict(
+    simulated_devices=("cpu",),
+    simulated_why="its backward holds a collective (the hidden gradient's all-reduce), and autograd runs every "
+    "CUDA backward on one device thread, so one simulated rank would wait there for another forever.",
+)
+
+
 def procs_of(case: Case) -> int | None:
     """The processes a case runs on under `verify --nproc N` (KernelSpec.ranks)."""
     return Mesh.of(case).procs

@@ -30,7 +30,7 @@ from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.common.registration import kernel_spec
-from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
+from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
 SIZES = {
@@ -107,11 +107,10 @@ KERNEL = kernel_spec(
     peer="gathered",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
     bench=bench.SPEC,
-    simulated_devices=("cpu",),
-    simulated_why="its backward holds a collective (the hidden gradient's all-reduce), and autograd runs every "
-    "CUDA backward on one device thread, so one simulated rank would wait there for another forever.",
+    **BACKWARD_COLLECTIVE,
 )
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(
         name="correctness",

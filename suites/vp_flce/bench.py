@@ -41,14 +41,13 @@ from ligerbench.bench.spec import (
 )
 from ligerbench.bench.spec import device_generator as case_generator
 from ligerbench.cases import DTYPES
-from ligerbench.registry import Provider
 from ligerbench.suites.ce.bench import plain_options
 from ligerbench.suites.common import bench_shapes
 from ligerbench.suites.flce.bench import MATMULS
 from ligerbench.suites.peers.tensor_parallel import summed_over_group
 from ligerbench.suites.vp_ce.bench import (
-    _even_shards,
     _load_loss_parallel,
+    even_shards_peer,
     rank_shard,
     tiled_head,
     unsplit,
@@ -118,28 +117,24 @@ def _load_loss_parallel_head():
 
 
 VARIANTS = (
-    Provider(
-        name="single_gpu",
-        kernel="vp_flce",
-        description="our single-GPU fused kernel on a whole head held by each rank (no collective): the time "
-        "yardstick; the head is this rank's shard tiled, so its loss is not the others'",
-        bench_only=True,
-        load=_load_single_gpu,
-        supports=_even_shards,  # the whole head is world copies of the shard
+    even_shards_peer(
+        "single_gpu",
+        "vp_flce",
+        "our single-GPU fused kernel on a whole head held by each rank (no collective): the time yardstick; the "
+        "head is this rank's shard tiled, so its loss is not the others'",
+        _load_single_gpu,
     ),
-    Provider(
-        name="loss_parallel",
-        kernel="vp_flce",
-        description="PyTorch: the logits shard hidden @ W_shard.T (dL/dh summed over the group), then "
-        "loss_parallel() F.cross_entropy on it as a DTensor",
-        bench_only=True,
-        load=_load_loss_parallel_head,
-        supports=_even_shards,  # DTensor Shard splits like torch.chunk, our shards like tensor_split
+    even_shards_peer(
+        "loss_parallel",
+        "vp_flce",
+        "PyTorch: the logits shard hidden @ W_shard.T (dL/dh summed over the group), then loss_parallel() "
+        "F.cross_entropy on it as a DTensor",
+        _load_loss_parallel_head,
     ),
 )
 
 SOURCE = f"{design_target('vp_flce')}: vocab-parallel FLCE, Llama-3-8B head, N=8192, bf16, 2 ranks"
-# spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
+# the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value
 SPEC = BenchSpec(
     kernel="vp_flce",
     make_inputs=make_inputs,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.common.registration import kernel_spec
-from ligerbench.suites.vp_ce.mesh import procs_of
+from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, procs_of
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
@@ -36,11 +36,10 @@ KERNEL = kernel_spec(
     peer="gathered",
     bench=bench.SPEC,
     applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
-    simulated_devices=("cpu",),
-    simulated_why="its backward holds a collective (the hidden gradient's all-reduce), and autograd runs every "
-    "CUDA backward on one device thread, so one simulated rank would wait there for another forever.",
+    **BACKWARD_COLLECTIVE,
 )
 
+# the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="vp_flp", description="every rank's logp and entropy vs the float64 reference "
           "of the global problem, and both float32", quantities=("logp", "entropy", "outputs_float32")),

@@ -27,9 +27,8 @@ import torch
 
 from ligerbench.bench.ceilings import MATMUL
 from ligerbench.bench.spec import BenchInputs, BenchSpec, SweepPoint
-from ligerbench.registry import Provider
 from ligerbench.suites.common.bench_peers import verification_setting
-from ligerbench.suites.vp_ce.bench import _even_shards, tiled_head
+from ligerbench.suites.vp_ce.bench import even_shards_peer, tiled_head
 from ligerbench.suites.vp_flce.bench import flops, rank_head  # the same sharded head
 from ligerbench.suites.vp_flp.axes import case as vp_flp_case
 
@@ -78,18 +77,16 @@ def _load_single_gpu():
 
 
 VARIANTS = (
-    Provider(
-        name="single_gpu",
-        kernel="vp_flp",
-        description="our single-GPU flp kernel on a whole head held by each rank (no collective): what one GPU "
-        "costs; the head is this rank's shard tiled, so its log-probs are not the others'",
-        bench_only=True,
-        load=_load_single_gpu,
-        supports=_even_shards,  # the whole head is world copies of the shard
+    even_shards_peer(
+        "single_gpu",
+        "vp_flp",
+        "our single-GPU flp kernel on a whole head held by each rank (no collective): what one GPU costs; the "
+        "head is this rank's shard tiled, so its log-probs are not the others'",
+        _load_single_gpu,
     ),
 )
 
-# spelled out as data, as every kernel's bench declaration is: read, not assembled by a shared helper
+# the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value
 SPEC = BenchSpec(
     kernel="vp_flp",
     make_inputs=make_inputs,
