@@ -347,10 +347,16 @@ def _flags(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.int8)
 
 
+def _row_options(x: torch.Tensor, softcap, smooth: bool, w) -> dict:
+    """The launch options every per-shard pass shares: cross entropy's block and warps for rows
+    of x's width, and the softcap, smoothing and class-weight switches."""
+    block_v, num_warps = _launch_config(x.shape[1], x.device)
+    return dict(BLOCK_V=block_v, SOFTCAP=bool(softcap), SMOOTH=smooth, HAS_CLASS_W=w is not None, num_warps=num_warps)
+
+
 def shard_stats(x, local_t, owned, w, label_smoothing: float, softcap, out: torch.Tensor) -> None:
     """Pass 1 into `out` [N, 6] float32 (row stride 6); x [N, V_local], last dim contiguous."""
     n_rows, n_cols = x.shape
-    block_v, num_warps = _launch_config(n_cols, x.device)
     _stats_kernel[(n_rows,)](
         x,
         x.stride(0),
@@ -360,11 +366,7 @@ def shard_stats(x, local_t, owned, w, label_smoothing: float, softcap, out: torc
         out,
         n_cols,
         float(softcap) if softcap else 1.0,
-        BLOCK_V=block_v,
-        SOFTCAP=bool(softcap),
-        SMOOTH=label_smoothing > 0.0,
-        HAS_CLASS_W=w is not None,
-        num_warps=num_warps,
+        **_row_options(x, softcap, label_smoothing > 0.0, w),
     )
 
 
@@ -372,7 +374,6 @@ def shard_grad(x, grad, local_t, owned, counted, rows: dict, w, eps_v, softcap) 
     """Pass 2 into `grad` [N, V_local] (may be `x`). `rows` holds float32 [N] vectors m, log_s,
     a, g_y, scale; `eps_v` a float32 [1] tensor (smoothing / global V) or None."""
     n_rows, n_cols = x.shape
-    block_v, num_warps = _launch_config(n_cols, x.device)
     f32 = {k: v.float().contiguous() for k, v in rows.items()}
     _grad_kernel[(n_rows,)](
         x,
@@ -391,12 +392,8 @@ def shard_grad(x, grad, local_t, owned, counted, rows: dict, w, eps_v, softcap) 
         eps_v if eps_v is not None else f32["m"],
         n_cols,
         float(softcap) if softcap else 1.0,
-        BLOCK_V=block_v,
-        SOFTCAP=bool(softcap),
-        SMOOTH=eps_v is not None,
-        HAS_CLASS_W=w is not None,
         ROUND_BY_HAND=_INTERPRETED,
-        num_warps=num_warps,
+        **_row_options(x, softcap, eps_v is not None, w),
     )
 
 
@@ -410,7 +407,6 @@ def located_stats(x, t, vocab_start: int, ignore_index: int, w, label_smoothing:
     """Pass 1 of the fused path into `out` [N + 1, 6] float32: the rows' statistics with the
     targets located in the kernel, then the shard's row (width, vocab_start, class-weight sum)."""
     n_rows, n_cols = x.shape
-    block_v, num_warps = _launch_config(n_cols, x.device)
     _located_stats_kernel[(max(n_rows, 1),)](
         _held(x, out),
         x.stride(0),
@@ -422,11 +418,7 @@ def located_stats(x, t, vocab_start: int, ignore_index: int, w, label_smoothing:
         ignore_index,
         n_cols,
         float(softcap) if softcap else 1.0,
-        BLOCK_V=block_v,
-        SOFTCAP=bool(softcap),
-        SMOOTH=label_smoothing > 0.0,
-        HAS_CLASS_W=w is not None,
-        num_warps=num_warps,
+        **_row_options(x, softcap, label_smoothing > 0.0, w),
     )
 
 
@@ -437,7 +429,6 @@ def finish(x, grad, t, tw, gathered, denom, w, loss_rows, z_rows, bad, *, vocab_
     `gathered` [world, N + 1, 6]; `denom` a float32 [1] tensor or None (no division); `bad` an
     int32 [1] tensor that a bad target or shard layout sets to 1, or None (no check)."""
     n_rows, n_cols = x.shape
-    block_v, num_warps = _launch_config(n_cols, x.device)
     _finish_kernel[(n_rows,)](
         _held(x, loss_rows),
         x.stride(0),
@@ -459,15 +450,11 @@ def finish(x, grad, t, tw, gathered, denom, w, loss_rows, z_rows, bad, *, vocab_
         float(label_smoothing),
         float(z_loss_scale),
         float(softcap) if softcap else 1.0,
-        BLOCK_V=block_v,
-        SOFTCAP=bool(softcap),
-        SMOOTH=label_smoothing > 0.0,
-        HAS_CLASS_W=w is not None,
         HAS_TW=tw is not None,
         HAS_DENOM=denom is not None,
         Z_LOSS=z_loss_scale != 0.0,
         WRITE_GRAD=grad is not None,
         CHECK=bad is not None,
         ROUND_BY_HAND=_INTERPRETED,
-        num_warps=num_warps,
+        **_row_options(x, softcap, label_smoothing > 0.0, w),
     )
