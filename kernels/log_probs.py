@@ -359,6 +359,17 @@ def _view_3d(x: torch.Tensor) -> torch.Tensor:
     return x if x.dim() == 3 else x.unsqueeze(0)
 
 
+def _rows_args(x: torch.Tensor, target: torch.Tensor) -> tuple:
+    """The rows as both kernels take them: the [B, T, V] logits, T and their three strides
+    (_row_base, _col_offsets), then the [N, K] targets and K."""
+    return x, x.shape[1], x.stride(0), x.stride(1), x.stride(2), target, target.shape[1]
+
+
+def _z_args(n_cols: int, col_start: int, ignore_index: int, logit_scale: float, softcap, temperature: float) -> tuple:
+    """The columns and the map from a logit to z (_to_z) as both kernels take them."""
+    return n_cols, col_start, ignore_index, float(logit_scale), float(softcap) if softcap else 1.0, 1.0 / temperature
+
+
 def log_probs_rows(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -395,23 +406,12 @@ def log_probs_rows(
         return logp, ent, stats
     block_v, num_warps = _config(n_cols, dev, _GPU_FWD)
     _lp_fwd_kernel[(n_rows,)](
-        x,
-        x.shape[1],
-        x.stride(0),
-        x.stride(1),
-        x.stride(2),
-        target,
-        k,
+        *_rows_args(x, target),
         logp,
         ent,
         stats,
         logp if zt is None else zt,
-        n_cols,
-        col_start,
-        ignore_index,
-        float(logit_scale),
-        float(softcap) if softcap else 1.0,
-        1.0 / temperature,
+        *_z_args(n_cols, col_start, ignore_index, logit_scale, softcap, temperature),
         SOFTCAP=bool(softcap),
         UNIT_STRIDE=x.stride(2) == 1,
         BLOCK_V=block_v,
@@ -454,24 +454,13 @@ def log_probs_grad_rows(
     gpu = _gpu_bwd(torch.cuda.current_device() if dev.index is None else dev.index) if dev.type == "cuda" else _GPU_BWD
     block_v, num_warps = _config(n_cols, dev, gpu)
     _lp_bwd_kernel[(n_rows,)](
-        x,
-        x.shape[1],
-        x.stride(0),
-        x.stride(1),
-        x.stride(2),
-        target,
-        k,
+        *_rows_args(x, target),
         stats,
         dlogp if dlogp is not None else stats,
         dentropy if dentropy is not None else stats,
         g,
         g.stride(0),
-        n_cols,
-        col_start,
-        ignore_index,
-        float(logit_scale),
-        float(softcap) if softcap else 1.0,
-        1.0 / temperature,
+        *_z_args(n_cols, col_start, ignore_index, logit_scale, softcap, temperature),
         HAS_DLOGP=dlogp is not None,
         HAS_DENT=dentropy is not None,
         SOFTCAP=bool(softcap),
