@@ -668,15 +668,20 @@ def rescale_formed_grad(ctx, grad: torch.Tensor, grad_loss: torch.Tensor) -> boo
     return True
 
 
+def reduce_loss_rows(loss_rows, zloss_rows, reduction: str, denom, shape):
+    """Per-row float32 (loss, z-loss) reduced as asked: viewed in `shape` ("none"), summed, or
+    summed over the mean's denominator `denom` (shared by every loss over classes)."""
+    if reduction == "none":
+        return loss_rows.view(shape), zloss_rows.view(shape)
+    if reduction == "sum":
+        return loss_rows.sum(), zloss_rows.sum()
+    return loss_rows.sum() / denom, zloss_rows.sum() / denom
+
+
 def finish_forward(ctx, loss_rows, zloss_rows, reduction: str, denom, grad, shape):
     """Reduce per-row (loss, z-loss) as asked and keep the gradient formed in forward for
     backward (shared by the losses that form their gradient in forward)."""
-    if reduction == "none":
-        loss, zloss = loss_rows.view(shape[:-1]), zloss_rows.view(shape[:-1])
-    elif reduction == "sum":
-        loss, zloss = loss_rows.sum(), zloss_rows.sum()
-    else:
-        loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
+    loss, zloss = reduce_loss_rows(loss_rows, zloss_rows, reduction, denom, shape[:-1])
     ctx.mark_non_differentiable(zloss)
     ctx.grad = grad
     ctx.grad_shape = shape

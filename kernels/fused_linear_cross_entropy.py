@@ -92,6 +92,7 @@ from .cross_entropy import (
     Reduction,
     cross_entropy_rows,
     mean_denominator,
+    reduce_loss_rows,
     run_target_check,
     validate_loss_options,
 )
@@ -310,6 +311,29 @@ class _Shifted16Chunks:
         return loss_c, torch.zeros_like(loss_c), grad
 
 
+def finish_chunked_forward(ctx, loss_rows, zloss_rows, reduction: str, denom, grads, recompute, shape, hidden_shape):
+    """Reduce per-row (loss, z-loss) as asked and keep for backward what it takes: for
+    reduction "none" `recompute` (the gradients are formed there, each row's upstream known),
+    else `grads`, formed in forward and scaled there (shared by the fused linear losses)."""
+    loss, zloss = reduce_loss_rows(loss_rows, zloss_rows, reduction, denom, shape)
+    ctx.recompute = recompute if reduction == "none" else None
+    ctx.grads = None if reduction == "none" else grads
+    ctx.mark_non_differentiable(zloss)
+    ctx.hidden_shape = hidden_shape
+    ctx.done = False
+    return loss, zloss
+
+
+def start_chunked_backward(ctx, name: str) -> None:
+    """One backward per forward: the gradients kept by finish_chunked_forward are scaled in place."""
+    if ctx.done:
+        raise RuntimeError(
+            f"{name} backward ran twice on one forward: the gradients are "
+            "formed in forward and scaled in place, so they can be used once"
+        )
+    ctx.done = True
+
+
 class FusedLinearCrossEntropyFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
 
@@ -379,30 +403,13 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
             zloss_rows=zloss_rows,
             store=store,
         )
-        if reduction == "none":
-            loss, zloss = loss_rows.view(shape), zloss_rows.view(shape)
-            ctx.recompute = (h, w, b, t, tw, ce, chunk, grad_weight_accum, store)
-            ctx.grads = None
-        else:
-            if reduction == "sum":
-                loss, zloss = loss_rows.sum(), zloss_rows.sum()
-            else:
-                loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
-            ctx.recompute = None
-            ctx.grads = grads
-        ctx.mark_non_differentiable(zloss)
-        ctx.hidden_shape = hidden.shape
-        ctx.done = False
-        return loss, zloss
+        recompute = (h, w, b, t, tw, ce, chunk, grad_weight_accum, store)
+        return finish_chunked_forward(ctx, loss_rows, zloss_rows, reduction, denom, grads, recompute, shape,
+                                      hidden.shape)  # fmt: skip
 
     @staticmethod
     def backward(ctx, grad_loss, _grad_zloss):
-        if ctx.done:
-            raise RuntimeError(
-                "fused_linear_cross_entropy backward ran twice on one forward: the gradients are "
-                "formed in forward and scaled in place, so they can be used once"
-            )
-        ctx.done = True
+        start_chunked_backward(ctx, "fused_linear_cross_entropy")
         need_h, need_w, need_b = ctx.needs_input_grad[0], ctx.needs_input_grad[1], ctx.needs_input_grad[2]
         if ctx.recompute is not None:
             h, w, b, t, tw, ce, chunk, accum, store = ctx.recompute

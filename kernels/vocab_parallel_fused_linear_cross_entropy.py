@@ -77,7 +77,9 @@ from .fused_linear_cross_entropy import (
     GradWeightAccum,
     _validate,
     check_accum,
+    finish_chunked_forward,
     plan,
+    start_chunked_backward,
 )
 from .vocab_parallel_cross_entropy import (
     N_STATS,
@@ -261,30 +263,12 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
             shared, chunk=chunk, denom=denom, tw=tw, need=need if in_forward else (False, False, False),
             accum=accum, loss_rows=loss_rows, zloss_rows=zloss_rows, stats=stats,
         )  # fmt: skip
-        if reduction == "none":
-            loss, zloss = loss_rows.view(shape), zloss_rows.view(shape)
-            ctx.recompute = (shared, chunk, accum, stats)
-            ctx.grads = None
-        else:
-            if reduction == "sum":
-                loss, zloss = loss_rows.sum(), zloss_rows.sum()
-            else:
-                loss, zloss = loss_rows.sum() / denom, zloss_rows.sum() / denom
-            ctx.recompute = None
-            ctx.grads = grads
-        ctx.mark_non_differentiable(zloss)
-        ctx.hidden_shape = hidden.shape
-        ctx.done = False
-        return loss, zloss
+        return finish_chunked_forward(ctx, loss_rows, zloss_rows, reduction, denom, grads,
+                                      (shared, chunk, accum, stats), shape, hidden.shape)  # fmt: skip
 
     @classmethod
     def backward(cls, ctx, grad_loss, _grad_zloss):
-        if ctx.done:
-            raise RuntimeError(
-                "vocab_parallel_fused_linear_cross_entropy backward ran twice on one forward: the "
-                "gradients are formed in forward and scaled in place, so they can be used once"
-            )
-        ctx.done = True
+        start_chunked_backward(ctx, "vocab_parallel_fused_linear_cross_entropy")
         if ctx.recompute is not None:
             shared, chunk, accum, stats = ctx.recompute
             ctx.recompute = None
