@@ -98,6 +98,7 @@ from .cross_entropy import (
 )
 from .fp32_products import SHARED_LOGIT_BYTES, grad_over_logits, logits_fp32
 from .fused_linear_log_probs import fused_linear_log_probs
+from .head_checks import check_head_dtypes
 
 GradWeightAccum = Literal["auto", "fp32", "dtype"]
 AUTO_DTYPE_MAX_CHUNKS = 32
@@ -217,13 +218,7 @@ def _validate(hidden, weight, bias, target, class_weight, token_weight, reductio
         raise ValueError(
             f"weight must be [V, H] with H = hidden.shape[-1] = {hidden.shape[-1]}, got {tuple(weight.shape)}"
         )
-    if hidden.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"hidden must be float32, bfloat16 or float16, got {hidden.dtype}")
-    if weight.dtype != hidden.dtype or (bias is not None and bias.dtype != hidden.dtype):
-        got = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
-        raise TypeError(f"hidden, weight and bias must share one dtype, got {got}")
-    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise ValueError(f"bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    check_head_dtypes(hidden, weight, bias)
     if target.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"target must be int64 or int32 class ids, got {target.dtype}")
     if tuple(target.shape) != tuple(hidden.shape[:-1]):

@@ -58,6 +58,7 @@ import torch
 from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .compile_boundary import opaque
 from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_under_logits, logits_fp32
+from .head_checks import check_head_dtypes
 from .log_probs import (
     N_STATS,
     log_probs_grad_rows,
@@ -76,13 +77,7 @@ def _validate(hidden, weight, bias, target, temperature, softcap, logit_scale) -
             f"weight must be [V, H] with V >= 1 and H = hidden.shape[-1] = {hidden.shape[-1]}, "
             f"got {tuple(weight.shape)}"
         )
-    if hidden.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"hidden must be float32, bfloat16 or float16, got {hidden.dtype}")
-    if weight.dtype != hidden.dtype or (bias is not None and bias.dtype != hidden.dtype):
-        got = (hidden.dtype, weight.dtype, None if bias is None else bias.dtype)
-        raise TypeError(f"hidden, weight and bias must share one dtype, got {got}")
-    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
-        raise ValueError(f"bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    check_head_dtypes(hidden, weight, bias)
     for name, t in (("weight", weight), ("bias", bias), ("target", target)):
         if t is not None and t.device != hidden.device:
             raise ValueError(f"{name} is on {t.device} but hidden is on {hidden.device}")
