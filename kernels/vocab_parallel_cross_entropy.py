@@ -58,13 +58,13 @@ import torch.distributed as dist
 
 from . import vocab_parallel_passes as passes
 from .cross_entropy import (
-    REDUCTIONS,
     CheckTargets,
     Reduction,
     finish_forward,
     resolve_check,
     scale_rows_,
     take_formed_grad,
+    validate_loss_options,
 )
 
 N_STATS = 6  # columns of the per-rank statistics: m, s_o, x_y, owned, w_y, sum_j w_j (m - x_j)
@@ -417,20 +417,10 @@ def _validate(logits, target, class_weight, token_weight, reduction, label_smoot
         raise TypeError(f"target must be int64 or int32 class ids, got {target.dtype}")
     if tuple(target.shape) != tuple(logits.shape[:-1]):
         raise ValueError(f"target shape {tuple(target.shape)} must equal {tuple(logits.shape[:-1])}")
-    n_cols = logits.shape[-1]
-    if class_weight is not None and tuple(class_weight.shape) != (n_cols,):
-        raise ValueError(f"class_weight_shard must have shape ({n_cols},), got {tuple(class_weight.shape)}")
-    if token_weight is not None and tuple(token_weight.shape) != tuple(target.shape):
-        raise ValueError(f"token_weight must have the target's shape {tuple(target.shape)}")
-    for name, t in (("target", target), ("class_weight_shard", class_weight), ("token_weight", token_weight)):
-        if t is not None and t.device != logits.device:
-            raise ValueError(f"{name} is on {t.device} but logits_shard is on {logits.device}")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"label_smoothing must be in [0, 1], got {label_smoothing}")
-    if softcap is not None and not softcap > 0:
-        raise ValueError(f"softcap must be positive or None, got {softcap}")
+    validate_loss_options(
+        logits.shape[-1], target, class_weight, token_weight, reduction, label_smoothing, softcap,
+        device=logits.device, names=("class_weight_shard", "logits_shard"),
+    )  # fmt: skip
 
 
 class VocabParallelCrossEntropyFunction(torch.autograd.Function):
