@@ -94,6 +94,7 @@ def _row_stats(
     return m, s_o, d, sum_w
 
 
+# _ce_fwd_kernel's arguments, passed through one by one as its launch takes them (do_not_specialize names them)
 @device_function
 def _row_finish(
     row,
@@ -577,6 +578,7 @@ def validate_loss_options(
 class CrossEntropyFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
 
+    # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @staticmethod
     def forward(
         ctx,
@@ -700,6 +702,7 @@ def take_formed_grad(ctx, name: str) -> torch.Tensor:
     return grad
 
 
+# the public signature: each op names its options itself, keyword for keyword where they mean the same
 def cross_entropy(
     logits: torch.Tensor,
     target: torch.Tensor,
@@ -784,6 +787,7 @@ class CrossEntropyLoss(torch.nn.Module):
         self.inplace_backward = inplace_backward
         self.check_targets = check_targets
 
+    # the options fixed at construction, by keyword: cross_entropy's own names
     def forward(self, logits, target, token_weight=None):
         return cross_entropy(
             logits,

@@ -299,6 +299,7 @@ def _kd_fwd_kernel(
         tl.store(stats_ptr + row * 6 + 5, aux_t)
 
 
+# the rows _kd_fwd_kernel reads, in its order: each kernel's launch takes them as arguments of its own
 @triton.jit
 def _kd_bwd_kernel(
     # student logits [B, T, V] any strides; teacher as in forward

@@ -332,6 +332,7 @@ def start_chunked_backward(ctx, name: str) -> None:
 class FusedLinearCrossEntropyFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (loss, z_loss), z_loss only for logging."""
 
+    # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @staticmethod
     def forward(
         ctx,
@@ -442,6 +443,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         return (grad_h, grad_w, grad_b) + (None,) * 13
 
 
+# the public signature: each op names its options itself, keyword for keyword where they mean the same
 def fused_linear_cross_entropy(
     hidden: torch.Tensor,
     weight: torch.Tensor,

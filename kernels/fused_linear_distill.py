@@ -257,6 +257,7 @@ def _backward_pass(ctx, dloss, need_h, need_w):
 
 
 @opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
+# the public signature: each op names its options itself, keyword for keyword where they mean the same
 def fused_linear_distill(
     student_hidden: torch.Tensor,
     student_weight: torch.Tensor,

@@ -169,6 +169,7 @@ BackwardSplit = Literal["rows", "vocab"]
 class FusedLinearLogProbsFunction(torch.autograd.Function):
     """autograd wrapper; forward(...) returns (logp, entropy), both differentiable."""
 
+    # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @staticmethod
     def forward(
         ctx,

@@ -340,6 +340,7 @@ def eager_loss(function, hidden, weight, completion_ids, old_logp, ref_logp, adv
                           chunk_bytes, grad_weight_accum)  # fmt: skip
 
 
+# policy_loss's options, passed through: the public function names them for its callers
 def grpo_loss(
     hidden: torch.Tensor,
     weight: torch.Tensor,

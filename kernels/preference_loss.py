@@ -97,6 +97,7 @@ def preference_from_log_probs(
     return nll.mean()
 
 
+# preference_from_log_probs' options, passed through: the public function names them for its callers
 def preference_loss(
     hidden: torch.Tensor,
     weight: torch.Tensor,

@@ -436,6 +436,7 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
     MERGED = _Merged
     FUSED = True
 
+    # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @classmethod
     def forward(
         cls,

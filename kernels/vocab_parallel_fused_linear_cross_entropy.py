@@ -206,6 +206,7 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
             grad_b = grad_b.to(b.dtype)
         return grad_h, grad_w, grad_b
 
+    # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @classmethod
     def forward(
         cls,

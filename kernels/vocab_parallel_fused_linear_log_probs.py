@@ -127,6 +127,7 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
     # the GLOBAL id of a slice's first column, as forward's target lookup sees it
     TARGET_START = staticmethod(lambda vocab_start, c0: vocab_start + c0)
 
+    # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @classmethod
     def forward(
         cls,
@@ -212,6 +213,7 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
         return (grad_h, grad_w, grad_b) + none[3:]
 
 
+# the public signature: each op names its options itself, keyword for keyword where they mean the same
 @opaque  # torch.compile runs it as it is, outside the graph: kernels/compile_boundary.py
 def vocab_parallel_fused_linear_log_probs(
     hidden: torch.Tensor,

@@ -110,6 +110,7 @@ def _stats_kernel(
     _store_row_stats(x_row, stats_ptr + row * 6, lt, own, m, s_o, gap, w_ptr, cap, SOFTCAP, HAS_CLASS_W)
 
 
+# the shard's rows and options as _stats_kernel takes them: each kernel's launch takes them as arguments of its own
 @triton.jit
 def _grad_kernel(
     x_ptr,
