@@ -235,6 +235,17 @@ def _validate(hidden, weight, bias, target, class_weight, token_weight, reductio
     )  # fmt: skip
 
 
+def flat_inputs(hidden, weight, bias, token_weight, class_weight):
+    """(h [N, H], w, b, token weights [N] float32, class weights float32), contiguous, as the
+    fused linear losses' chunk loops read them (None where not given)."""
+    h = hidden.reshape(-1, hidden.shape[-1]).contiguous()
+    w = weight.contiguous()
+    b = bias.contiguous() if bias is not None else None
+    tw = token_weight.reshape(-1).float().contiguous() if token_weight is not None else None
+    cw = class_weight.float().contiguous() if class_weight is not None else None
+    return h, w, b, tw, cw
+
+
 def _chunk_loop(h, w, b, t, tw, *, ce, denom, chunk, need_h, need_w, need_b, accum, loss_rows, zloss_rows, store):
     """Run every chunk: logits, loss and gradient rows (in place), then the three gradient
     products. Returns (grad_hidden, grad_weight, grad_bias), None where not needed. No host
@@ -357,12 +368,8 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
         check_accum(grad_weight_accum)
         shape = target.shape
         n_classes = weight.shape[0]
-        h = hidden.reshape(-1, hidden.shape[-1]).contiguous()
-        w = weight.contiguous()
-        b = bias.contiguous() if bias is not None else None
+        h, w, b, tw, cw = flat_inputs(hidden, weight, bias, token_weight, class_weight)
         t = target.reshape(-1).contiguous()
-        tw = token_weight.reshape(-1).float().contiguous() if token_weight is not None else None
-        cw = class_weight.float().contiguous() if class_weight is not None else None
         run_target_check(check_targets, t, n_classes, ignore_index)
         denom = mean_denominator(t, cw, ignore_index, n_classes) if reduction == "mean" else None
         store = resolve_store(store, h.dtype, label_smoothing, softcap, z_loss_scale, n_classes, h.device)

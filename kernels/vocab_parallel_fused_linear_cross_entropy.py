@@ -78,6 +78,7 @@ from .fused_linear_cross_entropy import (
     _validate,
     check_accum,
     finish_chunked_forward,
+    flat_inputs,
     plan,
     start_chunked_backward,
 )
@@ -232,12 +233,8 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
         check_accum(grad_weight_accum)
         shape = target.shape
-        h = hidden.reshape(-1, hidden.shape[-1]).contiguous()
-        w = weight.contiguous()
-        b = bias.contiguous() if bias is not None else None
+        h, w, b, tw, cw = flat_inputs(hidden, weight, bias, token_weight, class_weight)
         t = target.reshape(-1).long()
-        tw = token_weight.reshape(-1).float().contiguous() if token_weight is not None else None
-        cw = class_weight.float().contiguous() if class_weight is not None else None
         dev, n, v_local = h.device, h.shape[0], w.shape[0]
         if vocab_start is None:
             vocab_start, _ = shard_offsets(v_local, group, dev)
