@@ -70,6 +70,8 @@ def scale_(g: torch.Tensor, up: torch.Tensor) -> None:
     The rows handed to scale_rows_ are groups of whole rows of g, as few as still spread over
     the GPU (each row is one program's walk); the interpreter runs programs one by one, so on
     CPU a handful of long rows is fastest."""
+    if g.numel() == 0:
+        return  # no tokens: an empty gradient, nothing to scale (and no whole rows to group)
     rows = g.shape[0] if g.dim() > 1 else 1
     most = 1024 if g.is_cuda else 4
     groups = max(d for d in range(1, min(rows, most) + 1) if rows % d == 0)

@@ -273,3 +273,21 @@ def test_device_target_check_on_cpu():
         fused_linear_cross_entropy(h, w, bad, check_targets="host")
     loss = fused_linear_cross_entropy(h, w, bad, reduction="none", check_targets=False)
     assert torch.isnan(loss[2]) and torch.isfinite(loss[[0, 1, 3]]).all()
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_no_tokens_backward_as_pytorch(reduction):
+    """A step with no tokens (an empty micro-batch) runs backward and answers as PyTorch does:
+    an empty loss, 0, or NaN for the mean over nothing, and zero gradients. Scaling the saved
+    gradient by the upstream once raised on the empty hidden gradient (no whole rows to group)."""
+    hidden = torch.randn(0, 16, requires_grad=True)
+    weight = torch.randn(64, 16, requires_grad=True)
+    target = torch.zeros(0, dtype=torch.long)
+    loss = fused_linear_cross_entropy(hidden, weight, target, reduction=reduction)
+    (loss.sum() if reduction == "none" else loss).backward()
+    h2, w2 = hidden.detach().clone().requires_grad_(), weight.detach().clone().requires_grad_()
+    ref = torch.nn.functional.cross_entropy(h2 @ w2.T, target, reduction=reduction)
+    (ref.sum() if reduction == "none" else ref).backward()
+    assert loss.shape == ref.shape and torch.equal(loss.isnan(), ref.isnan())
+    assert torch.equal(loss.nan_to_num(), ref.nan_to_num().to(loss.dtype))
+    assert hidden.grad.shape == (0, 16) and torch.equal(weight.grad, w2.grad)
