@@ -23,8 +23,8 @@ recomputes the logits in backward pays 8*N*H*V):
   over rows, so it cannot be rescaled afterwards. Forward then computes the loss only and
   backward recomputes each chunk with token weights multiplied by the upstream gradient: the
   per-row scaling is exact (one rounding, inside the kernel), at the price of 8*N*H*V FLOPs.
-- memory budget, `chunk_bytes` (default DEFAULT_CHUNK_BYTES): the working memory allowed
-  beyond the gradients themselves. The logits chunk gets the most tokens whose logits fit it,
+- memory budget, `chunk_bytes` (default: GRADIENT_SHARE of the gradients' bytes): the working
+  memory allowed beyond the gradients themselves. The logits chunk gets the most tokens whose logits fit it,
   rounded down to a multiple of 64 when above 64 (cuBLAS tile friendly): a budget, not a
   formula in V/H, so large vocabularies do not get tiny chunks. `chunk_tokens` overrides it
   (tests use it to force many and partial chunks).
@@ -86,7 +86,7 @@ import torch
 
 from . import shifted_logits
 from .chunk_grads import ChunkGrads, scale_
-from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
+from .chunking import chunk_size
 from .cross_entropy import (
     CheckTargets,
     Reduction,
@@ -101,6 +101,22 @@ from .fused_linear_log_probs import fused_linear_log_probs
 from .head_checks import check_head_dtypes
 
 GradWeightAccum = Literal["auto", "fp32", "dtype"]
+# chunk_bytes=None: the working memory is this share of the two gradients (their bytes, (V + N) * H
+# in the inputs' dtype), so the extra memory stays under the 1.2x design target at every head
+# (docs/performance.md) with a margin for the per-row buffers, and a head with room gets larger
+# chunks: fewer passes of the [V, H] weight-gradient product (H200, docs/profiles/flce-heads-h200.md:
+# the Gemma-2-2B head 67.7 -> 64.0 ms, Qwen2.5-7B 54.1 -> 52.9; Mistral-7B's 512 MiB extra, 1.6x its
+# gradients, falls to 1.18x). Never under GRADIENT_SHARE_FLOOR: tiny heads keep whole-batch chunks.
+GRADIENT_SHARE = 0.19
+GRADIENT_SHARE_FLOOR = 32 * 2**20
+
+
+def default_chunk_bytes(n_tokens: int, n_classes: int, n_hidden: int, dtype: torch.dtype) -> int:
+    """The budget chunk_bytes=None stands for: GRADIENT_SHARE of the two gradients' bytes."""
+    grads = (n_classes + n_tokens) * n_hidden * torch.empty((), dtype=dtype).element_size()
+    return max(int(GRADIENT_SHARE * grads), GRADIENT_SHARE_FLOOR)
+
+
 AUTO_DTYPE_MAX_CHUNKS = 32
 Split = Literal["auto", "tokens", "vocab"]
 Store = Literal["auto", "float32", "shifted16"]
@@ -465,7 +481,7 @@ def fused_linear_cross_entropy(
     z_loss_scale: float = 0.0,
     token_weight: torch.Tensor | None = None,
     return_z_loss: bool = False,
-    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     chunk_tokens: int | None = None,
     grad_weight_accum: GradWeightAccum = "auto",
     check_targets: CheckTargets = True,
@@ -484,8 +500,10 @@ def fused_linear_cross_entropy(
     chunk_bytes: the memory budget, in bytes, for the working memory beyond the gradients
     (the logits chunk; in "auto" accumulation also the fp32 weight-gradient accumulator, which
     it only takes when that fits half the budget). Extra memory is then about the gradients +
-    chunk_bytes (at least one row of logits). Default DEFAULT_CHUNK_BYTES (192 MiB). Smaller
-    budgets mean more, smaller chunks (slower at large heads), never more memory.
+    chunk_bytes (at least one row of logits). Default None: GRADIENT_SHARE (19%) of the two
+    gradients' bytes, at least 32 MiB (203 MiB at the Llama-3-8B head, 221 at Gemma-2-2B, 61
+    at Mistral-7B). Smaller budgets mean more, smaller chunks (slower at large heads), never
+    more memory.
     chunk_tokens: force the tokens per chunk instead (the budget then sizes nothing).
     grad_weight_accum: "auto", "dtype" or "fp32": see the module docstring.
     check_targets: as in kernels.cross_entropy.cross_entropy: True (default) checks the targets
@@ -496,6 +514,8 @@ def fused_linear_cross_entropy(
     One backward per forward (the gradients are formed in forward, except for reduction="none").
     """
     n_tokens = target.numel()
+    if chunk_bytes is None:
+        chunk_bytes = default_chunk_bytes(n_tokens, weight.shape[0], weight.shape[-1], weight.dtype)
     how = resolve_split_and_store(
         split, store, n_tokens, weight.shape[0], hidden.dtype, hidden.device, label_smoothing, softcap,
         z_loss_scale, chunk_bytes, chunk_tokens,

@@ -70,10 +70,10 @@ from types import SimpleNamespace
 import torch
 
 from .chunk_grads import scale_
+from .chunking import DEFAULT_CHUNK_BYTES
 from .cross_entropy import CheckTargets, Reduction
 from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
 from .fused_linear_cross_entropy import (
-    DEFAULT_CHUNK_BYTES,
     GradWeightAccum,
     _validate,
     check_accum,

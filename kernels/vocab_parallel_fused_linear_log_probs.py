@@ -70,9 +70,9 @@ from __future__ import annotations
 
 import torch
 
+from .chunking import DEFAULT_CHUNK_BYTES
 from .compile_boundary import opaque
 from .fp32_products import logits_fp32
-from .fused_linear_cross_entropy import DEFAULT_CHUNK_BYTES
 from .fused_linear_log_probs import _backward_vocab, _spans, _validate, plan_cols
 from .log_probs import N_STATS, log_probs_rows, upstream_2d
 from .vocab_parallel_cross_entropy import all_gather, all_reduce_, group_rank_size, shard_offsets

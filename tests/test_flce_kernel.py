@@ -13,10 +13,12 @@ import torch
 
 from ligerbench import tolerance
 from ligerbench.cases import DTYPES, Case
+from ligerbench.kernels.chunking import DEFAULT_CHUNK_BYTES
 from ligerbench.kernels.fused_linear_cross_entropy import (
     AUTO_DTYPE_MAX_CHUNKS,
-    DEFAULT_CHUNK_BYTES,
+    GRADIENT_SHARE,
     chunk_size,
+    default_chunk_bytes,
     fused_linear_cross_entropy,
     plan,
     resolve_split,
@@ -129,6 +131,17 @@ def test_chunk_size_comes_from_the_budget():
     assert chunk_size(8192, 128256, 2, 1, None) == 1
     with pytest.raises(ValueError, match="chunk_tokens"):
         chunk_size(10, 10, 2, DEFAULT_CHUNK_BYTES, 0)
+
+
+def test_default_budget_is_a_share_of_the_gradients():
+    # the extra memory (gradients + budget) stays under the 1.2x design target at every bench head
+    for v, h in ((128256, 4096), (256000, 2304), (152064, 3584), (32768, 4096)):
+        grads = (v + 8192) * h * 2
+        budget = default_chunk_bytes(8192, v, h, torch.bfloat16)
+        assert budget == int(GRADIENT_SHARE * grads) and grads + budget < 1.2 * grads
+    fp32, bf16 = (default_chunk_bytes(8192, 32768, 4096, dt) for dt in (torch.float32, torch.bfloat16))
+    assert abs(fp32 - 2 * bf16) <= 1  # the gradients' own bytes: twice as many in float32
+    assert default_chunk_bytes(256, 4096, 64, torch.float32) == 32 * 2**20  # tiny heads: one whole chunk
 
 
 def _args(**override):

@@ -68,11 +68,13 @@ def _wraps_at_64_chunks(hidden, weight, target, *, bias, token_weight, **opts):
 def _one_chunk_upstream_ignored(hidden, weight, target, **opts):
     """When every token fits in one chunk, a fast path returns the gradients formed in forward
     without scaling them by the upstream scalar (mean and sum)."""
-    from ligerbench.kernels.chunking import DEFAULT_CHUNK_BYTES, chunk_size
+    from ligerbench.kernels.chunking import chunk_size
+    from ligerbench.kernels.fused_linear_cross_entropy import default_chunk_bytes
 
     loss, z = _ours(hidden, weight, target, **opts)
     n = target.numel()
-    one_chunk = chunk_size(n, weight.shape[0], hidden.element_size(), DEFAULT_CHUNK_BYTES, None) >= n
+    budget = default_chunk_bytes(n, weight.shape[0], weight.shape[1], weight.dtype)
+    one_chunk = chunk_size(n, weight.shape[0], hidden.element_size(), budget, None) >= n
     if one_chunk and opts["reduction"] != "none":
         loss = input_mutants.with_upstream(loss, input_mutants.upstream_ignored)
     return loss, z

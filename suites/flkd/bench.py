@@ -117,5 +117,10 @@ SPEC = BenchSpec(
                source=f"{SOURCE}: no slower than the best peer"),
         Target(("ours",), metric="extra_mib", limit=lambda case: 1.25 * gradient_mib(case),
                source=f"{SOURCE}: extra memory <= the student's gradients (hidden and weight) + 25%"),
+        # a setting of ours at half Liger's memory or less, and no slower than it
+        Target(("ours_large_groups",), metric="time_ms", peers=("liger_fused_linear_jsd",), factor=1.0,
+               source=f"{SOURCE}: ours_large_groups no slower than Liger's fused JSD"),
+        Target(("ours_large_groups",), metric="extra_mib", peers=("liger_fused_linear_jsd",), factor=0.5,
+               source=f"{SOURCE}: ours_large_groups at half Liger's fused JSD's extra memory or less"),
     ),
 )  # fmt: skip
