@@ -6,8 +6,10 @@ the weight-gradient product costs by its K: one run, every figure from the same 
 - ceilings: a bf16 8192^3 product (TFLOP/s) and a 2 GiB device copy (GB/s, read + write).
 - dw: the [V, H] weight-gradient product of one chunk, dW (+)= g.T @ h_c, by K = tokens a
   chunk, written (mm) or accumulated (addmm_), alone and beside grad_h = g @ W on two streams.
-- flce: ours (overlap of the two products on and off, budgets) and torch.compile of the model
-  code at the four heads of `ligerbench bench --kernel flce --sweep heads`; median ms
+The output of one H200 run, and what it says: docs/profiles/heads_profile-h200.txt and
+docs/profiles/flce-heads-h200.md.
+- flce: ours (its default budget, two fixed ones, and at Gemma-2 each split) and torch.compile of
+  the model code at the four heads of `ligerbench bench --kernel flce --sweep heads`; median ms
   (triton.testing.do_bench, L2 flushed) and extra MiB (peak above what was allocated before).
 - profile: torch.profiler's CUDA time per kernel in one iteration, grouped by name.
 - host: the host's time to issue one call while the GPU is held busy (a call that syncs shows
@@ -24,7 +26,6 @@ import torch
 import triton
 from torch.profiler import ProfilerActivity, profile
 
-from ligerbench.kernels import chunk_grads
 from ligerbench.kernels.fused_linear_cross_entropy import fused_linear_cross_entropy
 
 N, DEV, DT = 8192, "cuda", torch.bfloat16
@@ -119,42 +120,25 @@ def compiled():
     return lambda hs, ws, y: lambda: fn(hs, ws, y)
 
 
-OFF, EARLY, LATE = {"OVERLAP": False}, {"OVERLAP": True, "WAIT_LATE": False}, {"OVERLAP": True, "WAIT_LATE": True}
-
-
 def flce(heads=tuple(HEADS)):
     for head in heads:
         h, v = HEADS[head]
         hs, ws, y = inputs(h, v)
         grads_mib = (v + N) * h * 2 / MIB
-        target = int(0.2 * grads_mib)
-        variants = [("ours", LATE, {}), ("ours early-wait", EARLY, {}), ("ours no-overlap", OFF, {}),
-                    (f"ours {target} MiB", LATE, {"chunk_bytes": target * MIB}),
-                    (f"ours {target} MiB no-overlap", OFF, {"chunk_bytes": target * MIB})]  # fmt: skip
+        variants = [("ours", {})] + [(f"ours {b} MiB", {"chunk_bytes": b * MIB}) for b in (192, 384)]
         if head == "gemma2-2b":
-            for b in (192, target):
-                kw = {"split": "tokens", "chunk_bytes": b * MIB}
-                variants += [(f"ours tokens {b} MiB", LATE, kw), (f"ours tokens {b} MiB no-overlap", OFF, kw)]
-        variants += [("ours 384 MiB", LATE, {"chunk_bytes": 384 * MIB}), ("torch.compile", None, None)]
-        ref = {}
-        for name, switches, kw in variants:
-            for key, value in (switches or {}).items():
-                setattr(chunk_grads, key, value)
+            variants += [("ours by tokens", {"split": "tokens"}), ("ours by vocabulary", {"split": "vocab"})]
+        variants.append(("torch.compile", None))
+        for name, kw in variants:
             fn = compiled()(hs, ws, y) if kw is None else ours(**kw)(hs, ws, y)
             try:
                 ms, extra = bench(fn, hs, ws)
             except Exception as exc:  # a variant that fails is reported, the rest still run
                 print(f"flce {head} {name}: {type(exc).__name__}: {str(exc)[:200]}", flush=True)
                 continue
-            step(fn, hs, ws)
-            base = name.replace(" no-overlap", "").replace(" early-wait", "")
-            same = f" bitwise-equal-to-{base}={torch.equal(ws.grad, ref[base])}" if base in ref else ""
-            ref.setdefault(base, ws.grad.clone())
             print(f"flce {head} {name}: {ms:.2f} ms, {extra:.0f} MiB extra ({extra - grads_mib:.0f} above the "
-                  f"gradients, {extra / grads_mib:.2f}x){same}", flush=True)  # fmt: skip
-        for key, value in LATE.items():
-            setattr(chunk_grads, key, value)
-        del hs, ws, y, ref
+                  f"gradients, {extra / grads_mib:.2f}x)", flush=True)  # fmt: skip
+        del hs, ws, y
         torch.cuda.empty_cache()
 
 
@@ -177,9 +161,7 @@ def profiles():
     for head, kw in (("llama3-8b", {}), ("gemma2-2b", {}), ("gemma2-2b", {"split": "tokens"})):
         h, v = HEADS[head]
         hs, ws, y = inputs(h, v)
-        chunk_grads.OVERLAP = False  # kernel times apart, not overlapped
         profile_one(f"ours {head} {kw or 'default'}", ours(**kw)(hs, ws, y), hs, ws)
-        chunk_grads.OVERLAP = True
         profile_one(f"torch.compile {head}", compiled()(hs, ws, y), hs, ws)
         del hs, ws, y
         torch.cuda.empty_cache()
