@@ -49,7 +49,9 @@ PEER_DISTRIBUTIONS = (
     "unsloth_zoo",
     "tensordict",
     "torch",
-)  # torch: its own linear_cross_entropy (suites/peers/torch_native.py)
+    "quack-kernels",
+    "nvidia-cutlass-dsl",
+)  # torch: its own linear_cross_entropy (suites/peers/torch_native.py); the CUTLASS DSL: QuACK's
 
 
 def peer_versions() -> dict[str, str | None]:

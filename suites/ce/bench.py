@@ -117,7 +117,7 @@ VARIANTS = (
 )
 
 # the peers "ours" must not be slower than (Liger's input clone is timed apart, not added)
-PEERS = ("eager", "eager_fp32", "torch_compile", "liger")
+PEERS = ("eager", "eager_fp32", "torch_compile", "liger", "quack")
 
 SOURCE = design_target("ce")
 # the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value

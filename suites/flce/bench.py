@@ -117,7 +117,7 @@ EXCLUDED = {"ours_small_chunks": verification_setting("5-token chunks")}
 
 SOURCE = design_target("flce")
 # every peer a user could pick instead, whatever memory it takes (CCE's filtered gradient too)
-FASTEST_PEERS = ("torch_compile", "eager", "liger", "cce", "cce_filtered", "torch_native")
+FASTEST_PEERS = ("torch_compile", "eager", "liger", "cce", "cce_filtered", "torch_native", "quack", "quack_chunk_1024")
 # the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value
 SPEC = BenchSpec(
     kernel="flce",

@@ -15,9 +15,9 @@ kernels. docs/peers.md has the findings.
 from __future__ import annotations
 
 from ligerbench.registry import Registry
-from ligerbench.suites.peers import liger, torch_native, trl, unsloth, verl
+from ligerbench.suites.peers import liger, quack, torch_native, trl, unsloth, verl
 
-LIBRARIES = (liger, trl, verl, unsloth, torch_native)
+LIBRARIES = (liger, trl, verl, unsloth, torch_native, quack)
 
 
 def pins() -> dict[str, str]:
