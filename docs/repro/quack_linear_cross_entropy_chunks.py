@@ -6,7 +6,8 @@ Reported by a bench on an H200 (2026-11-27): at its default chunk the call raise
 `ValueError: operand 'v': m == n makes row/col inference ambiguous`, while chunk 4000 and 1024 ran.
 
     pip install --target <dir>/site-packages quack-kernels==0.6.5 nvidia-cutlass-dsl==4.7.1 \
-        nvidia-cutlass-dsl-libs-base==4.7.1 nvidia-cutlass-dsl-libs-cu13==4.7.1 apache-tvm-ffi torch-c-dlpack-ext
+        nvidia-cutlass-dsl-libs-core==4.7.1 nvidia-cutlass-dsl-libs-base==4.7.1 nvidia-cutlass-dsl-libs-cu13==4.7.1 \
+        nvidia-cuda-nvdisasm apache-tvm-ffi torch-c-dlpack-ext
     PYTHONPATH=<dir>/site-packages:<dir>/site-packages/nvidia_cutlass_dsl/dsl_packages \
         python docs/repro/quack_linear_cross_entropy_chunks.py       # needs a CUDA GPU (SM90+)
 """

@@ -23,9 +23,11 @@ the "mean" and "sum" reductions ("Invalid reduction"); its row count a multiple 
 Installing it: QuACK fingerprints every function defined outside a folder named `site-packages`
 and then refuses the CUTLASS DSL's module globals (a TypeError naming a Logger with
 nvidia-cutlass-dsl 4.7.1, a ContextVar with 4.8.1). One `pip install --target
-<dir>/site-packages` of quack-kernels, nvidia-cutlass-dsl 4.7.1 with its libs (base and cu13),
-apache-tvm-ffi and torch-c-dlpack-ext, with `<dir>/site-packages` and
-`<dir>/site-packages/nvidia_cutlass_dsl/dsl_packages` on PYTHONPATH, runs (docs/peers.md).
+<dir>/site-packages` of quack-kernels, nvidia-cutlass-dsl 4.7.1 with its libs (core, base and
+cu13: the `cutlass` Python package is in libs-core, without which `import quack` fails with "No
+module named 'cutlass.cutlass_dsl'"), nvidia-cuda-nvdisasm, apache-tvm-ffi and torch-c-dlpack-ext,
+with `<dir>/site-packages` and `<dir>/site-packages/nvidia_cutlass_dsl/dsl_packages` on
+PYTHONPATH, runs (docs/peers.md).
 """
 
 from __future__ import annotations
