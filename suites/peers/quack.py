@@ -95,34 +95,14 @@ def flce_supports(case: Case) -> str | None:
     return _lacking(case, {"class_weight": "class weights"})
 
 
+GPU_PEER = {**PEER, "devices": ("cuda",)}  # CuTe DSL kernels: SM90 or newer
 PROVIDERS = (
-    Provider(
-        name="quack",
-        kernel="ce",
-        **PEER,
-        load=_load_ce,
-        supports=ce_supports,
-        devices=("cuda",),
-        description="QuACK quack.cross_entropy.cross_entropy (CuTe DSL)",
-    ),
-    Provider(
-        name="quack",
-        kernel="flce",
-        **PEER,
-        load=_load_flce,
-        supports=flce_supports,
-        devices=("cuda",),
-        description="QuACK quack.linear_cross_entropy.chunked_linear_cross_entropy, its default chunk of 4096 "
-        "rows (CuTe DSL: the cross entropy in the GEMM's epilogue)",
-    ),
-    Provider(
-        name="quack_chunk_1024",
-        kernel="flce",
-        **PEER,
-        load=functools.partial(_load_flce, 1024),
-        supports=flce_supports,
-        devices=("cuda",),
-        bench_only=True,
-        description="QuACK's chunked linear cross entropy at chunk_size=1024, its leaner setting",
-    ),
-)
+    Provider(name="quack", kernel="ce", **GPU_PEER, load=_load_ce, supports=ce_supports,
+             description="QuACK quack.cross_entropy.cross_entropy (CuTe DSL)"),
+    Provider(name="quack", kernel="flce", **GPU_PEER, load=_load_flce, supports=flce_supports,
+             description="QuACK quack.linear_cross_entropy.chunked_linear_cross_entropy, its default chunk of 4096 "
+             "rows (CuTe DSL: the cross entropy in the GEMM's epilogue)"),
+    Provider(name="quack_chunk_1024", kernel="flce", **GPU_PEER, load=functools.partial(_load_flce, 1024),
+             supports=flce_supports, bench_only=True,
+             description="QuACK's chunked linear cross entropy at chunk_size=1024, its leaner setting"),
+)  # fmt: skip
