@@ -6,6 +6,7 @@ only, the KL taken in the wrong direction) or when our op silently does not run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -38,15 +39,25 @@ def test_the_cli_passes_on_cpu_with_jsd(tmp_path):
 
 # each bug on the divergence where it changes the objective: a one-sided temperature under the
 # symmetric JSD (TRL #5731's kind), a swapped direction under forward KL (JSD at beta 0.5 is
-# symmetric: swapping there would be an equivalent mutant)
+# symmetric: swapping there would be an equivalent mutant). In bf16 over 4 steps the one-sided
+# temperature fails the loss (3.5 vs limit 0.009), not the parameters or the eval log-probs
+# (0.044 vs 0.068, 0.12 vs 0.14 nats: within bf16's own distance to float64)
 @pytest.mark.parametrize(
-    ("divergence", "bug"), [("jsd", "temperature_student_only"), ("forward_kl", "kl_direction_swapped")]
+    ("divergence", "bug", "dtype", "must_fail"),
+    [
+        ("jsd", "temperature_student_only", "fp32", {"loss_per_step", "final_params"}),
+        ("forward_kl", "kl_direction_swapped", "fp32", {"loss_per_step", "final_params"}),
+        ("jsd", "temperature_student_only", "bf16", {"loss_per_step"}),
+    ],
 )
-def test_a_planted_bug_in_the_fused_loss_fails_the_trajectory(monkeypatch, divergence, bug):
+def test_a_planted_bug_in_the_fused_loss_fails_the_trajectory(monkeypatch, divergence, bug, dtype, must_fail):
     monkeypatch.setattr(converge_distill, "fused_linear_distill", distill_mutants.on_head(bug))
-    got = _verdicts(converge_distill.run_case(_case(divergence)))
+    case = dataclasses.replace(_case(divergence), dtype=dtype)
+    if dtype == "bf16":
+        case = dataclasses.replace(case, preset=dataclasses.replace(case.preset, steps=4))
+    got = _verdicts(converge_distill.run_case(case))
     assert got["flkd_active"] == "pass", got
-    assert got["loss_per_step"] == "fail" and got["final_params"] == "fail", got
+    assert {q for q, v in got.items() if v == "fail"} >= must_fail, got
 
 
 def test_our_op_not_running_fails_flkd_active(monkeypatch):

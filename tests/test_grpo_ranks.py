@@ -45,3 +45,16 @@ def test_a_normaliser_per_rank_fails_on_real_ranks(tmp_path):
     assert result.exit_code == 1, result.output
     failed = {(f["suite"], f["case"].split("/")[6]) for f in payload["failures"]}
     assert failed == {("invariance", "dapo"), ("invariance", "cispo")}
+
+
+def test_liger_gets_the_count_over_every_process_on_real_ranks(tmp_path):
+    """Liger divides `num_items_in_batch` by the world size itself (TRL's contract): its adapter
+    hands it the count over every process (suites/peers/liger.py, _liger_num_items). Handed a
+    rank's normaliser as it was, its dapo and cispo gradients came out 2x on two ranks (error 1.0)."""
+    pytest.importorskip("liger_kernel")
+    result, payload = _verify(tmp_path, "--provider", "liger_triton", "--suite", "invariance")
+    assert result.exit_code == 0, payload["failures"]
+    records = pd.read_csv(tmp_path / payload["run_id"] / "records.csv")
+    judged = records[records["verdict"] != "skip"]
+    assert {c.split("/")[6] for c in judged["case"]} >= {"dapo", "cispo"}
+    assert (judged["verdict"] == "pass").all() and len(judged) >= 4

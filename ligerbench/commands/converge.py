@@ -120,7 +120,7 @@ def converge(
 
     Train MODEL three times (transformers' loss, our kernels, transformers' loss in float64) and
     compare loss per step, final parameters and eval top-k log-probs with the float64 run (limit:
-    10x transformers' own distance to it, see converge/tolerance.py), step-0 gradients,
+    10x transformers' own distance to it, at most 1, see converge/tolerance.py), step-0 gradients,
     logits_to_keep and (--packed) packing.
 
     Exit status: 0 every comparison in tolerance, 1 any out of it or errored, 2 usage error,

@@ -28,6 +28,7 @@ from ligerbench.records import Record
 
 SUITE = "converge"
 PROVIDER = "ours"  # our kernels patched into transformers' model
+INFO_METRIC = "rel_diff_info"  # a row reported, not judged (limit inf; shown as `info`)
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,8 @@ class Checker:
         self.calls.update(patch.calls)
 
     def record(self, quantity, value, limit, *, metric="rel_l2", unit="", message="", verdict=None):
+        if metric != INFO_METRIC and limit > tol.MAX_LIMIT:  # a judged row's limit is one a bug can exceed
+            raise ValueError(f"{quantity}: limit {limit:.3g} above {tol.MAX_LIMIT} (ligerbench/converge/tolerance.py)")
         ok = value <= limit and not math.isnan(value)
         p = self.case.preset
         r = Record(

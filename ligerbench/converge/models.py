@@ -37,6 +37,17 @@ class Preset:
     description: str
 
 
+# AdamW's learning rate, chosen so that transformers' own bf16 run stays near the float64 run,
+# which is the yardstick of every trajectory limit (ligerbench/converge/tolerance.py): AdamW moves
+# every weight by about lr a step whatever its gradient, and a weight stored in bf16 rounds each
+# update, so the bf16 run's distance grows with lr x steps. Measured on the tiny preset (CPU,
+# llama-mini, 12 steps, transformers' bf16 run against float64): at 1e-2 the final parameters
+# 13% apart and the eval log-probs 0.70 nats (10x that is past every cap: no bug could fail
+# them), at 3e-3 1.7% and 0.067 nats, the loss still falling from 5.51 to 3.99 (log V 5.55). The
+# gpu preset's 1e-3 left fp32 eval log-probs 2.1 nats apart (a phase transition a step early or
+# late): the same factor, 3e-4.
+LR = {"tiny": 3e-3, "gpu": 3e-4}
+
 PRESETS: dict[str, Preset] = {
     # The interpreter costs ~12 ms per logits row at V=256 on a 2-core CPU: 2 x 16 tokens per
     # step keeps one model's run (two trainings plus the checks) to about ten seconds.
@@ -52,7 +63,7 @@ PRESETS: dict[str, Preset] = {
         batch=2,
         seq_len=16,
         steps=12,
-        lr=1e-2,
+        lr=LR["tiny"],
         topk=5,
         description="CPU / CI: hidden 64, 2 layers, vocab 256, 12 steps of 2x16 tokens",
     ),
@@ -69,7 +80,7 @@ PRESETS: dict[str, Preset] = {
         batch=8,
         seq_len=256,
         steps=60,
-        lr=1e-3,
+        lr=LR["gpu"],
         topk=10,
         description="GPU: hidden 1024, 4 layers, vocab 32000, 60 steps of 8x256 tokens",
     ),

@@ -12,11 +12,25 @@ Each is a `CausalLMPatch` with one thing wrong, the way real patches have gone w
   loss_scaled               a loss 1% too large (a wrong normalisation): the per-step loss
                             against the float64 run must see it from step 0, where chaos has
                             amplified nothing yet
+  mean_over_every_position  a normaliser over every position, prompt and padding included,
+                            not the counted targets: the loss and its gradient scaled by the
+                            counted share (~0.6 here); loss_per_step and the step-0 gradients
+  logits_rounded_16bit      the logits rounded to bf16 before the loss (in a float32 model): one
+                            16-bit rounding, the loss, its gradient and so the whole trajectory off
+                            by ~2**-9, thousands of float32 roundings (an equivalent mutant in bf16)
+  grad_scaled               the loss right, its gradient twice what it should be (a backward
+                            scaled wrong): only the step-0 gradients see it, since AdamW is blind
+                            to a gradient's scale
+  labels_not_shifted        position t scored against token t instead of t + 1 (the shift lost):
+                            another objective, so the loss, the parameters and the eval
+                            log-probs all depart, in bf16 too
 SoftcapDropped (not in MUTANTS: on llama-mini, selftest's model, it would be an equivalent
 mutant) trains Gemma-2 without its final-logit softcap: a wrong loss and a wrong trajectory.
 """
 
 from __future__ import annotations
+
+import torch
 
 from ligerbench.converge.parallel import Normalisation
 from ligerbench.kernels.hf import CausalLMPatch
@@ -66,12 +80,55 @@ class SoftcapDropped(CausalLMPatch):
         return super()._fused_loss(model, hidden, labels, position_ids, None, kwargs)
 
 
+class MeanOverEveryPosition(CausalLMPatch):
+    def _targets(self, labels, position_ids, kwargs):
+        target, weights, reduction, divisor = super()._targets(labels, position_ids, kwargs)
+        if reduction == "mean":  # summed, then divided by every position: ignored ones counted too
+            return target, weights, "sum", target.numel()
+        return target, weights, reduction, divisor
+
+
+class LogitsRounded16bit(CausalLMPatch):
+    def _ce_loss(self, raw_logits, *args):
+        return super()._ce_loss(raw_logits.to(torch.bfloat16).to(raw_logits.dtype), *args)
+
+
+class _TwiceTheGradient(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return 2 * grad
+
+
+class GradScaled(CausalLMPatch):
+    def _ce_loss(self, *args):
+        return _TwiceTheGradient.apply(super()._ce_loss(*args))
+
+    def _fused_loss(self, *args):
+        return _TwiceTheGradient.apply(super()._fused_loss(*args))
+
+
+class LabelsNotShifted(CausalLMPatch):
+    def _targets(self, labels, position_ids, kwargs):
+        target, weights, reduction, divisor = super()._targets(labels, position_ids, kwargs)
+        if kwargs.get("shift_labels") is None and not self.per_sequence_mean:
+            target = labels.reshape(-1)  # the labels as given, unshifted
+        return target, weights, reduction, divisor
+
+
 MUTANTS = {
     "not_applied": NotApplied,
     "logits_to_keep_eval_only": LogitsToKeepEvalOnly,
     "not_reverted": NotReverted,
     "loss_scaled": LossScaled,
     "per_token_when_packed": PerTokenWhenPacked,
+    "mean_over_every_position": MeanOverEveryPosition,
+    "logits_rounded_16bit": LogitsRounded16bit,
+    "grad_scaled": GradScaled,
+    "labels_not_shifted": LabelsNotShifted,
 }
 
 

@@ -109,14 +109,15 @@ def check_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisation =
     return judge_parallel(c, ys, ours, ours_g0, our_lp, held_out)
 
 
-def judge_parallel(c: Checker, ys: Yardsticks | None, ours: RunResult, ours_g0: dict, our_lp, held_out):
+def judge_parallel(c: Checker, ys: Yardsticks | None, ours: RunResult, ours_g0: dict, our_lp, held_out,
+                   loss_scale=None):  # fmt: skip
     """grads@step0 and the trajectory on rank 0; the other ranks judge nothing (their records are
-    not written) and return ours alone."""
+    not written) and return ours alone. `loss_scale`: judge_trajectory's."""
     if ys is None:
         return ConvergeResult(ref=RunResult([], {}), ours=ours, truth=RunResult([], {}))
     ref, truth = ys.ref, ys.truth
     record_step0(c, ours_g0, ref.result.step0.grads, truth.result.step0.grads)
-    judge_trajectory(c, ref.result, ours, truth.result, (ref.logprobs, our_lp, truth.logprobs), held_out)
+    judge_trajectory(c, ref.result, ours, truth.result, (ref.logprobs, our_lp, truth.logprobs), held_out, loss_scale)
     return ConvergeResult(ref=ref.result, ours=ours, truth=truth.result)
 
 

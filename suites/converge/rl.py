@@ -65,6 +65,18 @@ from ligerbench.suites.converge.parallel import (
 TEMPERATURE = 0.7
 LOSS = dict(loss_type="dapo", eps_low=0.2, eps_high=0.28, beta=0.04, kl_estimator="k3")
 RL_KINDS = ("grpo",)
+# The policy trains at this fraction of the preset's learning rate. The old log-probs are the
+# initial model's for the whole run, and AdamW moves every weight by about lr a step whatever
+# the gradient, so the importance ratio exp(logp - old_logp) drifts with lr x steps. For a token
+# of negative advantage the clipped objective is unbounded above (min(r A, clip(r) A) = r A once
+# r > 1 + eps_high): at 1e-3 the gpu preset's loss jumped from ~1 to ~5000 at step 3 (a ratio of
+# thousands), and at 1e-2 on the tiny preset (CPU, bf16) transformers' own run ended 22% (in
+# parameters) from the float64 run; at 1e-3 there, 0.55%, its loss within a term scale of zero.
+LR_SCALE = 1 / 3
+
+
+def rl_lr(preset) -> float:
+    return LR_SCALE * preset.lr
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,17 @@ def rollouts(case: ConvergeCase, batches: list[Batch]) -> list[Rollout]:
     return out
 
 
+def term_scales(data: list[Rollout]) -> list[float]:
+    """Per step, the size of the policy loss's terms: the mean |advantage| over the completion
+    tokens, each token's term at ratio 1, and at least the KL term's weight beta (a step whose
+    rewards are all equal has advantages 0: only the KL term is left, near 0 while the policy is
+    near the reference; 2 rows a step make that common). The loss sums terms of both signs and
+    crosses zero (float64 -0.013 at step 5 of the tiny preset, transformers' bf16 run 0.134): its
+    error is judged over this scale, not over itself (suites/converge/__init__.py's judge_trajectory)."""
+    return [max(float((r.advantages.abs()[:, None] * r.mask).sum() / r.mask.sum().clamp(min=1)), LOSS["beta"])
+            for r in data]  # fmt: skip
+
+
 def _loss_fn(data: list[Rollout], logp_fn: Callable) -> Callable:
     steps = iter(data)
 
@@ -139,20 +162,20 @@ def check_rl_trajectory(c: Checker, on_step=None) -> ConvergeResult:
         return (lambda i, v: on_step(who, i, v)) if on_step else None
 
     ref_model = build(case)
-    ref = train(ref_model, batches, lr=p.lr, on_step=step_cb("ref"), loss_fn=_loss_fn(data, _theirs))
+    ref = train(ref_model, batches, lr=rl_lr(p), on_step=step_cb("ref"), loss_fn=_loss_fn(data, _theirs))
     ref_lp = eval_logprobs(ref_model, held_out)
     del ref_model
 
     calls: list = []
     model = build(case)
-    ours = train(model, batches, lr=p.lr, on_step=step_cb("ours"), loss_fn=_loss_fn(data, _ours(calls)))
+    ours = train(model, batches, lr=rl_lr(p), on_step=step_cb("ours"), loss_fn=_loss_fn(data, _ours(calls)))
     our_lp = eval_logprobs(model, held_out)
     del model
     c.record("flp_active", abs(len(calls) - p.steps), 0, metric="calls_missing", unit="calls",
              message=f"completion_log_probs calls in {p.steps} training steps: {len(calls)}")  # fmt: skip
 
     truth, truth_lp = _float64_run(case, batches, held_out, data, step_cb("float64"))
-    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out)
+    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out, loss_scale=term_scales(data))
     return ConvergeResult(ref=ref, ours=ours, truth=truth)
 
 
@@ -163,7 +186,7 @@ def _float64_run(case: ConvergeCase, batches, held_out, data, on_step):
     key = (case.model, case.preset, case.seed, case.device)
     if key not in _TRUTH:
         model = build_model(case.model, case.preset, seed=case.seed, dtype=torch.float64, device=case.device)
-        run = train(model, batches, lr=case.preset.lr, on_step=on_step, loss_fn=_loss_fn(data, _theirs))
+        run = train(model, batches, lr=rl_lr(case.preset), on_step=on_step, loss_fn=_loss_fn(data, _theirs))
         _TRUTH.clear()
         _TRUTH[key] = (run, eval_logprobs(model, held_out))
     return _TRUTH[key]
@@ -199,7 +222,8 @@ def check_rl_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisatio
     # single process, whole batch, on ranks 0 and 1 (ligerbench/converge/yardsticks.py):
     # transformers' logits path in the case's dtype, and in float64
     def run(model, who: str):
-        return single_process(model, batches, held_out, lr=p.lr, on_step=step_cb(who), loss_fn=_loss_fn(data, _theirs))
+        return single_process(model, batches, held_out, lr=rl_lr(p), on_step=step_cb(who),
+                              loss_fn=_loss_fn(data, _theirs))  # fmt: skip
 
     def float64_model():
         return build_model(case.model, p, seed=case.seed, dtype=torch.float64, device=case.device)
@@ -215,13 +239,13 @@ def check_rl_parallel_trajectory(c: Checker, on_step=None, *, norm: Normalisatio
     # ours under the plan, on every rank
     calls: list = []
     wrapped, layout = apply_plan(model, case.parallel, world=dist.get_world_size(), device=torch.device(case.device))
-    ours, ours_g0 = train_parallel(model, wrapped, batches, plan=case.parallel, layout=layout, lr=p.lr,
+    ours, ours_g0 = train_parallel(model, wrapped, batches, plan=case.parallel, layout=layout, lr=rl_lr(p),
                                    accum=case.accum, norm=norm, on_step=step_cb("ours"),
                                    objective=_rl_objective(model, data, calls))  # fmt: skip
     our_lp = eval_logprobs_parallel(model, held_out)
     record_calls(c, "flp_active", "completion_log_probs", len(calls), "calls")
     del model, wrapped
-    return judge_parallel(c, ys, ours, ours_g0, our_lp, held_out)
+    return judge_parallel(c, ys, ours, ours_g0, our_lp, held_out, loss_scale=term_scales(data))
 
 
 def run_parallel_case(

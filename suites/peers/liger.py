@@ -5,7 +5,8 @@
   `liger_torch_path` (bench only): that PyTorch fallback called directly.
 - `grpo` (`liger_triton`): `triton_grpo_loss` over the full logits [B, T+1, V] (it reads one
   position past the last completion token), reduced as TRL's compute_loss reduces (its
-  `reduce=True`, `num_items_in_batch`); `liger_fused_linear`: `LigerFusedLinearGRPOLoss`, the
+  `reduce=True`, `num_items_in_batch`, the count over every process, as TRL passes it: Liger divides
+  it by the world size itself); `liger_fused_linear`: `LigerFusedLinearGRPOLoss`, the
   chunked fused-linear loss (torch.compile'd chunks), as Liger's docs build it.
   Liger's KL is the k3 estimator only: k1 cases are skipped (its documented limit).
 
@@ -84,6 +85,21 @@ def _raw_bound(loss_type: str, eps_high: float) -> float:
     return 1.0 + eps_high if loss_type == "cispo" else eps_high
 
 
+def _liger_num_items(num_items):
+    """grpo's `num_items` as Liger takes it. Liger 0.8.5's DAPO / CISPO normaliser is TRL's
+    (`_compute_dapo_normalizer` in liger_kernel/ops/grpo_loss.py and chunked_loss/fused_linear_ppo.py):
+    `num_items_in_batch` is the count over every process, which it divides by the world size of
+    torch.distributed's default group (where initialised), DDP then averaging the ranks'
+    gradients. grpo's `num_items` is a piece's own normaliser already (the step's count over the
+    world divided by the world: suites/grpo/spec.py's piece_recipe); handed on as is, on real ranks
+    Liger divided it by the world again, and a rank's gradient came out `world` times too large
+    (2x on `verify --kernel grpo --nproc 2`). Multiplied back by the world size Liger reads, its
+    normaliser is the contract's, on real ranks and in one process alike."""
+    if num_items is None or not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return num_items
+    return num_items * torch.distributed.get_world_size()
+
+
 def _triton_grpo():
     """The product in the inputs' dtype, as a trainer's model forward forms the logits."""
     from liger_kernel.transformers.grpo_loss import triton_grpo_loss
@@ -97,7 +113,7 @@ def _triton_grpo():
                                    temperature=temperature, beta=beta, eps_low=eps_low, eps_high=eps_high,
                                    loss_type=loss_type, max_completion_length=max_completion_length,
                                    importance_sampling_level=importance_level, reduce=True,
-                                   num_items_in_batch=num_items)  # fmt: skip
+                                   num_items_in_batch=_liger_num_items(num_items))  # fmt: skip
         return loss
 
     return call
@@ -119,7 +135,7 @@ def _fused_linear_grpo():
                 epsilon_high=eps_high, temperature=temperature, use_ref_model=bool(beta),
                 max_completion_length=max_completion_length)  # fmt: skip
         out = modules[key](hidden, weight, completion_ids, mask, advantages, ref_per_token_logps=ref_logp,
-                           old_per_token_logps=old_logp, num_items_in_batch=num_items)  # fmt: skip
+                           old_per_token_logps=old_logp, num_items_in_batch=_liger_num_items(num_items))  # fmt: skip
         return out[0] if isinstance(out, tuple) else out
 
     return call
