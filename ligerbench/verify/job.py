@@ -18,14 +18,14 @@ import pandas as pd
 import torch
 from rich.console import Console
 
-from ligerbench import named, runs, tables
+from ligerbench import named, runs
 from ligerbench.cases import Case
 from ligerbench.distributed import launch
 from ligerbench.exits import ExitCode
 from ligerbench.lifecycle import Job, Life
 from ligerbench.records import load_records
 from ligerbench.registry import Registry
-from ligerbench.verify import diagnose, summary
+from ligerbench.verify import diagnose, summary, terminal
 from ligerbench.verify.engine import Plan, run_plan
 
 
@@ -176,9 +176,7 @@ def print_tables(
     df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = (), hints: list[str] = (), rerun=None
 ) -> None:
     out = Console()
-    cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit", "x_careful": "x careful"})
-    numbers = [c for c in cols.columns if c not in ("suite", "provider")]
-    tables.show(out, "verify: per suite and provider", list(cols.columns), cols.values.tolist(), right=numbers)
+    terminal.show_counts(out, df)
     bad = summary.problems(df)
     if len(bad):
         # plain lines, not a table: case ids are long and must survive a narrow terminal
@@ -209,4 +207,3 @@ def print_tables(
             else (f"ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}")
         )
         out.print(f"re-run one: {again}", soft_wrap=True, markup=False)
-    out.print(f"results: {path}")
