@@ -38,6 +38,7 @@ class Tally:
     errors: int = 0
     checks_word: str = "checks"  # bench: measurements
     failed_word: str = "failed"  # selftest: survived
+    errors_word: str = "errors"  # selftest: the control's failing checks
 
 
 def of_rows(df: pd.DataFrame, units: int, unit: str = "cases", checked=CHECKED, **words) -> Tally:
@@ -52,7 +53,7 @@ def line(code: int, tally: Tally, folder: Path | str | None) -> str:
     """The verdict as text: PASSED only for exit status 0."""
     word = "PASSED" if int(code) == ExitCode.OK else "FAILED"
     text = (f"{word}: {_n(tally.units, tally.unit)}, {_n(tally.checks, tally.checks_word)}, "
-            f"{tally.failed} {tally.failed_word}, {_n(tally.errors, 'errors')}")  # fmt: skip
+            f"{tally.failed} {tally.failed_word}, {_n(tally.errors, tally.errors_word)}")  # fmt: skip
     return text + (f"; {folder}" if folder is not None else "")
 
 
