@@ -13,6 +13,8 @@ terminal's view of them, shared by verify, bench and converge.
 
 from __future__ import annotations
 
+import textwrap
+
 import pandas as pd
 
 MORE_IN = "summary.md"  # where the other reasons of a provider are, per reason and count
@@ -54,3 +56,9 @@ def _reason(messages: pd.Series) -> str:
     first = counts.index[0].rstrip(".")
     others = len(counts) - 1
     return first + (f"; {others} other reason{'s' if others != 1 else ''} in {MORE_IN}" if others else "")
+
+
+def wrapped(line: str, width: int) -> str:
+    """A line wrapped at words within `width`, its continuation indented: a long reason reads
+    whole on a narrow terminal, no trailing blanks."""
+    return textwrap.fill(line, width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False)

@@ -83,4 +83,4 @@ def show(out: Console, df: pd.DataFrame, points: list[SweepPoint], spec: BenchSp
         if body:
             tables.show(out, heading(point, sweep, several), columns, body, right=columns[1:])
     for line in [*skipped.lines(timed, unit="points"), *error_lines(df), *target_line(df), LEGEND, REST]:
-        out.print(line, markup=False)
+        out.print(skipped.wrapped(line, out.width), soft_wrap=True, markup=False)

@@ -134,7 +134,7 @@ class ConvergeJob(Job):
             tables.show(out, case, REPORT_COLUMNS[1:5], [m for m, _ in mine], right=("value", "limit"),
                         row_styles=[s for _, s in mine])  # fmt: skip
         for line in [*skipped.lines(df), self.verdict_line]:
-            out.print(line, markup=False)
+            out.print(skipped.wrapped(line, out.width), soft_wrap=True, markup=False)
 
 
 REPORT_COLUMNS = ("case", "quantity", "value", "limit", "verdict", "message")

@@ -63,7 +63,7 @@ def show_counts(out: Console, df: pd.DataFrame) -> None:
     if body:
         tables.show(out, "verify: per suite and provider", COLUMNS, body, right=COLUMNS[2:])
     for line in skipped.lines(df):
-        out.print(line, markup=False)
+        out.print(skipped.wrapped(line, out.width), soft_wrap=True, markup=False)
     strict = strict_providers(df)
     if strict:
         out.print(f"strict rule (the careful yardstick alone): {', '.join(strict)}", markup=False)
