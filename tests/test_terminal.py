@@ -138,6 +138,26 @@ def test_bench_tables_hold_what_ran_and_skips_are_one_line_each(tmp_path, monkey
     assert_fits(result)
 
 
+# ----------------------------------------------------------------------------- gate
+
+
+def test_gate_ends_with_its_verdict_counting_failing_checks(tmp_path):
+    import json
+
+    from run_fixtures import write_run
+
+    base = write_run(tmp_path / "base")
+    for run, word, code in ((write_run(tmp_path / "clean"), "PASSED", 0), (write_run(tmp_path / "bad", check="fail"),
+                                                                         "FAILED", 1)):  # fmt: skip
+        result = invoke("gate", run, "--baseline", base)
+        assert result.exit_code == code, result.output
+        counts = json.loads(invoke("gate", run, "--baseline", base, "--json").stdout)["counts"]
+        checks = counts["compared"] + counts["performance_points"]  # the baseline's checks and the points
+        failed = counts["failures"] + counts["regressions"] + counts["missing"]
+        assert failed == code  # the fixture's failing grad_logits check, and nothing else
+        assert lines_of(result)[-1] == f"{word}: 1 case, {checks} checks, {failed} failed, 0 errors; {run}"
+
+
 # ----------------------------------------------------------------------------- the helpers
 
 
