@@ -147,8 +147,8 @@ def test_gate_ends_with_its_verdict_counting_failing_checks(tmp_path):
     from run_fixtures import write_run
 
     base = write_run(tmp_path / "base")
-    for run, word, code in ((write_run(tmp_path / "clean"), "PASSED", 0), (write_run(tmp_path / "bad", check="fail"),
-                                                                         "FAILED", 1)):  # fmt: skip
+    clean, bad = write_run(tmp_path / "clean"), write_run(tmp_path / "bad", check="fail")
+    for run, word, code in ((clean, "PASSED", 0), (bad, "FAILED", 1)):
         result = invoke("gate", run, "--baseline", base)
         assert result.exit_code == code, result.output
         counts = json.loads(invoke("gate", run, "--baseline", base, "--json").stdout)["counts"]
