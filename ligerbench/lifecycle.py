@@ -22,6 +22,8 @@ has defaults below. The order is fixed here, once:
     5. job.summarize(life, df)  summary.md and whatever the job writes beside it
     6. the exit code            130 after Ctrl-C, 143 after SIGTERM, else job.exit_code
     7. --json: one JSON object on stdout (runs.json_report), else job.show; then job.tell (both)
+    8. the verdict line, last on the terminal (not with --json): PASSED or FAILED as the exit
+       code says, job.tally's counts and the run folder (ligerbench/verdict.py)
 
 Steps 4 and 5 run whatever stopped the work, with SIGINT and SIGTERM held off, so a run stopped
 by `timeout`, a CI runner or Ctrl-C keeps its completed rows, a summary and a manifest that says
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from ligerbench import runs
+from ligerbench import runs, verdict
 from ligerbench.exits import ExitCode, Terminated
 from ligerbench.signals import grace_s, signals_held, stop_point, stop_signals
 
@@ -101,6 +103,10 @@ class Job:
 
     def json_extra(self, life: Life, df: pd.DataFrame) -> dict:
         return {"problems": runs.problems(life.run.env, df)}
+
+    def tally(self, life: Life, df: pd.DataFrame) -> verdict.Tally:
+        """The verdict line's counts: the units completed, rows compared, failed and errored."""
+        return verdict.of_rows(df, life.completed, self.unit)
 
     def show(self, life: Life, df: pd.DataFrame) -> None:
         pass
@@ -167,6 +173,8 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
     elif life.stopped_early:
         m = run.manifest
         runs.console.print(f"stopped early (-x/--maxfail): {m['completed']} of {m['planned']} {m['unit']}")
+    if not quiet:
+        verdict.say(code, job.tally(life, df), run.path)
     return code
 
 

@@ -86,9 +86,7 @@ def missing_evidence(df: pd.DataFrame, names: list[str], evidence: tuple[str, ..
 def print_missing(missing: dict[str, str]) -> None:
     """Name, on the terminal, each named provider that was compared on no case."""
     for name, reason in missing.items():
-        runs.console.print(
-            Text.assemble((f"{name} was named but checked on no case: ", "bold red"), reason), soft_wrap=True
-        )
+        runs.console.print(Text.assemble((f"{name} was named but checked on no case: ", "bold red"), reason))
     if missing:
         runs.console.print("nothing was compared for it, so this is not a pass (exit 1)")
 

@@ -6,7 +6,8 @@
 Cells are plain text (rich.text.Text), never parsed as markup: `[train,k=0]` shows as written.
 A table is drawn as a grid when every cell fits on one line in the console's width; otherwise
 each row is drawn as a block of `column: value` lines (a vertical layout), so no name is ever
-broken mid-word or cut off with an ellipsis.
+broken mid-word or cut off with an ellipsis. A column's name may take two lines ("x\ncareful"):
+the grid is as wide as its longer line, the vertical layout writes it on one.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _text(value) -> str:
 
 
 def grid_width(columns: Sequence[str], rows: Sequence[Sequence]) -> int:
-    widths = [len(str(c)) for c in columns]
+    widths = [max(len(line) for line in str(c).splitlines() or [""]) for c in columns]
     for row in rows:
         for i, v in enumerate(row):
             widths[i] = max(widths[i], max((len(line) for line in _text(v).splitlines()), default=0))
@@ -59,11 +60,12 @@ def show(
         console.print(table)
         return
     console.print(Text(title, style="bold"))
-    label = max(len(str(c)) for c in columns)
+    names = [" ".join(str(c).split()) for c in columns]
+    label = max(len(c) for c in names)
     for i, row in enumerate(cells):
         style = (row_styles[i] if row_styles else None) or ""
         console.print(Text("-" * min(console.width, 40)))
-        for c, v in zip(columns, row, strict=True):
-            line = Text(f"{str(c):<{label}}  ", style="dim")
+        for c, v in zip(names, row, strict=True):
+            line = Text(f"{c:<{label}}  ", style="dim")
             line.append(v, style=styles.get(v, style))
             console.print(line)

@@ -18,11 +18,13 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+from rich.console import Console
 
-from ligerbench import named, runs
+from ligerbench import named, runs, verdict
 from ligerbench import records as rec
 from ligerbench.bench import ceilings, metrics, pareto, plots, scaling
 from ligerbench.bench import report as bench_report
+from ligerbench.bench import terminal as bench_terminal
 from ligerbench.bench.engine import NOT_A_MEASUREMENT, SMOKE_MESSAGE, Plan, run_plan
 from ligerbench.distributed import jobs, launch
 from ligerbench.exits import ExitCode
@@ -191,7 +193,19 @@ class BenchJob(Job):
         return {"measurement": not self.plan.smoke, "problems": runs.problems(life.run.env, df)}
 
     def show(self, life: Life, df: pd.DataFrame) -> None:
-        print((life.run.path / "summary.md").read_text())
+        plan = self.plan
+        bench_terminal.show(Console(), df, list(plan.points), plan.spec, sweep=self.sweep, mode=plan.mode,
+                            smoke=plan.smoke)  # fmt: skip
+
+    def tally(self, life: Life, df: pd.DataFrame) -> verdict.Tally:
+        """Steps completed; measurements: the providers timed at a point, and the targets judged;
+        errors: the steps that raised."""
+        timed = df[df["metric"] == "time_ms"] if len(df) else df
+        judged = df[df["verdict"].isin(["pass", "fail"])] if len(df) else df
+        measured = int(timed["verdict"].isin([self.verdict]).sum()) if len(df) else 0
+        failed = int((judged["verdict"] == "fail").sum()) if len(df) else 0
+        errors = int((df["verdict"] == "error").sum()) if len(df) else 0
+        return verdict.Tally(life.completed, self.unit, measured + len(judged), failed, errors, "measurements")
 
     def tell(self, life: Life, df: pd.DataFrame, code: ExitCode) -> None:
         if self.baseline is not None and not life.interrupted:
@@ -199,5 +213,4 @@ class BenchJob(Job):
                 shutil.rmtree(self.baseline)
             shutil.copytree(life.run.path, self.baseline)
             console.print(f"baseline written: {self.baseline} (commit it)")
-        console.print(f"results: {life.run.path}")
         named.print_missing(self.unmeasured)

@@ -138,8 +138,14 @@ def markdown(
     lines += scaling.table(df, points, sweep=sweep, mode=mode)
     several = len(scaling.rank_counts(points)) > 1
     for point in points:
-        c = point.case
-        shape = ", ".join(f"{k.upper()}={c.get(k)}" for k in SHAPE_AXES if c.get(k))
-        on = f", {scaling.ranks_text(c.get('world'))}" if several else ""
-        lines += [f"## {sweep} = {point.label} ({shape}){on}", "", *point_table(df, point, spec, mode), ""]
+        lines += [f"## {heading(point, sweep, several)}", "", *point_table(df, point, spec, mode), ""]
     return "\n".join(lines)
+
+
+def heading(point: SweepPoint, sweep: str, several: bool) -> str:
+    """A point as its tables are titled: `vocab = 32000 (N=8192, V=32000)`, its ranks when a run
+    has several counts."""
+    c = point.case
+    shape = ", ".join(f"{k.upper()}={c.get(k)}" for k in SHAPE_AXES if c.get(k))
+    on = f", {scaling.ranks_text(c.get('world'))}" if several else ""
+    return f"{sweep} = {point.label} ({shape}){on}"

@@ -27,7 +27,7 @@ import pandas as pd
 import typer
 from rich.console import Console
 
-from ligerbench import axes, lifecycle, runs, tables
+from ligerbench import axes, lifecycle, runs, tables, verdict
 from ligerbench import env as environment
 from ligerbench.builtin import default_registry
 from ligerbench.exits import ExitCode
@@ -151,10 +151,20 @@ def audit(
     path = Path(out) / f"audit-{lib}.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
-    _show(results, left_out, path)
+    _show(results, left_out)
     if code == ExitCode.FAILED:
         runs.console.print("audit: a run did not complete what it planned (its audit section says which)")
+    verdict.say(code, audit_tally(results), path)
     return code
+
+
+def audit_tally(results: list[KernelRun]) -> verdict.Tally:
+    """The audit's verdict line: its runs' cases and checks; the failures and errors are the
+    library's (the audit's findings: it passes when its runs complete, whatever they found)."""
+    frames = [r.frame for r in results if r.frame is not None and len(r.frame)]
+    df = pd.concat(frames) if frames else pd.DataFrame(columns=["case", "verdict"])
+    cases = sum(int(r.frame["case"].nunique()) for r in results if r.frame is not None and len(r.frame))
+    return verdict.of_rows(df, cases, failed_word="failed (findings)")
 
 
 # ----------------------------------------------------------------------------- selection
@@ -488,8 +498,8 @@ def _provider_section(run: KernelRun, provider: str, passages: list[tuple[int, s
     return "\n".join(lines) + "\n"
 
 
-def _show(results: list[KernelRun], left_out: dict[str, str], path: Path) -> None:
-    """The per-provider counts on the terminal, then the audit's path."""
+def _show(results: list[KernelRun], left_out: dict[str, str]) -> None:
+    """The per-provider counts on the terminal (the verdict line names the audit's file)."""
     out = Console()
     rows = []
     for r in results:
@@ -502,4 +512,3 @@ def _show(results: list[KernelRun], left_out: dict[str, str], path: Path) -> Non
     tables.show(out, "audit: per provider (cases)", columns, rows, right=columns[2:7])
     for kernel, why in left_out.items():
         out.print(f"not run: {kernel}: {why}", soft_wrap=True, markup=False)
-    out.print(f"audit: {path}", soft_wrap=True, markup=False)

@@ -18,7 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ligerbench import runs
+from ligerbench import runs, verdict
 from ligerbench.builtin import default_registry
 from ligerbench.exits import ExitCode, UsageError
 from ligerbench.gate import output as gate_output
@@ -149,4 +149,5 @@ def gate(
         runs.print_json(gate_output.as_json(result))
     else:
         print(text)
+        verdict.say(result.exit_code, gate_output.tally(result), result.run.path)
     return ExitCode.of(result.exit_code)

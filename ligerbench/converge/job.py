@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from ligerbench import runs, tables
+from ligerbench import runs, skipped, tables
 from ligerbench.converge.checker import INFO_METRIC, ConvergeCase
 from ligerbench.converge.models import Preset
 from ligerbench.converge.plot import loss_curves_png
@@ -133,7 +133,8 @@ class ConvergeJob(Job):
             mine = [(r[1:5], s) for r, s in zip(rows, styles, strict=True) if r[0] == case]
             tables.show(out, case, REPORT_COLUMNS[1:5], [m for m, _ in mine], right=("value", "limit"),
                         row_styles=[s for _, s in mine])  # fmt: skip
-        out.print(f"{self.verdict_line}\nresults: {life.run.path}", markup=False)
+        for line in [*skipped.lines(df), self.verdict_line]:
+            out.print(skipped.wrapped(line, out.width), soft_wrap=True, markup=False)
 
 
 REPORT_COLUMNS = ("case", "quantity", "value", "limit", "verdict", "message")

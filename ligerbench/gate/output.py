@@ -10,7 +10,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from ligerbench import runs
+from ligerbench import runs, verdict
 from ligerbench.exits import ExitCode
 from ligerbench.gate.rules import PERF_SUITE, Comparison, GateResult
 from ligerbench.verify.summary import markdown_table
@@ -22,6 +22,17 @@ def _comparison_line(c: Comparison) -> str:
         f"{c.metric} of {c.provider} / {c.peer} at {c.case} ({c.quantity}): {c.baseline_ratio:.4g} -> "
         f"{c.run_ratio:.4g} ({c.change:+.1%}, threshold {c.threshold:.0%}{again})"
     )
+
+
+def tally(result: GateResult) -> verdict.Tally:
+    """The gate's verdict line: the run's cases; checks: the baseline's checks compared and the
+    performance points; failed: failing checks, regressions and the baseline's checks missing from
+    the run; errors: the checks that raised."""
+    records = result.run.records
+    cases = int(records.loc[records["suite"] != PERF_SUITE, "case"].nunique()) if len(records) else 0
+    errors = int((result.failures["verdict"] == "error").sum()) if len(result.failures) else 0
+    failed = len(result.failures) - errors + len(result.regressions) + len(result.missing)
+    return verdict.Tally(cases, "cases", result.compared + len(result.comparisons), failed, errors)
 
 
 def junit(result: GateResult, path: Path) -> None:

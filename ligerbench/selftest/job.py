@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 import torch
 from rich.console import Console
 from rich.text import Text
 
-from ligerbench import runs, tables
+from ligerbench import runs, tables, verdict
 from ligerbench.exits import ExitCode
 from ligerbench.lifecycle import Job, Life
 from ligerbench.registry import Registry
@@ -93,9 +92,17 @@ class SelftestJob(Job):
     def json_extra(self, life: Life, df: pd.DataFrame) -> dict:
         return {"survivors": killmatrix.survivors(self.table), "problems": runs.problems(life.run.env, df)}
 
+    def tally(self, life: Life, df: pd.DataFrame) -> verdict.Tally:
+        """Mutants run, the checks made on them and their controls, the mutants that survived and
+        the checks the control itself fails (a mutant's failures are its kills, not failures)."""
+        base = verdict.of_rows(df, life.completed, self.unit)
+        control = killmatrix.control_problems(df, self._judged(life, df)) if len(df) else df
+        return verdict.Tally(base.units, base.unit, base.checks, len(killmatrix.survivors(self.table)),
+                             len(control), failed_word="survived", errors_word="control failures")  # fmt: skip
+
     def show(self, life: Life, df: pd.DataFrame) -> None:
         bad_control = killmatrix.control_problems(df, self.mutants)
-        print_matrix(self.table, bad_control, life.run.path, life.run.env["duration_s"])
+        print_matrix(self.table, bad_control, life.run.env["duration_s"])
 
 
 def collect(chosen: list, preset: str, selection: dict, as_json: bool) -> None:
@@ -110,7 +117,7 @@ def collect(chosen: list, preset: str, selection: dict, as_json: bool) -> None:
     print(f"{len(chosen)} mutants; preset {preset}")
 
 
-def print_matrix(table: pd.DataFrame, bad_control: pd.DataFrame, path: Path, seconds: float) -> None:
+def print_matrix(table: pd.DataFrame, bad_control: pd.DataFrame, seconds: float) -> None:
     out = Console()
     shown = table.drop(columns="about")  # descriptions live in kill_matrix.md
     if tables.grid_width(list(shown.columns), shown.values.tolist()) <= out.width:
@@ -143,4 +150,3 @@ def print_matrix(table: pd.DataFrame, bad_control: pd.DataFrame, path: Path, sec
         out.print(f"[bold red]{len(left)} mutant(s) survived every suite:[/] {', '.join(left)}")
     else:
         out.print(f"[green]every mutant killed[/] ({len(table)} mutants, {seconds:.0f} s)")
-    out.print(f"results: {path}")

@@ -11,6 +11,7 @@ Exit 1 also when a provider the user named was compared on no case (ligerbench/n
 from __future__ import annotations
 
 import random
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,14 +19,14 @@ import pandas as pd
 import torch
 from rich.console import Console
 
-from ligerbench import named, runs, tables
+from ligerbench import named, runs
 from ligerbench.cases import Case
 from ligerbench.distributed import launch
 from ligerbench.exits import ExitCode
 from ligerbench.lifecycle import Job, Life
 from ligerbench.records import load_records
 from ligerbench.registry import Registry
-from ligerbench.verify import diagnose, summary
+from ligerbench.verify import diagnose, summary, terminal
 from ligerbench.verify.engine import Plan, run_plan
 
 
@@ -176,16 +177,14 @@ def print_tables(
     df: pd.DataFrame, path: Path, kernel: str, axes: list[str] = (), hints: list[str] = (), rerun=None
 ) -> None:
     out = Console()
-    cols = summary.counts(df).rename(columns={"worst_error_over_limit": "worst/limit", "x_careful": "x careful"})
-    numbers = [c for c in cols.columns if c not in ("suite", "provider")]
-    tables.show(out, "verify: per suite and provider", list(cols.columns), cols.values.tolist(), right=numbers)
+    terminal.show_counts(out, df)
     bad = summary.problems(df)
     if len(bad):
         # plain lines, not a table: case ids are long and must survive a narrow terminal
         cases = bad["case"].nunique()
         out.print(
             f"[bold red]{len(bad)} failing checks in {cases} case{'s' if cases != 1 else ''}[/] "
-            "(suite provider quantity case: error > limit):"
+            "(suite provider quantity, the case, what was wrong):"
         )
         # a provider that raised one and the same error everywhere is said once (diagnose.repeated_errors)
         errors = bad[bad["verdict"] == "error"]
@@ -193,11 +192,13 @@ def print_tables(
         listed = bad[~((bad["verdict"] == "error") & bad["provider"].isin(once))]
         for _, r in listed.head(50).iterrows():
             detail = r["message"] or f"{r['value']:.3g} > {r['limit']:.3g}"
-            out.print(
-                f"  {r['verdict'].upper()} {r['suite']} {r['provider']} {r['quantity']} {r['case']}: {detail}",
-                soft_wrap=True,
-                markup=False,
-            )
+            # three parts, each within the width: the case id whole (as --case takes it), the detail
+            # wrapped at words under it
+            out.print(f"  {r['verdict'].upper()} {r['suite']} {r['provider']} {r['quantity']}", markup=False)
+            out.print(f"    {r['case']}", soft_wrap=True, markup=False)
+            wrapped = textwrap.fill(detail, out.width, initial_indent=" " * 6, subsequent_indent=" " * 6,
+                                    break_long_words=False, break_on_hyphens=False)  # fmt: skip
+            out.print(wrapped, soft_wrap=True, markup=False)
         if len(listed) > 50:
             out.print(f"  ... and {len(listed) - 50} more in {path / 'records.csv'}")
         for line in [*diagnose.shared_values(df, list(axes)), *hints]:
@@ -209,4 +210,3 @@ def print_tables(
             else (f"ligerbench verify --kernel {kernel} --provider {first['provider']} --case {first['case']}")
         )
         out.print(f"re-run one: {again}", soft_wrap=True, markup=False)
-    out.print(f"results: {path}")
