@@ -24,6 +24,7 @@ from ligerbench.cases import DTYPES, Case
 from ligerbench.problems import MODEL_CODE, same_bits
 from ligerbench.records import Record, RecordWriter, settings_text
 from ligerbench.registry import KernelSpec, NotRun, Provider, Registry, Suite
+from ligerbench.verify import invariance
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,10 @@ def run_plan(
             promised = None if strict else _promised(provider, problem)
             for suite in case_suites:
                 for q in _quantities_for(spec, suite, case):
+                    if q in invariance.QUANTITIES:
+                        for name, fields in _same_row(q, spec, provider, problem, outcome):
+                            record(provider, suite.name, name, **fields)
+                        continue
                     fields = _compare(q, case, provider, outcome, ref, yard, strict=strict, hints=hints,
                                       promised=promised)  # fmt: skip
                     record(provider, suite.name, q, **fields)
@@ -138,6 +143,23 @@ def run_plan(
             del outcome
         del problem, ref, yard
         on_case(case)
+
+
+def _same_row(quantity: str, spec: KernelSpec, provider: Provider, problem, outcome) -> list[tuple[str, dict]]:
+    """The determinism or batch-invariance records of one provider on one case
+    (ligerbench/verify/invariance.py); a call that raises is one error record."""
+    fn = provider.load()
+    try:
+        if quantity == invariance.DETERMINISM:
+            return invariance.determinism(lambda: spec.run(fn, problem), outcome, promised=provider.deterministic)
+        if spec.rows is None:
+            return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=float("nan"),
+                                    verdict="skip", message=f"kernel {spec.name} declares no rows"))]  # fmt: skip
+        return invariance.batch_invariance(lambda p: spec.run(fn, p), problem, outcome, spec.rows,
+                                           ours=provider.strict or provider.mutant)  # fmt: skip
+    except Exception as exc:  # a call that raises is an error row, the run goes on
+        return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=0.0, verdict="error",
+                                message=_describe(exc)))]  # fmt: skip
 
 
 def _promised(provider: Provider, problem):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import Registry, Suite
+from ligerbench.rowwise import Rows, count_of, take_fields
 from ligerbench.suites.ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.ce.grid import ce_cases
 from ligerbench.suites.common import retained_backward, split_step
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 
 
 def has_z_loss(case: Case) -> bool:
@@ -23,6 +25,13 @@ def has_z_loss(case: Case) -> bool:
 # the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
 KERNEL = kernel_spec(
     spec,
+    rows=Rows(
+        take=take_fields("logits", "target", "upstream", "token_weight"),
+        count=count_of("target"),
+        per_row=("loss", "z_loss", "grad_logits"),
+        promised=("loss", "z_loss", "grad_logits"),
+        shared=(),
+    ),
     name="ce",
     description="cross entropy over logits [N, V]",
     run=spec.run_ce,
@@ -84,5 +93,14 @@ SUITES = (
 )
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
+SAME_ROW = same_row_suites(
+    "ce",
+    ("ce/n16/v1000/bf16/none/up-ones/random_10/plain/normal",),
+    ("ce/n16/v1000/bf16/none/up-ones/random_10/plain/normal",),
+)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ligerbench.registry import Provider
 from ligerbench.suites.common.input_mutants import upstream_read_dense, with_upstream
 from ligerbench.suites.families.log_prob_mutants import BUGS, buggy
+from ligerbench.suites.families.same_row_mutants import tile_from_rows
 
 PADDED = {"mass_on_padding", "entropy_nan_at_zero"}  # -inf columns exist only in this layout
 
@@ -29,10 +30,29 @@ def _upstream_read_dense():
     return fn
 
 
+# the case of the determinism and batch-invariance suites (suites/lp/__init__.py's SAME_ROW_CASE)
+SAME_ROW_SLICE = {
+    "n": 24,
+    "v": 1000,
+    "dtype": "bf16",
+    "temperature": 1.0,
+    "softcap": 0.0,
+    "logit_scale": 1.0,
+    "targets": 1,
+    "upstream": "both",
+    "ignore_pattern": "random",
+    "logits": "normal",
+    "layout": "2d",
+}
+
 PROVIDERS = (
     *(_mutant(bug) for bug in BUGS),
     # invisible with a materialised upstream: the harness hands the expanded one autograd hands
     Provider(name="mutant_lp_upstream_read_dense", kernel="lp", mutant=True, load=_upstream_read_dense,
              description="each upstream read as a dense vector: logp.sum() + entropy.sum() hands a 1 expanded "
              "over the rows (docs/bugs.md bug 8)", targets=({"upstream": "sums"},)),
+    # within every tolerance: only the batch-invariance suite sees a row's bits move with the batch
+    Provider(name="mutant_lp_tile_from_rows", kernel="lp", mutant=True, load=tile_from_rows,
+             description="the softmax's sum taken a tile of columns at a time, the tile chosen from the number of "
+             "rows: a row's bits depend on the batch", targets=(SAME_ROW_SLICE,)),
 )  # fmt: skip

@@ -28,6 +28,7 @@ from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 
@@ -117,5 +118,11 @@ SUITES = (
 )
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
+SAME_ROW_CASE = "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random"
+SAME_ROW = same_row_suites("vp_ce", (SAME_ROW_CASE,))
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
