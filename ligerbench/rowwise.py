@@ -21,6 +21,7 @@ import torch
 
 DETERMINISM = "rerun_bits"  # the determinism suite's quantity
 BATCH_INVARIANCE = "row_bits"  # the batch-invariance suite's quantity
+LAST_ROWS = "last_rows_bits"  # the past-int32 suite's quantity: the last rows alone (LAST)
 
 # the batches a row is run in again, each the case's row indices it holds (n rows in the case):
 # alone (the last row, the one a 32-bit offset or a tile chosen from N reaches last), every row
@@ -32,6 +33,9 @@ BATCHES: dict[str, Callable[[int], torch.Tensor]] = {
     "smaller": lambda n: torch.arange(max(n // 2, 1)),
     "padded": lambda n: torch.cat([torch.arange(n), torch.arange(n - 1, -1, -1)]),
 }
+# the last rows of a batch past 2**31 elements, alone: where a 32-bit row offset has wrapped, they
+# read another row's memory in the case's batch and their own alone
+LAST = {"last_rows": lambda n: torch.arange(max(n - 2, 0), n)}
 # the batch whose rows are the case's own, reordered: where a quantity summed over every row (a
 # weight's gradient) is compared, as the order of micro-batches a trainer accumulates in
 REORDERED = "position"

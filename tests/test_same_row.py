@@ -70,3 +70,27 @@ def test_determinism_fails_a_provider_whose_bits_move():
     assert rows["y"]["verdict"] == "fail" and rows["y"]["value"] > 0
     same = dict(determinism(lambda: _rowwise(p), _rowwise(p), promised=True))
     assert same["y"]["verdict"] == "pass" and same["y"]["value"] == 0
+
+
+def test_the_last_rows_batch_compares_the_tail_alone():
+    from ligerbench.rowwise import LAST
+
+    p = _P(torch.randn(6, 5))
+    rows = dict(batch_invariance(_tiled, p, _tiled(p), ROWS, ours=True, batches=LAST))
+    assert set(rows) == {"last_rows:y"}
+    assert rows["last_rows:y"]["verdict"] == "fail"  # two rows alone miss the planted offset
+    assert dict(batch_invariance(_rowwise, p, _rowwise(p), ROWS, ours=True, batches=LAST))["last_rows:y"]["value"] == 0
+
+
+def test_rows_past_int32_are_only_in_the_past_int32_suite_of_a_gpu_full_grid():
+    from ligerbench.builtin import default_registry
+
+    registry = default_registry()
+    for kernel in ("ce", "lp"):
+        suites = {s.name: s for s in registry.suites_for(kernel)}
+        big = [c for c in registry.cases_of(suites["past_int32"], "full", "cuda")]
+        assert [(c.n, c.v) for c in big] == [(32768, 128256)]
+        assert big[0].n * big[0].v > 2**31
+        for name in ("correctness", "gradients", "contracts"):
+            assert big[0].id not in {c.id for c in registry.cases_of(suites[name], "full", "cuda")}
+        assert registry.cases_of(suites["past_int32"], "quick", "cpu") == []

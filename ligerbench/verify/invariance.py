@@ -20,9 +20,9 @@ from collections.abc import Callable
 
 import torch
 
-from ligerbench.rowwise import BATCH_INVARIANCE, BATCHES, DETERMINISM, REORDERED, Rows
+from ligerbench.rowwise import BATCH_INVARIANCE, BATCHES, DETERMINISM, LAST_ROWS, REORDERED, Rows
 
-QUANTITIES = (DETERMINISM, BATCH_INVARIANCE)
+QUANTITIES = (DETERMINISM, BATCH_INVARIANCE, LAST_ROWS)
 INFO = "info"
 
 _INT = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -82,15 +82,15 @@ def determinism(run: Callable[[], object], first, *, promised: bool) -> list[tup
     return out
 
 
-def batch_invariance(run: Callable[[object], object], problem, first, rows: Rows, *,
-                     ours: bool) -> list[tuple[str, dict]]:  # fmt: skip
-    """Run on each batch of BATCHES cut from the case's rows; one record per batch and quantity
+def batch_invariance(run: Callable[[object], object], problem, first, rows: Rows, *, ours: bool,
+                     batches: dict = BATCHES) -> list[tuple[str, dict]]:  # fmt: skip
+    """Run on each batch of `batches` cut from the case's rows; one record per batch and quantity
     (named `batch:quantity`), comparing each row of the batch with the same row of the case."""
     n = rows.count(problem)
     out = []
-    for batch, indices in BATCHES.items():
+    for batch, indices in batches.items():
         index = indices(n)
-        if batch != REORDERED and n < 2:
+        if batch != REORDERED and n < 2 and batches is BATCHES:
             continue  # one row: every batch but itself is the case's own
         got = run(rows.take(problem, index))
         for name in rows.per_row:

@@ -8,13 +8,30 @@ carry it, and the quick verify stays quick.
 
 from __future__ import annotations
 
+from ligerbench.cases import Case
 from ligerbench.registry import Suite
-from ligerbench.rowwise import BATCH_INVARIANCE, DETERMINISM
+from ligerbench.rowwise import BATCH_INVARIANCE, DETERMINISM, LAST_ROWS
 
 
 def _named(case_ids: tuple[str, ...]):
     ids = frozenset(case_ids)
     return lambda case: case.id in ids
+
+
+def others(cases: tuple[Case, ...]):
+    """A suite's `select` leaving out `cases` (those only the past-int32 suite runs: no float64
+    truth of theirs is formed, ligerbench/verify/engine.py)."""
+    ids = frozenset(c.id for c in cases)
+    return lambda case: case.id not in ids
+
+
+def past_int32_suite(kernel: str, cases: tuple[Case, ...]) -> Suite:
+    """The last rows of logits past 2**31 elements, alone, vs the same rows in the whole batch, bit
+    for bit (ligerbench/rowwise.py, LAST): a 32-bit row offset wraps there. `cases`: the grid's
+    (the full preset's, on a GPU: CPU grids have none)."""
+    return Suite(name="past_int32", kernel=kernel, quantities=(LAST_ROWS,), select=_named(tuple(c.id for c in cases)),
+                 description="logits past 2**31 elements (full preset, GPU): the last two rows' outputs and "
+                             "gradients alone vs in the whole batch, bit for bit")  # fmt: skip
 
 
 def same_row_suites(kernel: str, determinism: tuple[str, ...], invariance: tuple[str, ...] = ()) -> tuple[Suite, ...]:

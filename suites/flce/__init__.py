@@ -93,12 +93,13 @@ SUITES = (
 
 
 # the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
-SAME_ROW = same_row_suites(
-    "flce",
-    ("flce/n12/v256/h32/bf16/none/up-random/random_10/plain/normal",),
-    ("flce/n12/v256/h32/bf16/none/up-random/random_10/plain/normal",),
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "flce/n12/v256/h32/bf16/none/up-random/random_10/plain/normal",
+    "flce/n4096/v32000/h1024/bf16/none/up-random/random_10/plain/normal",
 )
+SAME_ROW = same_row_suites("flce", SAME_ROW_CASES, SAME_ROW_CASES)
 
 
 def register(registry: Registry) -> None:

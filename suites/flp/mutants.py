@@ -57,11 +57,11 @@ def _upstream_read_dense():
     return fn
 
 
-# the case of the determinism and batch-invariance suites (suites/flp/__init__.py's SAME_ROW_CASE)
+# the cases of the determinism and batch-invariance suites (suites/flp/__init__.py, SAME_ROW_CASES)
 SAME_ROW_SLICE = {
-    "n": 24,
-    "v": 500,
-    "h": 32,
+    "n": (24, 513),
+    "v": (500, 128256),
+    "h": (32, 1024),
     "dtype": "bf16",
     "bias": False,
     "temperature": 1.0,

@@ -49,9 +49,13 @@ SUITES = (
 
 
 # the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
-SAME_ROW_CASE = "grpo/b4/t6/h16/v61/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym"
-SAME_ROW = same_row_suites("grpo", (SAME_ROW_CASE,))
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "grpo/b4/t6/h16/v61/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",
+    "grpo/b8/t1024/h4096/v128256/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",
+)
+SAME_ROW = same_row_suites("grpo", SAME_ROW_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -47,12 +47,13 @@ SUITES = (
 
 
 # the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
-SAME_ROW = same_row_suites(
-    "kd",
-    ("kd/n8/v1000/bf16/forward_kl/t1.0/none/up-random/random/normal",),
-    ("kd/n8/v1000/bf16/forward_kl/t1.0/none/up-random/random/normal",),
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "kd/n8/v1000/bf16/forward_kl/t1.0/none/up-random/random/normal",
+    "kd/n2048/v128256/bf16/forward_kl/t1.0/none/up-random/random/normal",
 )
+SAME_ROW = same_row_suites("kd", SAME_ROW_CASES, SAME_ROW_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -12,6 +12,18 @@ DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
 COVERED = ("temperature", "softcap", "logit_scale", "targets", "upstream", "ignore_pattern", "logits", "layout")
 
 
+# the last rows of 32768 x 128256 bf16 logits (4.2e9 elements, Llama-3's head) against the same rows
+# alone (the past_int32 suite alone runs them: no float64 truth of that size is formed); GPU only
+LAST_ROWS: dict[str, tuple[int, int]] = {"full": (32768, 128256)}
+
+
+def last_rows_cases(preset: str, device_type: str) -> tuple[Case, ...]:
+    if preset not in LAST_ROWS or device_type != "cuda":
+        return ()
+    n, v = LAST_ROWS[preset]
+    return (case(n=n, v=v, dtype="bf16", upstream="both"),)
+
+
 def lp_cases(preset: str, device_type: str) -> list[Case]:
     axes = {a.name: a for a in AXES}
     (n0, v0), shapes = shape_star(axes, preset, ("n", "v"))
@@ -27,4 +39,5 @@ def lp_cases(preset: str, device_type: str) -> list[Case]:
         rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED},
                          covered=[c.params for c in cases])  # fmt: skip
         cases += [base.replace(**row) for row in rows]
+    cases += last_rows_cases(preset, device_type)
     return list(dict.fromkeys(cases))

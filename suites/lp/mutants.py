@@ -30,10 +30,10 @@ def _upstream_read_dense():
     return fn
 
 
-# the case of the determinism and batch-invariance suites (suites/lp/__init__.py's SAME_ROW_CASE)
+# the cases of the determinism and batch-invariance suites (suites/lp/__init__.py, SAME_ROW_CASES)
 SAME_ROW_SLICE = {
-    "n": 24,
-    "v": 1000,
+    "n": (24, 2048),
+    "v": (1000, 151936),
     "dtype": "bf16",
     "temperature": 1.0,
     "softcap": 0.0,

@@ -42,9 +42,10 @@ SUITES = (
 
 
 # the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
-SAME_ROW_CASE = "pref/b4/t6/h16/v64/bf16/sigmoid/beta0.1"
-SAME_ROW = same_row_suites("pref", (SAME_ROW_CASE,))
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = ("pref/b4/t6/h16/v64/bf16/sigmoid/beta0.1", "pref/b16/t512/h2048/v32000/bf16/sigmoid/beta0.1")
+SAME_ROW = same_row_suites("pref", SAME_ROW_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -119,9 +119,13 @@ SUITES = (
 
 
 # the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
-SAME_ROW_CASE = "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random"
-SAME_ROW = same_row_suites("vp_ce", (SAME_ROW_CASE,))
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random",
+    "vp_ce/n1024/v32001/bf16/none/up-ones/none/plain/normal/w2/targets-random",
+)
+SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -137,9 +137,13 @@ SUITES = (
 
 
 # the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
-SAME_ROW_CASE = "vp_flce/n12/v257/h16/bf16/none/up-random/none/plain/normal/w2/targets-random"
-SAME_ROW = same_row_suites("vp_flce", (SAME_ROW_CASE,))
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "vp_flce/n12/v257/h16/bf16/none/up-random/none/plain/normal/w2/targets-random",
+    "vp_flce/n4096/v32001/h1024/bf16/none/up-random/none/plain/normal/w2/targets-random",
+)
+SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -53,9 +53,13 @@ SUITES = (
 
 
 # the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case each: a few more calls of every provider (suites/common/same_row.py)
-SAME_ROW_CASE = "vp_flp/n12/v257/h16/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2"
-SAME_ROW = same_row_suites("vp_flp", (SAME_ROW_CASE,))
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "vp_flp/n12/v257/h16/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
+    "vp_flp/n2048/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
+)
+SAME_ROW = same_row_suites("vp_flp", SAME_ROW_CASES)
 
 
 def register(registry: Registry) -> None:
