@@ -5,16 +5,19 @@ from __future__ import annotations
 
 from ligerbench.registry import Provider
 from ligerbench.suites.common.input_mutants import upstream_read_dense, with_upstream
+from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.families.log_prob_mutants import BUGS, buggy
 from ligerbench.suites.families.same_row_mutants import tile_from_rows
 
-PADDED = {"mass_on_padding", "entropy_nan_at_zero"}  # -inf columns exist only in this layout
+PADDED = {"mass_on_padding", "entropy_nan_at_zero"}  # -inf columns exist only in these cases
 
 
 def _mutant(bug: str) -> Provider:
     about, slices = BUGS[bug]
     if bug in PADDED:
-        slices = tuple({**s, "layout": "padded_vocab"} for s in slices)
+        # -inf columns: a padded vocabulary's tail, or a sampler's masks across the row
+        slices = tuple({**s, **where} for s in slices for where in ({"layout": "padded_vocab"},
+                                                                    {"logits": sampler_masks.KIND}))  # fmt: skip
     return Provider(name=f"mutant_lp_{bug}", kernel="lp", description=about, load=lambda: buggy(bug), mutant=True,
                     targets=slices)  # fmt: skip
 
