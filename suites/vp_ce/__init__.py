@@ -18,6 +18,8 @@ crosses, per world size and dtype:
      suites/vp_ce/mesh.py `parallel_core`)
   G  the whole logits handed to every rank, gathered already: to be refused (CPU grid only: our
      kernel's check on a GPU is an async device assert, which ends the process)
+  H  one rank's whole shard -inf in every row, as a sampler's mask leaves it (a naive local max
+     gives -inf - -inf = NaN): each reduction, per world size and dtype
 Targets on another rank than a given shard are in every case (random targets, world >= 2).
 """
 
@@ -59,6 +61,7 @@ def vp_ce_cases(preset: str, device_type: str) -> list[Case]:
                 cases += [red.replace(logits="confident", option=o) for o in ("plain", "all")]  # D
                 cases.append(red.replace(logits="large", option="softcap"))
                 cases += [red.replace(n=sn, v=sv) for sn, sv in shapes]  # E
+                cases.append(red.replace(logits=axes.SHARD_MASKED))  # H
     for dtype in DTYPES[device_type]:  # F
         base = axes.case(n=n, v=v, dtype=dtype, world=2)
         cases += parallel_core(base, preset, edges={"targets": "edges"}, vocabs=tuple(sv for _, sv in shapes[:2]))
