@@ -18,6 +18,10 @@ import torch.nn.functional as F
 
 from ligerbench.suites.families.log_prob import at_targets
 
+# the log-prob kernels' (lp, flp) determinism and batch-invariance case, but for its shape: the
+# options of its semantics (suites/lp/__init__.py and suites/flp/__init__.py, SAME_ROW_CASES)
+SAME_ROW_SEMANTICS = {"temperature": 1.0, "softcap": 0.0, "logit_scale": 1.0, "targets": 1, "upstream": "both",
+                      "ignore_pattern": "random", "logits": "normal", "layout": "2d"}  # fmt: skip
 SMALL_TILE, LARGE_TILE, LARGE_FROM = 32, 128, 16  # tile_from_rows: columns a tile, and the rows that pick the large one
 
 

@@ -8,7 +8,7 @@ from ligerbench.registry import Provider
 from ligerbench.suites.common.input_mutants import upstream_read_dense, with_upstream
 from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.families.log_prob_mutants import BUGS, buggy
-from ligerbench.suites.families.same_row_mutants import call_order_sum
+from ligerbench.suites.families.same_row_mutants import SAME_ROW_SEMANTICS, call_order_sum
 
 HEAD_BUGS = (
     "temperature_on_logp",
@@ -58,21 +58,8 @@ def _upstream_read_dense():
 
 
 # the cases of the determinism and batch-invariance suites (suites/flp/__init__.py, SAME_ROW_CASES)
-SAME_ROW_SLICE = {
-    "n": (24, 513),
-    "v": (500, 128256),
-    "h": (32, 1024),
-    "dtype": "bf16",
-    "bias": False,
-    "temperature": 1.0,
-    "softcap": 0.0,
-    "logit_scale": 1.0,
-    "targets": 1,
-    "upstream": "both",
-    "ignore_pattern": "random",
-    "logits": "normal",
-    "layout": "2d",
-}
+SAME_ROW_SLICE = {"n": (24, 513), "v": (500, 128256), "h": (32, 1024), "dtype": "bf16", "bias": False,
+                  **SAME_ROW_SEMANTICS}  # fmt: skip
 
 
 def _mutant(name, about, load, slices=(), **fields) -> Provider:

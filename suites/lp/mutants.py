@@ -7,7 +7,7 @@ from ligerbench.registry import Provider
 from ligerbench.suites.common.input_mutants import upstream_read_dense, with_upstream
 from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.families.log_prob_mutants import BUGS, buggy
-from ligerbench.suites.families.same_row_mutants import tile_from_rows
+from ligerbench.suites.families.same_row_mutants import SAME_ROW_SEMANTICS, tile_from_rows
 
 PADDED = {"mass_on_padding", "entropy_nan_at_zero"}  # -inf columns exist only in these cases
 
@@ -34,19 +34,7 @@ def _upstream_read_dense():
 
 
 # the cases of the determinism and batch-invariance suites (suites/lp/__init__.py, SAME_ROW_CASES)
-SAME_ROW_SLICE = {
-    "n": (24, 2048),
-    "v": (1000, 151936),
-    "dtype": "bf16",
-    "temperature": 1.0,
-    "softcap": 0.0,
-    "logit_scale": 1.0,
-    "targets": 1,
-    "upstream": "both",
-    "ignore_pattern": "random",
-    "logits": "normal",
-    "layout": "2d",
-}
+SAME_ROW_SLICE = {"n": (24, 2048), "v": (1000, 151936), "dtype": "bf16", **SAME_ROW_SEMANTICS}
 
 PROVIDERS = (
     *(_mutant(bug) for bug in BUGS),
