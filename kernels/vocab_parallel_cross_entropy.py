@@ -171,7 +171,9 @@ def _local_stats(x_shard, local_t, owned, w, label_smoothing, softcap) -> torch.
         rows = torch.arange(r1 - r0, device=x.device)
         own, lt = owned[r0:r1], local_t[r0:r1]
         m = x.amax(dim=1)
-        e = torch.exp(x - m[:, None])
+        # a row wholly -inf on this shard (a sampler's mask): its max is -inf, and exp(x - m) would
+        # be exp(-inf - -inf) = NaN; about 0 instead its terms are 0 (elsewhere m, bit for bit)
+        e = torch.exp(x - torch.where(m > float("-inf"), m, 0.0)[:, None])
         x_y = x[rows, lt]
         # the target's term is left out of the sum rather than subtracted from it: p_y - 1 =
         # -s_o / s stays exact when p_y is close to 1 (docs/bugs.md, bug 6)
@@ -196,7 +198,9 @@ class _Merged:
         self.rows, extra = gathered[:, :n_rows], gathered[:, n_rows]
         m_r = self.rows[..., 0]
         self.m = m_r.amax(dim=0)
-        self.s_o = (self.rows[..., 1] * torch.exp(m_r - self.m)).sum(dim=0)
+        # a shard wholly -inf in a row adds nothing (its own sum may be NaN: the Triton pass's
+        # exp(-inf - -inf)); elsewhere the same product, bit for bit
+        self.s_o = torch.where(m_r > float("-inf"), self.rows[..., 1] * torch.exp(m_r - self.m), 0.0).sum(dim=0)
         self.x_y = self.rows[..., 2].sum(dim=0)
         self.owners = self.rows[..., 3].sum(dim=0)
         self.w_y = self.rows[..., 4].sum(dim=0)

@@ -284,7 +284,9 @@ def _finish_kernel(
     for r in range(0, world):
         st = gath_ptr + r * rank_stride + row * 6
         m_r = tl.load(st)
-        s_o += tl.load(st + 1) * tl.exp(m_r - m)
+        # a shard wholly -inf in this row (a sampler's mask) has max -inf and a sum of
+        # exp(-inf - -inf) = NaN: it adds nothing (elsewhere the same product, bit for bit)
+        s_o += tl.where(m_r > float("-inf"), tl.load(st + 1) * tl.exp(m_r - m), 0.0)
         x_y += tl.load(st + 2)
         owners += tl.load(st + 3)
         w_y += tl.load(st + 4)

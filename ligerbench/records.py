@@ -21,7 +21,9 @@ import pandas as pd
 
 from ligerbench.cases import Case
 
-VERDICTS = ("pass", "fail", "error", "skip")
+# info: a property measured and reported, never failed (a peer's batch invariance, where it
+# promises none: ligerbench/verify/invariance.py)
+VERDICTS = ("pass", "fail", "error", "skip", "info")
 # metric prefix of bench's design-target rows (bench_metrics.target_records): "target_time_ms", ...
 TARGET_PREFIX = "target_"
 

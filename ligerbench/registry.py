@@ -66,6 +66,10 @@ class KernelSpec:
     # (a softcap slope that cancels, the entropy of a peaked row, ...) that can make an error of
     # that size, named on its FAIL line
     hints: Callable[[Case, str, float], tuple[str, ...]] | None = None
+    # ligerbench.rowwise.Rows: how a problem is cut down to some of its rows and which quantities
+    # are per row, for the batch-invariance suite (ligerbench/verify/invariance.py); None: the
+    # kernel's rows are not independent (a sequence loss), its cases run no such check
+    rows: Any = None
 
 
 class NotRun(Exception):

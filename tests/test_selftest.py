@@ -137,6 +137,12 @@ MUST_KILL = {
     # PyTorch's own formula was the yardstick
     "mutant_low_precision_target_grad_bf16": "gradients",
     "mutant_softcap_slope_cancels": "gradients",
+    # same row, same answer (suites/families/same_row_mutants.py): right within every tolerance,
+    # only the bits move, with the batch or from one call to the next
+    "mutant_lp_tile_from_rows": "batch_invariance",
+    "mutant_flp_call_order_sum": "determinism",
+    # a sampler's masks on both sides of a distillation (suites/kd/mutants.py)
+    "mutant_kd_kl_zero_times_inf": "correctness",
 }
 
 

@@ -166,3 +166,39 @@ def test_the_device_check_needs_no_host_sync_and_still_fails():
     with pytest.raises(RuntimeError, match="outside"):
         run_ranks(2, lambda r, g: _call(r, g, 2, target=torch.tensor([1, 10, 3]), check_targets="device"))
     run_ranks(2, lambda r, g: _call(r, g, 2, check_targets="device"))  # a good layout passes
+
+
+@pytest.mark.interpreter  # the Triton passes on CPU tensors
+@pytest.mark.parametrize("passes", ["torch", "triton", "fused"])
+def test_a_shard_wholly_minus_inf_in_a_row_adds_nothing(passes, monkeypatch):
+    """A sampler's mask can leave one rank's whole shard -inf in a row: that shard's max is
+    -inf, and exp(x - max) there is exp(-inf - -inf) = NaN unless the shard is left out of the
+    merge. The loss and gradient are the float64 truth's (rank 1 masked in even rows, rank 0 in
+    odd rows, the target always finite)."""
+    from ligerbench.kernels import vocab_parallel_cross_entropy as vp
+
+    monkeypatch.setattr(vp, "PASSES", passes)
+    g = torch.Generator().manual_seed(0)
+    n, v_shard = 8, 40
+    logits = torch.randn(n, 2 * v_shard, generator=g)
+    target = torch.randint(0, v_shard, (n,), generator=g)
+    odd = torch.arange(n) % 2 == 1
+    target = torch.where(odd, target + v_shard, target)  # odd rows' target on rank 1
+    logits[~odd, v_shard:] = float("-inf")
+    logits[odd, :v_shard] = float("-inf")
+
+    def body(rank, group):
+        x = logits[:, rank * v_shard : (rank + 1) * v_shard].clone().requires_grad_()
+        loss = vp.vocab_parallel_cross_entropy(x, target, group=group, vocab_start=rank * v_shard, reduction="none")
+        loss.backward(torch.ones(n))
+        return loss.detach(), x.grad
+
+    out = run_ranks(2, body)
+    xd = logits.double().requires_grad_()
+    want = torch.nn.functional.cross_entropy(xd, target, reduction="none")
+    want.backward(torch.ones(n, dtype=torch.float64))
+    assert torch.isfinite(want).all()
+    for loss, _ in out:
+        torch.testing.assert_close(loss.double(), want.detach(), rtol=1e-6, atol=1e-6)
+    grad = torch.cat([gr for _, gr in out], dim=1).double()
+    torch.testing.assert_close(grad, xd.grad, rtol=1e-6, atol=1e-6)

@@ -24,6 +24,8 @@ from ligerbench.cases import DTYPES, Case
 from ligerbench.problems import MODEL_CODE, same_bits
 from ligerbench.records import Record, RecordWriter, settings_text
 from ligerbench.registry import KernelSpec, NotRun, Provider, Registry, Suite
+from ligerbench.rowwise import BATCHES, LAST, LAST_ROWS
+from ligerbench.verify import invariance
 
 
 @dataclass(frozen=True)
@@ -101,9 +103,12 @@ def run_plan(
 
         try:
             problem = spec.make_problem(case, seed, device)
-            ref = spec.reference(problem)
-            draws = _float32_draws(spec, problem, device) if DTYPES[case.dtype] == torch.float32 else ()
-            yard = Yardsticks(spec.eager(problem), spec.textbook(problem) if spec.textbook else None, draws)
+            if _needs_truth(case_suites):
+                ref = spec.reference(problem)
+                draws = _float32_draws(spec, problem, device) if DTYPES[case.dtype] == torch.float32 else ()
+                yard = Yardsticks(spec.eager(problem), spec.textbook(problem) if spec.textbook else None, draws)
+            else:  # only same-row suites list the case: two calls compared, no float64 truth formed
+                ref = yard = None
         except Exception as exc:  # the case itself could not be set up: every row is an error
             for provider in plan.providers:
                 rows(provider, "error", f"reference/yardstick failed: {_describe(exc)}")
@@ -130,6 +135,10 @@ def run_plan(
             promised = None if strict else _promised(provider, problem)
             for suite in case_suites:
                 for q in _quantities_for(spec, suite, case):
+                    if q in invariance.QUANTITIES:
+                        for name, fields in _same_row(q, spec, provider, problem, outcome):
+                            record(provider, suite.name, name, **fields)
+                        continue
                     fields = _compare(q, case, provider, outcome, ref, yard, strict=strict, hints=hints,
                                       promised=promised)  # fmt: skip
                     record(provider, suite.name, q, **fields)
@@ -138,6 +147,29 @@ def run_plan(
             del outcome
         del problem, ref, yard
         on_case(case)
+
+
+def _needs_truth(suites: list[Suite]) -> bool:
+    """Whether a suite of the case compares with the float64 truth (all but the same-row ones)."""
+    return any(q not in invariance.QUANTITIES for suite in suites for q in suite.quantities)
+
+
+def _same_row(quantity: str, spec: KernelSpec, provider: Provider, problem, outcome) -> list[tuple[str, dict]]:
+    """The determinism or batch-invariance records of one provider on one case
+    (ligerbench/verify/invariance.py); a call that raises is one error record."""
+    fn = provider.load()
+    try:
+        if quantity == invariance.DETERMINISM:
+            return invariance.determinism(lambda: spec.run(fn, problem), outcome, promised=provider.deterministic)
+        if spec.rows is None:
+            return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=float("nan"),
+                                    verdict="skip", message=f"kernel {spec.name} declares no rows"))]  # fmt: skip
+        batches = LAST if quantity == LAST_ROWS else BATCHES
+        return invariance.batch_invariance(lambda p: spec.run(fn, p), problem, outcome, spec.rows,
+                                           ours=provider.strict or provider.mutant, batches=batches)  # fmt: skip
+    except Exception as exc:  # a call that raises is an error row, the run goes on
+        return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=0.0, verdict="error",
+                                message=_describe(exc)))]  # fmt: skip
 
 
 def _promised(provider: Provider, problem):

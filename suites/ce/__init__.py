@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import Registry, Suite
+from ligerbench.rowwise import Rows, count_of, take_fields
 from ligerbench.suites.ce import axes, bench, mutants, providers, spec
-from ligerbench.suites.ce.grid import ce_cases
+from ligerbench.suites.ce.grid import ce_cases, last_rows_cases
 from ligerbench.suites.common import retained_backward, split_step
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import others, past_int32_suite, same_row_suites
 
 
 def has_z_loss(case: Case) -> bool:
@@ -23,6 +25,13 @@ def has_z_loss(case: Case) -> bool:
 # the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
 KERNEL = kernel_spec(
     spec,
+    rows=Rows(
+        take=take_fields("logits", "target", "upstream", "token_weight"),
+        count=count_of("target"),
+        per_row=("loss", "z_loss", "grad_logits"),
+        promised=("loss", "z_loss", "grad_logits"),
+        shared=(),
+    ),
     name="ce",
     description="cross entropy over logits [N, V]",
     run=spec.run_ce,
@@ -44,6 +53,9 @@ KERNEL = kernel_spec(
     ranks=split_step.ranks_of,
 )
 
+# the cases past 2**31 elements whose last rows only the past_int32 suite checks (full preset, GPU)
+LAST_ROWS = last_rows_cases("full", "cuda")
+
 # the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(
@@ -51,12 +63,14 @@ SUITES = (
         kernel="ce",
         description="loss (and separately reported z-loss) vs the float64 reference",
         quantities=("loss", "z_loss"),
+        select=others(LAST_ROWS),
     ),
     Suite(
         name="gradients",
         kernel="ce",
         description="gradient of the logits vs the float64 reference",
         quantities=("grad_logits",),
+        select=others(LAST_ROWS),
     ),
     Suite(
         name="invariance",
@@ -80,9 +94,28 @@ SUITES = (
         description="the logits reach the provider as the case laid them out, and (their whole storage, "
         "padding included) are unchanged unless the provider declares it writes them",
         quantities=("input_unchanged", "input_layout"),
+        select=others(LAST_ROWS),
     ),
 )
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "ce/n16/v1000/bf16/none/up-ones/random_10/plain/normal",
+    "ce/n1024/v32000/bf16/none/up-ones/random_10/plain/normal",
+)
+SAME_ROW = same_row_suites("ce", SAME_ROW_CASES, SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(
+        KERNEL,
+        *SUITES,
+        *SAME_ROW,
+        past_int32_suite("ce", LAST_ROWS),
+        *providers.PROVIDERS,
+        *bench.VARIANTS,
+        *mutants.PROVIDERS,
+    )

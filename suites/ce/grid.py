@@ -49,6 +49,16 @@ THIN = ("quick",)  # the presets that get T (CI's; on a GPU the full grid's time
 # time and compared a block at a time (suites/ce/spec.py rowwise, ligerbench/tolerance.py): whole,
 # they ran out of an H100's memory (17 GB per float64 copy).
 PAST_INT32: dict[str, tuple[int, int]] = {"full": (16385, 131072)}
+# F: the last rows of 32768 x 128256 bf16 logits (4.2e9 elements, Llama-3's head) against the same
+# rows alone (the past_int32 suite alone runs them: no float64 truth of that size is formed); GPU only
+LAST_ROWS: dict[str, tuple[int, int]] = {"full": (32768, 128256)}
+
+
+def last_rows_cases(preset: str, device_type: str) -> tuple[Case, ...]:
+    if preset not in LAST_ROWS or device_type != "cuda":
+        return ()
+    n, v = LAST_ROWS[preset]
+    return (case(n=n, v=v, dtype="bf16", reduction="none", upstream="random"),)
 
 
 def ce_cases(preset: str, device_type: str) -> list[Case]:
@@ -76,6 +86,7 @@ def ce_cases(preset: str, device_type: str) -> list[Case]:
     if preset in PAST_INT32:
         big_n, big_v = PAST_INT32[preset]
         cases.append(case(n=big_n, v=big_v, dtype="bf16", reduction="mean", upstream="ones"))
+    cases += last_rows_cases(preset, device_type)
     return list(dict.fromkeys(cases))
 
 

@@ -8,9 +8,11 @@ case grid, suites, providers, planted bugs and bench, registered together.
 from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
+from ligerbench.rowwise import Rows, count_of, take_fields
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.common import retained_backward, split_step
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.flce import axes, bench, mutants, providers, spec
 from ligerbench.suites.flce.grid import flce_cases
 
@@ -18,6 +20,13 @@ from ligerbench.suites.flce.grid import flce_cases
 # the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
 KERNEL = kernel_spec(
     spec,
+    rows=Rows(
+        take=take_fields("hidden", "target", "upstream", "token_weight"),
+        count=count_of("target"),
+        per_row=("loss", "z_loss", "grad_hidden"),
+        promised=(),
+        shared=("grad_weight", "grad_bias"),
+    ),
     name="flce",
     description="fused linear + cross entropy: hidden [N, H] @ weight [V, H].T (+ bias) vs targets",
     run=spec.run_flce,
@@ -83,5 +92,15 @@ SUITES = (
 )
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "flce/n12/v256/h32/bf16/none/up-random/random_10/plain/normal",
+    "flce/n4096/v32000/h1024/bf16/none/up-random/random_10/plain/normal",
+)
+SAME_ROW = same_row_suites("flce", SAME_ROW_CASES, SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

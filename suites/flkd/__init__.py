@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.flkd import axes, bench, mutants, providers, spec
 from ligerbench.suites.flkd.grid import flkd_cases
 
@@ -38,5 +39,15 @@ SUITES = (
 )  # fmt: skip
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "flkd/n12/v500/h32/bf16/forward_kl/t2.0/mean/up-ones/random/normal",
+    "flkd/n2048/v128256/h1024/bf16/forward_kl/t2.0/mean/up-ones/random/normal",
+)
+SAME_ROW = same_row_suites("flkd", SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

@@ -7,7 +7,9 @@ ligerbench checks it: spec, axes, grid, suites, providers and planted bugs, regi
 from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
+from ligerbench.rowwise import Rows, count_of, take_fields
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.flp.grid import flp_cases
 
@@ -15,6 +17,13 @@ from ligerbench.suites.flp.grid import flp_cases
 # the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
 KERNEL = kernel_spec(
     spec,
+    rows=Rows(
+        take=take_fields("hidden", "target", "upstream"),
+        count=count_of("target"),
+        per_row=("logp", "entropy", "grad_hidden"),
+        promised=(),
+        shared=("grad_weight", "grad_bias"),
+    ),
     name="flp",
     description="per-token log-probs and entropy at a temperature from hidden [N, H] and an lm_head [V, H]",
     run=spec.run_flp,
@@ -38,5 +47,15 @@ SUITES = (
 )  # fmt: skip
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "flp/n24/v500/h32/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",
+    "flp/n513/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",
+)
+SAME_ROW = same_row_suites("flp", SAME_ROW_CASES, SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

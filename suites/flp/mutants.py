@@ -8,6 +8,7 @@ from ligerbench.registry import Provider
 from ligerbench.suites.common.input_mutants import upstream_read_dense, with_upstream
 from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.families.log_prob_mutants import BUGS, buggy
+from ligerbench.suites.families.same_row_mutants import SAME_ROW_SEMANTICS, call_order_sum
 
 HEAD_BUGS = (
     "temperature_on_logp",
@@ -56,8 +57,20 @@ def _upstream_read_dense():
     return fn
 
 
-def _mutant(name, about, load, slices=()) -> Provider:
-    return Provider(name=f"mutant_flp_{name}", kernel="flp", description=about, load=load, mutant=True, targets=slices)
+# the cases of the determinism and batch-invariance suites (suites/flp/__init__.py, SAME_ROW_CASES)
+SAME_ROW_SLICE = {"n": (24, 513), "v": (500, 128256), "h": (32, 1024), "dtype": "bf16", "bias": False,
+                  **SAME_ROW_SEMANTICS}  # fmt: skip
+
+
+def _mutant(name, about, load, slices=(), **fields) -> Provider:
+    return Provider(name=f"mutant_flp_{name}", kernel="flp", description=about, load=load, mutant=True, targets=slices,
+                    **fields)  # fmt: skip
+
+
+def _call_order_sum():
+    from ligerbench.kernels.fused_linear_log_probs import fused_linear_log_probs
+
+    return call_order_sum(fused_linear_log_probs)
 
 
 PROVIDERS = (
@@ -68,4 +81,9 @@ PROVIDERS = (
     # invisible with a materialised upstream: the harness hands the expanded one autograd hands
     _mutant("upstream_read_dense", "each upstream read as a dense vector: logp.sum() + entropy.sum() hands a 1 "
             "expanded over the rows (docs/bugs.md bug 8)", _upstream_read_dense, ({"upstream": "sums"},)),
+    # ours over three chunks of rows whose gradients autograd sums in an order each call reverses:
+    # an atomic add's order; it promises the same bits as ours does, and only the determinism suite
+    # sees it break that (suites/families/same_row_mutants.py)
+    _mutant("call_order_sum", "the weight's gradient summed over chunks of rows in an order that changes from call "
+            "to call (an atomic add's)", _call_order_sum, (SAME_ROW_SLICE,), deterministic=True),
 )  # fmt: skip

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.grpo import axes, bench, mutants, providers, spec
 from ligerbench.suites.grpo.grid import grpo_cases
 
@@ -47,5 +48,15 @@ SUITES = (
 )  # fmt: skip
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "grpo/b4/t6/h16/v61/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",
+    "grpo/b8/t1024/h4096/v128256/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",
+)
+SAME_ROW = same_row_suites("grpo", SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

@@ -7,7 +7,9 @@ ligerbench checks it: spec, axes, grid, suites, providers and planted bugs, regi
 from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
+from ligerbench.rowwise import Rows, count_of, take_fields
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.kd import axes, bench, mutants, providers, spec
 from ligerbench.suites.kd.grid import kd_cases
 
@@ -15,6 +17,13 @@ from ligerbench.suites.kd.grid import kd_cases
 # the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
 KERNEL = kernel_spec(
     spec,
+    rows=Rows(
+        take=take_fields("student", "teacher", "teacher_ids", "labels", "upstream"),
+        count=count_of("labels"),
+        per_row=("loss", "grad_student", "grad_teacher"),
+        promised=("loss", "grad_student", "grad_teacher"),
+        shared=(),
+    ),
     name="kd",
     description="distillation divergence (forward/reverse KL, JSD, TVD) per token from student and teacher logits",
     run=spec.run_kd,
@@ -37,5 +46,15 @@ SUITES = (
 )  # fmt: skip
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "kd/n8/v1000/bf16/forward_kl/t1.0/none/up-random/random/normal",
+    "kd/n2048/v128256/bf16/forward_kl/t1.0/none/up-random/random/normal",
+)
+SAME_ROW = same_row_suites("kd", SAME_ROW_CASES, SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

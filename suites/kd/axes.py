@@ -5,9 +5,12 @@ ligerbench verify --kernel kd --divergence jsd --beta 0.1 --teacher top8
 
 from __future__ import annotations
 
+import dataclasses
+
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
 from ligerbench.suites.families import distill as ds
+from ligerbench.suites.families import sampler_masks
 
 N = Axis("n", "tokens (rows of the logits)", {"quick": (8, 1, 5), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT, means={1: "one token: none returns shape [1]"})  # fmt: skip
@@ -26,8 +29,16 @@ LAYOUT = Axis("layout", "how both logits a provider receives are laid out", ("2d
     "transposed": "[V, N].T: logits computed as (W @ h.T).T",
 })  # fmt: skip
 
+# the teacher kinds, and both sides masked as a sampler leaves the student's logits
+# (suites/families/sampler_masks.py; the teacher -inf where the student is): kd's own cases
+LOGITS = dataclasses.replace(ds.TEACHER_KIND, values=(*ds.TEACHER_KIND.values, sampler_masks.KIND), means={
+    **ds.TEACHER_KIND.means,
+    sampler_masks.KIND: "a normal teacher, and both logits -inf where a sampler masked the student's (top-k, top-p, "
+                        "one finite logit, banned tokens, a wholly -inf middle run)",
+})  # fmt: skip
+
 AXES = (N, V, ds.DTYPE, ds.DIVERGENCE, ds.BETA, ds.TEMPERATURE, TEACHER, ds.TEACHER_GRAD, ds.REDUCTION, ds.UPSTREAM,
-        ds.IGNORE_PATTERN, ds.TEACHER_KIND, LAYOUT)  # fmt: skip
+        ds.IGNORE_PATTERN, LOGITS, LAYOUT)  # fmt: skip
 K = 8  # the top-K teacher's K (at most V)
 
 

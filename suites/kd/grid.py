@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ligerbench.cases import Case
 from ligerbench.suites.common.covering import all_pairs, shape_star
+from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.families.distill import allowed
 from ligerbench.suites.kd.axes import AXES, case
 
@@ -12,6 +13,10 @@ DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
 COVERED = ("divergence", "beta", "temperature", "teacher", "teacher_grad", "reduction", "upstream", "ignore_pattern",
            "logits", "layout")  # fmt: skip
 DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "tvd")
+
+
+def _covered(axis, preset: str) -> tuple:
+    return tuple(v for v in axis.values_for(preset) if v != sampler_masks.KIND)
 
 
 def kd_cases(preset: str, device_type: str) -> list[Case]:
@@ -30,7 +35,16 @@ def kd_cases(preset: str, device_type: str) -> list[Case]:
         # the reductions where the counts differ (ignored rows), and one upstream each
         cases += [base.replace(reduction=r, upstream="random") for r in ("none", "sum", "mean", "batchmean")]
         cases += [base.replace(n=n, v=v, divergence="jsd") for n, v in dict.fromkeys(shapes)]
-        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED}, allowed=allowed,
-                         covered=[c.params for c in cases])  # fmt: skip
+        # the sampler's masks on both sides: a few cases of their own, outside the covering (whose
+        # design stays as it was); a full teacher (a top-K one of a row with one finite logit would
+        # hand -inf log-probs)
+        cases += [
+            base.replace(
+                divergence=d, logits=sampler_masks.KIND, reduction="none", upstream="random", teacher_grad=d != "tvd"
+            )
+            for d in DIVERGENCES
+        ]
+        rows = all_pairs({name: _covered(axes[name], preset) for name in COVERED}, allowed=allowed,
+                         covered=[c.params for c in cases if c.logits != sampler_masks.KIND])  # fmt: skip
         cases += [base.replace(**row) for row in rows]
     return [c for c in dict.fromkeys(cases) if allowed(dict(c.params))]

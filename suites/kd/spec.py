@@ -18,6 +18,7 @@ import torch
 from ligerbench.cases import DTYPES, Case, generator_for
 from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites.families import distill as semantics
+from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.families.distill import (
     IGNORE,
     draw_teacher,
@@ -54,17 +55,23 @@ def _placed(x: torch.Tensor, layout: str, dtype: torch.dtype, device) -> torch.T
 def make_problem(case: Case, seed: int, device: torch.device) -> KDProblem:
     g = generator_for(case, seed)
     x = torch.randn(case.n, case.v, generator=g)
-    t = draw_teacher(x, case.logits, g)
+    sampled = case.logits == sampler_masks.KIND
+    t = draw_teacher(x, "normal" if sampled else case.logits, g)
     dtype = DTYPES[case.dtype]
+    rows = tuple(lay_out(x, case.layout).shape[:-1])
+    labels = make_labels(rows, case.v, case.ignore_pattern, g) if sampled else None
+    if sampled:  # the student's sampler masks both sides; its labels' tokens stay finite
+        x = sampler_masks.masked(x, labels.reshape(case.n, -1), IGNORE, g)
+        t = torch.where(torch.isinf(x), float("-inf"), t)
     student = _placed(x, case.layout, dtype, device)
-    rows = tuple(student.shape[:-1])
     ids = None
     if case.teacher == "full":
         teacher = _placed(t, case.layout, dtype, device)
     else:
         logp, ids = top_k(t, K)
         teacher, ids = logp.reshape(*rows, -1).to(device), ids.reshape(*rows, -1).to(device)
-    labels = make_labels(rows, case.v, case.ignore_pattern, g)
+    if labels is None:
+        labels = make_labels(rows, case.v, case.ignore_pattern, g)
     upstream = make_upstream(case.upstream, case.reduction, rows, g)
     return KDProblem(student, teacher, ids, labels.to(device), as_handed(upstream, device=device), options_of(case),
                      zero_truth=case.logits == "self" and case.teacher == "full")  # fmt: skip

@@ -7,14 +7,23 @@ checks it: spec, axes, grid, suites, providers and planted bugs, registered toge
 from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
+from ligerbench.rowwise import Rows, count_of, take_fields
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import others, past_int32_suite, same_row_suites
 from ligerbench.suites.lp import axes, bench, mutants, providers, spec
-from ligerbench.suites.lp.grid import lp_cases
+from ligerbench.suites.lp.grid import last_rows_cases, lp_cases
 
 # the kernel's own fields, spelled out as data; kernel_spec fills in what every kernel's spec.py names
 # the same way (make_problem, reference, eager_in_dtype, textbook) and the numerical hints
 KERNEL = kernel_spec(
     spec,
+    rows=Rows(
+        take=take_fields("logits", "target", "upstream"),
+        count=count_of("target"),
+        per_row=("logp", "entropy", "grad_logits"),
+        promised=("logp", "entropy", "grad_logits"),
+        shared=(),
+    ),
     name="lp",
     description="per-token log-probs and entropy at a temperature, from logits [N, V]",
     run=spec.run_lp,
@@ -25,16 +34,37 @@ KERNEL = kernel_spec(
     bench=bench.SPEC,
 )
 
+# the cases past 2**31 elements whose last rows only the past_int32 suite checks (full preset, GPU)
+LAST_ROWS = last_rows_cases("full", "cuda")
+
 # the kernel's suites, spelled out as data: alike in shape across kernels, each its own quantities
 SUITES = (
     Suite(name="correctness", kernel="lp", description="logp and entropy vs float64, and both float32",
-          quantities=("logp", "entropy", "outputs_float32")),
+          quantities=("logp", "entropy", "outputs_float32"), select=others(LAST_ROWS)),
     Suite(name="gradients", kernel="lp", description="gradient of the logits through the upstream on either or both",
-          quantities=("grad_logits",)),
+          quantities=("grad_logits",), select=others(LAST_ROWS)),
     Suite(name="contracts", kernel="lp", description="the logits reach the provider as laid out, and are unchanged",
-          quantities=("input_unchanged", "input_layout")),
+          quantities=("input_unchanged", "input_layout"), select=others(LAST_ROWS)),
 )  # fmt: skip
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "lp/n24/v1000/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",
+    "lp/n2048/v151936/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",
+)
+SAME_ROW = same_row_suites("lp", SAME_ROW_CASES, SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(
+        KERNEL,
+        *SUITES,
+        *SAME_ROW,
+        past_int32_suite("lp", LAST_ROWS),
+        *providers.PROVIDERS,
+        *bench.VARIANTS,
+        *mutants.PROVIDERS,
+    )

@@ -5,9 +5,12 @@ ligerbench verify --kernel lp --where temperature=0.6 --where layout=padded_voca
 
 from __future__ import annotations
 
+import dataclasses
+
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
 from ligerbench.suites.families import log_prob as semantics
+from ligerbench.suites.families import sampler_masks
 
 N = Axis("n", "tokens (rows of the logits)", {"quick": (24, 1, 7), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT)  # fmt: skip
@@ -22,7 +25,14 @@ LAYOUT = Axis("layout", "how the logits a provider receives are laid out", ("2d"
     "transposed": "[V, N].T: logits computed as (W @ h.T).T",
 })  # fmt: skip
 
-AXES = (N, V, *semantics.AXES, LAYOUT)
+# the shared logits kinds and the sampler's masks (suites/families/sampler_masks.py), lp's own cases
+LOGITS = dataclasses.replace(semantics.LOGITS, values=(*semantics.LOGITS.values, sampler_masks.KIND), means={
+    **semantics.LOGITS.means,
+    sampler_masks.KIND: "as a sampler leaves them: top-k, top-p, one finite logit, banned tokens and a wholly -inf "
+                        "middle run, -inf everywhere else (the targets finite)",
+})  # fmt: skip
+
+AXES = (N, V, *(LOGITS if a.name == "logits" else a for a in semantics.AXES), LAYOUT)
 
 
 def case(**params) -> Case:

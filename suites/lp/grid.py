@@ -6,10 +6,34 @@ from __future__ import annotations
 
 from ligerbench.cases import Case
 from ligerbench.suites.common.covering import all_pairs, shape_star
+from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.lp.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
 COVERED = ("temperature", "softcap", "logit_scale", "targets", "upstream", "ignore_pattern", "logits", "layout")
+
+
+# the last rows of 32768 x 128256 bf16 logits (4.2e9 elements, Llama-3's head) against the same rows
+# alone (the past_int32 suite alone runs them: no float64 truth of that size is formed); GPU only
+LAST_ROWS: dict[str, tuple[int, int]] = {"full": (32768, 128256)}
+
+
+def last_rows_cases(preset: str, device_type: str) -> tuple[Case, ...]:
+    if preset not in LAST_ROWS or device_type != "cuda":
+        return ()
+    n, v = LAST_ROWS[preset]
+    return (case(n=n, v=v, dtype="bf16", upstream="both"),)
+
+
+# the sampler's masks (suites/families/sampler_masks.py): a vocabulary of several blocks, so that the
+# wholly -inf middle run holds whole blocks; with a softcap and temperature, with K targets, and the
+# entropy's gradient alone (where 0 * -inf = 0 must hold in backward too)
+MASKED_V = {"quick": 4099, "full": 151936}
+SAMPLED = ({}, {"softcap": 30.0, "temperature": 0.6}, {"targets": 3, "upstream": "entropy"})
+
+
+def _covered(axis, preset: str) -> tuple:
+    return tuple(v for v in axis.values_for(preset) if v != sampler_masks.KIND)
 
 
 def lp_cases(preset: str, device_type: str) -> list[Case]:
@@ -24,7 +48,10 @@ def lp_cases(preset: str, device_type: str) -> list[Case]:
         cases += [base.replace(layout="padded_vocab", softcap=c, upstream="entropy") for c in (0.0, 30.0)]
         cases += [base.replace(logits="shifted", upstream=u) for u in ("both", "entropy")]
         cases += [base.replace(n=n, v=v, targets=k) for n, v in dict.fromkeys(shapes) for k in (1, 3)]
-        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED},
-                         covered=[c.params for c in cases])  # fmt: skip
+        # the sampler's masks: a few cases of their own, outside the covering (whose design stays as it was)
+        cases += [base.replace(v=MASKED_V[preset], logits=sampler_masks.KIND, **o) for o in SAMPLED]
+        rows = all_pairs({name: _covered(axes[name], preset) for name in COVERED},
+                         covered=[c.params for c in cases if c.logits != sampler_masks.KIND])  # fmt: skip
         cases += [base.replace(**row) for row in rows]
+    cases += last_rows_cases(preset, device_type)
     return list(dict.fromkeys(cases))

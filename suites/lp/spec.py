@@ -17,6 +17,7 @@ import torch
 from ligerbench.cases import DTYPES, Case, batched, generator_for
 from ligerbench.problems import Outcome, as_handed
 from ligerbench.suites.families import log_prob as semantics
+from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.families.log_prob import IGNORE, make_target, make_upstream, run_outputs, shape_logits
 
 VOCAB_PAD = 64  # padded_vocab: V rounded up to a multiple of this, plus one more multiple
@@ -54,10 +55,13 @@ def lay_out(x: torch.Tensor, layout: str) -> torch.Tensor:
 
 def make_problem(case: Case, seed: int, device: torch.device) -> LPProblem:
     g = generator_for(case, seed)
-    x = shape_logits(torch.randn(case.n, case.v, generator=g), case.logits, g)
+    sampled = case.logits == sampler_masks.KIND
+    x = shape_logits(torch.randn(case.n, case.v, generator=g), "normal" if sampled else case.logits, g)
     logits = lay_out(x, case.layout)
     rows = tuple(logits.shape[:-1])
     target = make_target(rows, case.targets if case.targets > 1 else None, case.v, case.ignore_pattern, g)
+    if sampled:  # masked around the targets a sampler drew (suites/families/sampler_masks.py)
+        logits = lay_out(sampler_masks.masked(x, target.reshape(case.n, -1), IGNORE, g), case.layout)
     upstream = make_upstream(case.upstream, tuple(target.shape), rows, g)
     dtype = DTYPES[case.dtype]
     # cast keeping the layout: a strided view's storage (padding included) goes over whole

@@ -16,6 +16,7 @@ import torch
 
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
+from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.peers.limits import lacking, refusal
 
 DISTRIBUTION = "trl"
@@ -24,8 +25,8 @@ PEER = {"library": DISTRIBUTION, "pinned": PINNED}
 
 
 NEG_INF_LOGITS = (
-    "logits with -inf entries (a vocabulary masked with -inf): its entropy forms p * logit or p * logp, "
-    "0 * -inf = NaN; its trainers hand it a model's finite logits"
+    "logits with -inf entries (a vocabulary masked with -inf, or a sampler's top-k/top-p/banned-token masks): "
+    "its entropy forms p * logit or p * logp, 0 * -inf = NaN; its trainers hand it a model's finite logits"
 )
 LOW_PRECISION_OUT = (
     "16-bit logits on its PyTorch path: log-probs and entropy come back in the logits' dtype "
@@ -59,7 +60,7 @@ def _triton_lp():
 
 
 def _lp_limits(case: Case, torch_path: bool) -> str | None:
-    if case.get("layout") == "padded_vocab":
+    if case.get("layout") == "padded_vocab" or case.get("logits") == sampler_masks.KIND:
         return NEG_INF_LOGITS
     if torch_path and case.get("dtype") in ("bf16", "fp16"):
         return LOW_PRECISION_OUT

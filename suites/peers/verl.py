@@ -30,6 +30,7 @@ import torch
 
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
+from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.peers.limits import lacking, refusal
 from ligerbench.suites.peers.tensor_parallel import default_group, equal_shards, summed_over_group
 
@@ -71,9 +72,10 @@ def lp_supports(case: Case) -> str | None:
     missing = refusal("verl's logprobs_from_logits", lacking(case, "softcap", "logit_scale", "targets"))
     if missing:
         return missing
-    if case.get("layout") == "padded_vocab":
+    if case.get("layout") == "padded_vocab" or case.get("logits") == sampler_masks.KIND:
         return (
-            "logits with -inf entries (a vocabulary masked with -inf): entropy_from_logits forms p * logit, "
+            "logits with -inf entries (a vocabulary masked with -inf, or a sampler's masks): entropy_from_logits "
+            "forms p * logit, "
             "0 * -inf = NaN; its engine hands it a model's finite logits"
         )
     if case.get("dtype") in ("bf16", "fp16"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.pref import axes, mutants, providers, spec
 from ligerbench.suites.pref.grid import pref_cases
 
@@ -40,5 +41,12 @@ SUITES = (
 )  # fmt: skip
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = ("pref/b4/t6/h16/v64/bf16/sigmoid/beta0.1", "pref/b16/t512/h2048/v32000/bf16/sigmoid/beta0.1")
+SAME_ROW = same_row_suites("pref", SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *mutants.PROVIDERS)

@@ -18,6 +18,8 @@ crosses, per world size and dtype:
      suites/vp_ce/mesh.py `parallel_core`)
   G  the whole logits handed to every rank, gathered already: to be refused (CPU grid only: our
      kernel's check on a GPU is an async device assert, which ends the process)
+  H  one rank's whole shard -inf in every row, as a sampler's mask leaves it (a naive local max
+     gives -inf - -inf = NaN): each reduction, per world size and dtype
 Targets on another rank than a given shard are in every case (random targets, world >= 2).
 """
 
@@ -28,6 +30,7 @@ from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
 
@@ -58,6 +61,7 @@ def vp_ce_cases(preset: str, device_type: str) -> list[Case]:
                 cases += [red.replace(logits="confident", option=o) for o in ("plain", "all")]  # D
                 cases.append(red.replace(logits="large", option="softcap"))
                 cases += [red.replace(n=sn, v=sv) for sn, sv in shapes]  # E
+                cases.append(red.replace(logits=axes.SHARD_MASKED))  # H
     for dtype in DTYPES[device_type]:  # F
         base = axes.case(n=n, v=v, dtype=dtype, world=2)
         cases += parallel_core(base, preset, edges={"targets": "edges"}, vocabs=tuple(sv for _, sv in shapes[:2]))
@@ -117,5 +121,15 @@ SUITES = (
 )
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random",
+    "vp_ce/n1024/v32001/bf16/none/up-ones/none/plain/normal/w2/targets-random",
+)
+SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

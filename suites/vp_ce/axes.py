@@ -45,11 +45,25 @@ HANDED = Axis(
     tag="handed-",
     hidden=("shards",),
 )
+SHARD_MASKED = "shard_masked"  # suites/vp_ce/spec.py, masked_shard
+# ce's logits kinds and one of the vocabulary-parallel kernels' own
+LOGITS = dataclasses.replace(
+    ce.LOGITS,
+    values=(*ce.LOGITS.values, SHARD_MASKED),
+    means={
+        **ce.LOGITS.means,
+        SHARD_MASKED: "a sampler's mask that leaves one rank's whole shard -inf in every row (the last rank's, or "
+        "the first's where the target sits there): a local max of -inf, whose naive softmax gives -inf - -inf = NaN",
+    },
+)
 AXES = (
-    *ce.loss_axes(
-        ce.tokens({"quick": (16, 1), "full": (1024, 512, 1, 2048)}),
-        ce.vocab({"quick": (501, 500, 2), "full": (32001, 32000, 5, 128256)}, ce.VOCABS),
-        layout=dataclasses.replace(ce.LAYOUT, values=("2d",)),  # the shards are 2-D
+    *(
+        LOGITS if a.name == "logits" else a
+        for a in ce.loss_axes(
+            ce.tokens({"quick": (16, 1), "full": (1024, 512, 1, 2048)}),
+            ce.vocab({"quick": (501, 500, 2), "full": (32001, 32000, 5, 128256)}, ce.VOCABS),
+            layout=dataclasses.replace(ce.LAYOUT, values=("2d",)),  # the shards are 2-D
+        )
     ),
     WORLD,
     TARGETS,

@@ -29,6 +29,7 @@ import torch.distributed as dist
 from ligerbench.cases import Case
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.ce import spec as ce
+from ligerbench.suites.vp_ce.axes import SHARD_MASKED
 from ligerbench.suites.vp_ce.mesh import Mesh, replicated, run_on_mesh
 
 SIGNATURE = (
@@ -64,9 +65,25 @@ class VPProblem:
 def make_problem(case: Case, seed: int, device: torch.device) -> VPProblem:
     if case.world < 1:
         raise ValueError(f"vp_ce case {case.id} needs world >= 1")
-    base = ce.make_problem(case, seed, device)
+    masked = case.logits == SHARD_MASKED
+    base = ce.make_problem(case.replace(logits="normal") if masked else case, seed, device)
     base.target = place_targets(case, base.target, base.ignore_index)
+    if masked:
+        base.logits = masked_shard(base.logits, base.target, base.ignore_index, case.world)
     return VPProblem(base=base, world=case.world, mesh=Mesh.of(case), handed=case.handed)
+
+
+def masked_shard(logits: torch.Tensor, target: torch.Tensor, ignore_index: int, world: int) -> torch.Tensor:
+    """The logits with one rank's whole shard -inf in every row: the last rank's, or the first's
+    in a row whose counted target sits in the last (a sampler draws finite tokens only)."""
+    bounds = [b for b in shard_bounds(logits.shape[-1], world) if b[1] > b[0]]
+    (first_lo, first_hi), (last_lo, last_hi) = bounds[0], bounds[-1]
+    cols = torch.arange(logits.shape[-1], device=logits.device)
+    in_last = (target != ignore_index) & (target >= last_lo) & (target < last_hi)
+    last = (cols >= last_lo) & (cols < last_hi)
+    first = (cols >= first_lo) & (cols < first_hi)
+    mask = torch.where(in_last.unsqueeze(-1), first, last)
+    return logits.masked_fill(mask, float("-inf"))
 
 
 def place_targets(case: Case, target: torch.Tensor, ignore_index: int) -> torch.Tensor:

@@ -30,6 +30,7 @@ from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
@@ -135,5 +136,15 @@ SUITES = (
 )
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "vp_flce/n12/v257/h16/bf16/none/up-random/none/plain/normal/w2/targets-random",
+    "vp_flce/n4096/v32001/h1024/bf16/none/up-random/none/plain/normal/w2/targets-random",
+)
+SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.common.registration import kernel_spec
+from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, procs_of
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
@@ -51,5 +52,15 @@ SUITES = (
 )  # fmt: skip
 
 
+# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
+# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
+# of every provider (suites/common/same_row.py)
+SAME_ROW_CASES = (
+    "vp_flp/n12/v257/h16/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
+    "vp_flp/n2048/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
+)
+SAME_ROW = same_row_suites("vp_flp", SAME_ROW_CASES)
+
+
 def register(registry: Registry) -> None:
-    registry.add(KERNEL, *SUITES, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)
+    registry.add(KERNEL, *SUITES, *SAME_ROW, *providers.PROVIDERS, *bench.VARIANTS, *mutants.PROVIDERS)

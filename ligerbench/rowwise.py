@@ -1,0 +1,80 @@
+"""What a kernel declares about its rows, for the batch-invariance suite (ligerbench/verify/invariance.py):
+how to cut a problem down to some of its rows, which quantities have one slice per row, and which
+of those our kernels promise bit for bit whatever else is in the batch.
+
+    ROWS = Rows(take=take_fields("logits", "target", "upstream"), per_row=("logp", "entropy", "grad_logits"),
+                promised=("logp", "entropy", "grad_logits"))
+
+A row's answer must not depend on the batch around it: alone, at another position, in a batch of
+another size, or beside other rows. The invariance check runs a provider again on such batches
+of the case's rows and compares, row by row, what the two calls share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+DETERMINISM = "rerun_bits"  # the determinism suite's quantity
+BATCH_INVARIANCE = "row_bits"  # the batch-invariance suite's quantity
+LAST_ROWS = "last_rows_bits"  # the past-int32 suite's quantity: the last rows alone (LAST)
+
+# the batches a row is run in again, each the case's row indices it holds (n rows in the case):
+# alone (the last row, the one a 32-bit offset or a tile chosen from N reaches last), every row
+# at another position (the batch reversed), a smaller batch (the first half) and a padded batch
+# (the rows, then the same rows again in reverse: each row beside rows it did not have)
+BATCHES: dict[str, Callable[[int], torch.Tensor]] = {
+    "alone": lambda n: torch.tensor([n - 1]),
+    "position": lambda n: torch.arange(n - 1, -1, -1),
+    "smaller": lambda n: torch.arange(max(n // 2, 1)),
+    "padded": lambda n: torch.cat([torch.arange(n), torch.arange(n - 1, -1, -1)]),
+}
+# the last rows of a batch past 2**31 elements, alone: where a 32-bit row offset has wrapped, they
+# read another row's memory in the case's batch and their own alone
+LAST = {"last_rows": lambda n: torch.arange(max(n - 2, 0), n)}
+# the batch whose rows are the case's own, reordered: where a quantity summed over every row (a
+# weight's gradient) is compared, as the order of micro-batches a trainer accumulates in
+REORDERED = "position"
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A kernel's rows, as the batch-invariance suite needs them."""
+
+    take: Callable[[Any, torch.Tensor], Any]  # (problem, row indices) -> the problem of those rows, in that order
+    count: Callable[[Any], int]  # problem -> its rows
+    per_row: tuple[str, ...]  # quantities whose first dimension is the row
+    # the per-row quantities our kernels promise bit for bit whatever the batch (a difference fails
+    # ours; any other provider's, and any other quantity's, is recorded as info)
+    promised: tuple[str, ...] = ()
+    # quantities summed over every row (a weight's gradient): compared on the reordered batch alone
+    # (the same rows in another order), recorded as info
+    shared: tuple[str, ...] = ()
+
+
+def take_fields(*names: str, dim: int = 0) -> Callable[[Any, torch.Tensor], Any]:
+    """A `take` for a dataclass problem whose fields `names` hold the rows along `dim` (a tensor,
+    or a tuple of tensors or None, such as a pair of upstream gradients); other fields are kept."""
+
+    def take(problem: Any, index: torch.Tensor) -> Any:
+        def rows(t):
+            if t is None or not torch.is_tensor(t) or t.dim() <= dim:
+                return t  # a scalar upstream, or none
+            return t.index_select(dim, index.to(t.device)).contiguous()
+
+        changes = {}
+        for name in names:
+            value = getattr(problem, name)
+            changes[name] = tuple(rows(v) for v in value) if isinstance(value, tuple) else rows(value)
+        return dataclasses.replace(problem, **changes)
+
+    return take
+
+
+def count_of(name: str, dim: int = 0) -> Callable[[Any], int]:
+    """A `count` reading the rows off the problem's field `name`."""
+    return lambda problem: int(getattr(problem, name).shape[dim])
