@@ -96,39 +96,11 @@ def _row_stats(
 
 # _ce_fwd_kernel's arguments, passed through one by one as its launch takes them (do_not_specialize names them)
 @device_function
-def _row_finish(
-    row,
-    t,
-    m,
-    s_o,
-    d,
-    sum_w,
-    x_row,
-    g_row,
-    grad_ptr,
-    token_w_ptr,
-    stride_tw,
-    class_w_ptr,
-    denom_ptr,
-    loss_ptr,
-    zloss_ptr,
-    lse_ptr,
-    V,
-    smoothing,
-    cap,
-    z_scale,
-    has_token_w,
-    zloss,
-    mean,
-    HAS_CLASS_W: tl.constexpr,
-    SMOOTH: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    WRITE_GRAD: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    ROUND_BY_HAND: tl.constexpr,
-    POLICY: tl.constexpr,
-    SYNC: tl.constexpr,
-):
+def _row_finish(row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr, denom_ptr,
+                loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale, has_token_w, zloss, mean,
+                HAS_CLASS_W: tl.constexpr, SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, WRITE_GRAD: tl.constexpr,
+                BLOCK_V: tl.constexpr, ROUND_BY_HAND: tl.constexpr, POLICY: tl.constexpr,
+                SYNC: tl.constexpr):  # fmt: skip
     """From one row's pass-1 statistics: store its loss, z-loss and lse, then (WRITE_GRAD)
     pass 2, which writes the row's gradient for an upstream gradient of 1. SYNC (the gradient
     shares the logits' storage, _sync_level): 1, every warp has read the target's logit before
@@ -580,20 +552,8 @@ class CrossEntropyFunction(torch.autograd.Function):
 
     # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @staticmethod
-    def forward(
-        ctx,
-        logits,
-        target,
-        weight,
-        token_weight,
-        ignore_index,
-        reduction,
-        label_smoothing,
-        softcap,
-        z_loss_scale,
-        inplace_backward,
-        check_targets,
-    ):
+    def forward(ctx, logits, target, weight, token_weight, ignore_index, reduction, label_smoothing, softcap,
+                z_loss_scale, inplace_backward, check_targets):  # fmt: skip
         _validate(logits, target, weight, token_weight, reduction, label_smoothing, softcap)
         shape = logits.shape
         n_cols = shape[-1]
@@ -746,18 +706,9 @@ def cross_entropy(
     caller still holds them unchanged (rescale_formed_grad), so it is rounded once.
     """
     loss, zloss = CrossEntropyFunction.apply(
-        logits,
-        target,
-        weight,
-        token_weight,
-        ignore_index,
-        reduction,
-        label_smoothing,
-        softcap,
-        z_loss_scale,
-        inplace_backward,
-        check_targets,
-    )
+        logits, target, weight, token_weight, ignore_index, reduction, label_smoothing, softcap, z_loss_scale,
+        inplace_backward, check_targets,
+    )  # fmt: skip
     return (loss, zloss) if return_z_loss else loss
 
 

@@ -201,36 +201,19 @@ def _topk_stats(t_row, kk, K, inv_t):
 @triton.jit
 def _kd_fwd_kernel(
     # student logits [B, T, V], any strides (2-D: B = 1)
-    s_ptr,
-    T,
-    s_sb,
-    s_st,
-    s_sv,
+    s_ptr, T, s_sb, s_st, s_sv,
     # teacher: logits [B, T, V] with its own strides, or (TOPK) log-probs [N, K] contiguous
-    t_ptr,
-    t_sb,
-    t_st,
-    t_sv,
+    t_ptr, t_sb, t_st, t_sv,
     ids_ptr,  # TOPK: the teacher's vocabulary ids [N, K], contiguous
     K,
     lbl_ptr,  # HAS_LABELS: labels [N], contiguous
     ignore_index,
     # outputs, float32: the divergence per row [N], statistics [N, N_STATS]
-    loss_ptr,
-    stats_ptr,
-    V,
-    inv_t,
-    beta,
-    log_1mb,
-    log_b,
-    DIV: tl.constexpr,
-    TOPK: tl.constexpr,
-    HAS_LABELS: tl.constexpr,
-    UNIT_S: tl.constexpr,
-    UNIT_T: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-):
+    loss_ptr, stats_ptr,
+    V, inv_t, beta, log_1mb, log_b,
+    DIV: tl.constexpr, TOPK: tl.constexpr, HAS_LABELS: tl.constexpr, UNIT_S: tl.constexpr, UNIT_T: tl.constexpr,
+    BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
+):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     ignored = False
     if HAS_LABELS:
@@ -303,43 +286,20 @@ def _kd_fwd_kernel(
 @triton.jit
 def _kd_bwd_kernel(
     # student logits [B, T, V] any strides; teacher as in forward
-    s_ptr,
-    T,
-    s_sb,
-    s_st,
-    s_sv,
-    t_ptr,
-    t_sb,
-    t_st,
-    t_sv,
-    ids_ptr,
-    K,
-    lbl_ptr,
-    ignore_index,
+    s_ptr, T, s_sb, s_st, s_sv,
+    t_ptr, t_sb, t_st, t_sv, ids_ptr, K, lbl_ptr, ignore_index,
     stats_ptr,  # forward's [N, N_STATS]
     scale_ptr,  # float32 [N]: each row's upstream times the reduction's 1 / count
     # gradients: the student's [N, V] rows (unit column stride); the teacher's [N, V] or
     # (TOPK) [N, K] float32, written only if TEACHER_GRAD
-    gs_ptr,
-    stride_gs,
-    gt_ptr,
-    stride_gt,
+    gs_ptr, stride_gs, gt_ptr, stride_gt,
     V,
     col_start,  # the vocabulary id of column 0 (the fused op's vocabulary slices)
-    inv_t,
-    beta,
-    log_1mb,
-    log_b,
-    DIV: tl.constexpr,
-    TOPK: tl.constexpr,
-    HAS_LABELS: tl.constexpr,
-    TEACHER_GRAD: tl.constexpr,
-    UNIT_S: tl.constexpr,
-    UNIT_T: tl.constexpr,
-    BLOCK_V: tl.constexpr,
-    BLOCK_K: tl.constexpr,
+    inv_t, beta, log_1mb, log_b,
+    DIV: tl.constexpr, TOPK: tl.constexpr, HAS_LABELS: tl.constexpr, TEACHER_GRAD: tl.constexpr,
+    UNIT_S: tl.constexpr, UNIT_T: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
-):
+):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK_V)
     gs_row = gs_ptr + row * stride_gs

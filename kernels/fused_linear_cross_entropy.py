@@ -361,25 +361,8 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
 
     # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @staticmethod
-    def forward(
-        ctx,
-        hidden,
-        weight,
-        bias,
-        target,
-        class_weight,
-        token_weight,
-        ignore_index,
-        reduction,
-        label_smoothing,
-        softcap,
-        z_loss_scale,
-        chunk_bytes,
-        chunk_tokens,
-        grad_weight_accum,
-        check_targets,
-        store,
-    ):
+    def forward(ctx, hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction, label_smoothing,
+                softcap, z_loss_scale, chunk_bytes, chunk_tokens, grad_weight_accum, check_targets, store):  # fmt: skip
         _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
         check_accum(grad_weight_accum)
         shape = target.shape
@@ -526,24 +509,11 @@ def fused_linear_cross_entropy(
             chunk_bytes, check_targets,
         )  # fmt: skip
         return (loss, torch.zeros_like(loss)) if return_z_loss else loss
+    # how[1]: the store "auto" resolved to, passed on: forward does not decide it again
     loss, zloss = FusedLinearCrossEntropyFunction.apply(
-        hidden,
-        weight,
-        bias,
-        target,
-        class_weight,
-        token_weight,
-        ignore_index,
-        reduction,
-        label_smoothing,
-        softcap,
-        z_loss_scale,
-        chunk_bytes,
-        chunk_tokens,
-        grad_weight_accum,
-        check_targets,
-        how[1],  # the store "auto" resolved to: forward does not decide it again
-    )
+        hidden, weight, bias, target, class_weight, token_weight, ignore_index, reduction, label_smoothing, softcap,
+        z_loss_scale, chunk_bytes, chunk_tokens, grad_weight_accum, check_targets, how[1],
+    )  # fmt: skip
     return (loss, zloss) if return_z_loss else loss
 
 

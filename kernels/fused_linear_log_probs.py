@@ -171,20 +171,8 @@ class FusedLinearLogProbsFunction(torch.autograd.Function):
 
     # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @staticmethod
-    def forward(
-        ctx,
-        hidden,
-        weight,
-        bias,
-        target,
-        temperature,
-        softcap,
-        logit_scale,
-        ignore_index,
-        chunk_bytes,
-        chunk_rows,
-        backward_split,
-    ):
+    def forward(ctx, hidden, weight, bias, target, temperature, softcap, logit_scale, ignore_index, chunk_bytes,
+                chunk_rows, backward_split):  # fmt: skip
         t2 = _validate(hidden, weight, bias, target, temperature, softcap, logit_scale)
         if backward_split not in ("rows", "vocab"):
             raise ValueError(f"backward_split must be 'rows' or 'vocab', got {backward_split!r}")
@@ -279,15 +267,6 @@ def fused_linear_log_probs(
     float32 [V, H] accumulator for 16-bit weights). See the module docstring. The results do
     not depend on either choice beyond float32 summation order."""
     return FusedLinearLogProbsFunction.apply(
-        hidden,
-        weight,
-        bias,
-        target,
-        temperature,
-        softcap,
-        logit_scale,
-        ignore_index,
-        chunk_bytes,
-        chunk_rows,
+        hidden, weight, bias, target, temperature, softcap, logit_scale, ignore_index, chunk_bytes, chunk_rows,
         backward_split,
-    )
+    )  # fmt: skip

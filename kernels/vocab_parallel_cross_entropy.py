@@ -442,23 +442,8 @@ class VocabParallelCrossEntropyFunction(torch.autograd.Function):
 
     # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @classmethod
-    def forward(
-        cls,
-        ctx,
-        logits,
-        target,
-        class_weight,
-        token_weight,
-        group,
-        vocab_start,
-        ignore_index,
-        reduction,
-        label_smoothing,
-        softcap,
-        z_loss_scale,
-        inplace_backward,
-        check_targets,
-    ):
+    def forward(cls, ctx, logits, target, class_weight, token_weight, group, vocab_start, ignore_index, reduction,
+                label_smoothing, softcap, z_loss_scale, inplace_backward, check_targets):  # fmt: skip
         _validate(logits, target, class_weight, token_weight, reduction, label_smoothing, softcap)
         shape = logits.shape
         n_cols = shape[-1]
@@ -593,18 +578,7 @@ def vocab_parallel_cross_entropy(
         logits_shard, target, group, vocab_start, class_weight_shard, token_weight
     )
     loss, zloss = VocabParallelCrossEntropyFunction.apply(
-        logits_shard,
-        target,
-        class_weight_shard,
-        token_weight,
-        group,
-        vocab_start,
-        ignore_index,
-        reduction,
-        label_smoothing,
-        softcap,
-        z_loss_scale,
-        inplace_backward,
-        check_targets,
-    )
+        logits_shard, target, class_weight_shard, token_weight, group, vocab_start, ignore_index, reduction,
+        label_smoothing, softcap, z_loss_scale, inplace_backward, check_targets,
+    )  # fmt: skip
     return (loss, zloss) if return_z_loss else loss

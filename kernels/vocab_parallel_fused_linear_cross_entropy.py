@@ -209,27 +209,9 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
 
     # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @classmethod
-    def forward(
-        cls,
-        ctx,
-        hidden,
-        weight,
-        bias,
-        target,
-        class_weight,
-        token_weight,
-        group,
-        vocab_start,
-        ignore_index,
-        reduction,
-        label_smoothing,
-        softcap,
-        z_loss_scale,
-        chunk_bytes,
-        chunk_tokens,
-        grad_weight_accum,
-        check_targets,
-    ):
+    def forward(cls, ctx, hidden, weight, bias, target, class_weight, token_weight, group, vocab_start, ignore_index,
+                reduction, label_smoothing, softcap, z_loss_scale, chunk_bytes, chunk_tokens, grad_weight_accum,
+                check_targets):  # fmt: skip
         _validate(hidden, weight, bias, target, class_weight, token_weight, reduction, label_smoothing, softcap)
         check_accum(grad_weight_accum)
         shape = target.shape
@@ -324,5 +306,5 @@ def vocab_parallel_fused_linear_cross_entropy(
         hidden, weight_shard, bias_shard, target, class_weight_shard, token_weight, group, vocab_start,
         ignore_index, reduction, label_smoothing, softcap, z_loss_scale, chunk_bytes, chunk_tokens,
         grad_weight_accum, check_targets,
-    )  # fmt: skip
+    )  # fmt: skip  # fmt: skip
     return (loss, zloss) if return_z_loss else loss

@@ -129,22 +129,8 @@ class VocabParallelFusedLinearLogProbsFunction(torch.autograd.Function):
 
     # apply's arguments by position (autograd.Function takes no keywords): this op's options, its own
     @classmethod
-    def forward(
-        cls,
-        ctx,
-        hidden,
-        weight,
-        bias,
-        target,
-        group,
-        vocab_start,
-        temperature,
-        softcap,
-        logit_scale,
-        ignore_index,
-        chunk_bytes,
-        chunk_cols,
-    ):
+    def forward(cls, ctx, hidden, weight, bias, target, group, vocab_start, temperature, softcap, logit_scale,
+                ignore_index, chunk_bytes, chunk_cols):  # fmt: skip
         t2 = _validate_shard(hidden, weight, bias, target, temperature, softcap, logit_scale)
         if (chunk_cols is not None and chunk_cols < 1) or chunk_bytes < 1:
             raise ValueError(f"chunk_cols must be None or >= 1 and chunk_bytes >= 1, got {chunk_cols}, {chunk_bytes}")
@@ -249,4 +235,4 @@ def vocab_parallel_fused_linear_log_probs(
     return VocabParallelFusedLinearLogProbsFunction.apply(
         hidden, weight_shard, bias, target, group, vocab_start, temperature, softcap, logit_scale, ignore_index,
         chunk_bytes, chunk_cols,
-    )  # fmt: skip
+    )  # fmt: skip  # fmt: skip

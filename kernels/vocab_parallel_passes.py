@@ -95,13 +95,9 @@ def _stats_kernel(
     own_ptr,  # int8: 1 where this shard holds the row's (counted) target
     w_ptr,  # class weights of the shard (read only if HAS_CLASS_W)
     stats_ptr,  # [N, 6] float32, rows 6 apart
-    V,
-    cap,
-    BLOCK_V: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    SMOOTH: tl.constexpr,
-    HAS_CLASS_W: tl.constexpr,
-):
+    V, cap,
+    BLOCK_V: tl.constexpr, SOFTCAP: tl.constexpr, SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr,
+):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     own = tl.load(own_ptr + row) != 0
@@ -113,28 +109,14 @@ def _stats_kernel(
 # the shard's rows and options as _stats_kernel takes them: each kernel's launch takes them as arguments of its own
 @triton.jit
 def _grad_kernel(
-    x_ptr,
-    stride_x,
-    g_ptr,
-    stride_g,
-    lt_ptr,
-    own_ptr,
+    x_ptr, stride_x, g_ptr, stride_g, lt_ptr, own_ptr,
     counted_ptr,  # int8: 0 for an ignored row (its gradient is 0)
-    m_ptr,
-    log_s_ptr,
-    a_ptr,
-    gy_ptr,
-    scale_ptr,
-    w_ptr,
+    m_ptr, log_s_ptr, a_ptr, gy_ptr, scale_ptr, w_ptr,
     eps_v_ptr,  # [1] float32: label smoothing / global V (read only if SMOOTH)
-    V,
-    cap,
-    BLOCK_V: tl.constexpr,
-    SOFTCAP: tl.constexpr,
-    SMOOTH: tl.constexpr,
-    HAS_CLASS_W: tl.constexpr,
+    V, cap,
+    BLOCK_V: tl.constexpr, SOFTCAP: tl.constexpr, SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
-):
+):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     g_row = g_ptr + row * stride_g

@@ -24,21 +24,13 @@ CONFIGS = {
     # smoothing over the GLOBAL vocab, with class weights sharded with the vocab
     "smoothing_class_weight_sum": dict(v=501, reduction="sum", label_smoothing=0.1, class_weight=True),
     # every option at once, reduction none with a random upstream, 3-D logits
-    "all_none_3d": dict(
-        v=500,
-        reduction="none",
-        label_smoothing=0.1,
-        softcap=5.0,
-        z_loss_scale=0.05,
-        class_weight=True,
-        token_weight=True,
-        three_d=True,
-    ),  # fmt: skip
+    "all_none_3d": dict(v=500, reduction="none", label_smoothing=0.1, softcap=5.0, z_loss_scale=0.05, class_weight=True,
+                        token_weight=True, three_d=True),
     # ignore_index 0 is also class 0; rows ignored on every rank; offsets derived by the op
     "index_is_class_derived_offsets": dict(v=7, reduction="mean", ignore_index=0, derive_offsets=True),
     # the gradient written into the shard (declared in-place)
     "inplace_sum": dict(v=501, reduction="sum", inplace=True),
-}
+}  # fmt: skip
 
 
 def problem(cfg: dict, world: int, seed: int = 0):

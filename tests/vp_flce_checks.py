@@ -18,25 +18,15 @@ CONFIGS = {
     # smoothing over the GLOBAL vocab, class weights sharded (the mean's denominator spans ranks)
     "smoothing_class_weight_mean": dict(v=37, reduction="mean", label_smoothing=0.1, class_weight=True),
     # every option, reduction none with a random upstream (gradients formed in backward), [B, T, H]
-    "all_none_3d": dict(
-        v=36,
-        reduction="none",
-        label_smoothing=0.1,
-        softcap=5.0,
-        z_loss_scale=0.05,
-        class_weight=True,
-        token_weight=True,
-        bias=True,
-        three_d=True,
-        chunk_tokens=5,
-    ),  # fmt: skip
+    "all_none_3d": dict(v=36, reduction="none", label_smoothing=0.1, softcap=5.0, z_loss_scale=0.05, class_weight=True,
+                        token_weight=True, bias=True, three_d=True, chunk_tokens=5),
     # ignore_index 0 is also class 0; offsets derived by the op
     "index_is_class_derived_offsets": dict(v=7, reduction="sum", ignore_index=0, derive_offsets=True),
     # bf16 with the weight gradient accumulated in fp32 over 3 chunks
     "bf16_fp32_accum_sum": dict(v=37, reduction="sum", dtype=torch.bfloat16, chunk_tokens=5, accum="fp32"),
     # hidden states that need no gradient: no dh, no all_reduce; the weight gradient still right
     "frozen_hidden": dict(v=37, reduction="sum", frozen_hidden=True, bias=True),
-}
+}  # fmt: skip
 
 
 def problem(cfg: dict, world: int, seed: int = 0):

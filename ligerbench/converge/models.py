@@ -51,40 +51,16 @@ LR = {"tiny": 3e-3, "gpu": 3e-4}
 PRESETS: dict[str, Preset] = {
     # The interpreter costs ~12 ms per logits row at V=256 on a 2-core CPU: 2 x 16 tokens per
     # step keeps one model's run (two trainings plus the checks) to about ten seconds.
-    "tiny": Preset(
-        name="tiny",
-        device="cpu",
-        hidden=64,
-        layers=2,
-        heads=4,
-        kv_heads=2,
-        intermediate=128,
-        vocab=256,
-        batch=2,
-        seq_len=16,
-        steps=12,
-        lr=LR["tiny"],
-        topk=5,
-        description="CPU / CI: hidden 64, 2 layers, vocab 256, 12 steps of 2x16 tokens",
-    ),
+    "tiny": Preset("tiny", device="cpu",
+                   hidden=64, layers=2, heads=4, kv_heads=2, intermediate=128, vocab=256,
+                   batch=2, seq_len=16, steps=12, lr=LR["tiny"], topk=5,
+                   description="CPU / CI: hidden 64, 2 layers, vocab 256, 12 steps of 2x16 tokens"),
     # Sized so one model's two trainings and all checks take well under a minute on an H100.
-    "gpu": Preset(
-        name="gpu",
-        device="cuda",
-        hidden=1024,
-        layers=4,
-        heads=16,
-        kv_heads=4,
-        intermediate=2816,
-        vocab=32000,
-        batch=8,
-        seq_len=256,
-        steps=60,
-        lr=LR["gpu"],
-        topk=10,
-        description="GPU: hidden 1024, 4 layers, vocab 32000, 60 steps of 8x256 tokens",
-    ),
-}
+    "gpu": Preset("gpu", device="cuda",
+                  hidden=1024, layers=4, heads=16, kv_heads=4, intermediate=2816, vocab=32000,
+                  batch=8, seq_len=256, steps=60, lr=LR["gpu"], topk=10,
+                  description="GPU: hidden 1024, 4 layers, vocab 32000, 60 steps of 8x256 tokens"),
+}  # fmt: skip
 
 
 def _config(name: str, p: Preset):

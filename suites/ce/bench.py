@@ -124,10 +124,9 @@ SOURCE = design_target("ce")
 SPEC = BenchSpec(
     kernel="ce",
     make_inputs=make_inputs,
-    work=bytes_moved,
+    work=bytes_moved, rate=COPY,
     work_formula="bytes = passes * N * V * bytes_per_element; passes: full 2 (read logits, write grad), "
     "forward 1, backward 1",
-    rate=COPY,
     sweeps=bench_shapes.sweeps(ce_case, fused=False, first="vocab"),
     targets=(
         Target(
@@ -151,4 +150,4 @@ SPEC = BenchSpec(
             source=f"{SOURCE}: the default call no slower than the best peer, every point",
         ),
     ),
-)
+)  # fmt: skip

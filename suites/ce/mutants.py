@@ -289,13 +289,15 @@ PROVIDERS += (
         "mutant_assumes_dense_rows",
         "reads the logits as if contiguous (data pointer and shape, no strides): reads the vocab padding",
         lambda: _dense_rows,
-        targets=({"layout": "padded_vocab"},),
+        # the mean (6 cases) fails every quantity the 20 padded_vocab cases fail
+        targets=({"layout": "padded_vocab", "reduction": "mean"},),
     ),
     _mutant(
         "mutant_writes_vocab_padding",
         "zero-fills the padding columns of a padded-vocab caller's logits (row stride taken as row width)",
         lambda: _writes_vocab_padding,
-        targets=({"layout": "padded_vocab"},),
+        # the plain option (10 cases) fails every quantity the 20 padded_vocab cases fail
+        targets=({"layout": "padded_vocab", "option": "plain"},),
     ),
     _mutant(
         "mutant_unit_column_stride",
@@ -313,7 +315,8 @@ PROVIDERS += (
         "mutant_zero_upstream_rows_unscaled",
         "reduction='none': rows whose upstream gradient is exactly 0 keep an upstream of 1",
         lambda: _zero_rows,
-        targets=({"upstream": "masked"},),
+        # the plain option (3 cases) fails every quantity the 16 masked-upstream cases fail
+        targets=({"upstream": "masked", "option": "plain"},),
     ),
     _mutant(
         "mutant_mean_ignores_upstream",
@@ -325,15 +328,17 @@ PROVIDERS += (
         "mutant_fp16_upstream",
         "the upstream gradient kept in float16: GradScaler's 65536 overflows to inf",
         lambda: _fp16_upstream,
-        targets=({"upstream": "grad_scaler", "dtype": ("fp32", "bf16")},),
+        # the plain option (6 cases) fails every quantity the 21 grad_scaler cases fail
+        targets=({"upstream": "grad_scaler", "dtype": ("fp32", "bf16"), "option": "plain"},),
     ),
     _mutant(
         "mutant_upstream_read_dense",
         "reduction='none': the upstream read row by row as a dense vector (loss.sum().backward() hands a 1 "
         "expanded over the rows, one element of storage)",
         lambda: _upstream_dense,
-        # invisible with a materialised upstream: the harness hands the expanded one autograd hands
-        targets=({"reduction": "none", "upstream": "ones"},),
+        # invisible with a materialised upstream: the harness hands the expanded one autograd hands;
+        # the plain option (28 cases) fails every quantity the 70 of every option fail
+        targets=({"reduction": "none", "upstream": "ones", "option": "plain"},),
     ),
     _mutant(
         "mutant_unit_sum_as_mean",

@@ -150,13 +150,16 @@ PROVIDERS = (
         "mutant_ignores_storage_offset",
         "reads hidden from the start of its storage as if contiguous (a logits_to_keep slice read wrong)",
         _ignores_storage_offset,
-        targets=({"layout": "kept_slice"},),
+        # per-row losses: each row read at the wrong offset shows in its own loss (6 cases fail every
+        # quantity the 14 kept_slice cases fail)
+        targets=({"layout": "kept_slice", "reduction": "none"},),
     ),
     _mutant(
         "mutant_flce_targets_flattened_transposed",
         "flattens [B, T] targets column-major while hidden [B, T, H] is flattened row-major",
         _targets_transposed,
-        targets=({"layout": "3d"},),
+        # per-row losses show each transposed target (6 cases fail every quantity the 13 3d cases fail)
+        targets=({"layout": "3d", "reduction": "none"},),
     ),
     _mutant(
         "mutant_wraps_at_64_chunks",
@@ -170,8 +173,16 @@ PROVIDERS = (
         "single-chunk fast path: gradients not scaled by the upstream scalar (1/8, 65536, random)",
         _one_chunk_upstream_ignored,
         # every quick case fits one chunk of the default budget; the upstream must not be 1;
-        # the plain option in both dtypes (18 cases: the option does not matter to this bug)
-        targets=({"reduction": ("mean", "sum"), "upstream": ("accum", "grad_scaler", "random"), "option": "plain"},),
+        # the plain option in both dtypes, the core's 10% ignored (7 cases fail every quantity the
+        # 20 of every ignore pattern fail: neither the option nor the pattern matters to this bug)
+        targets=(
+            {
+                "reduction": ("mean", "sum"),
+                "upstream": ("accum", "grad_scaler", "random"),
+                "option": "plain",
+                "ignore_pattern": "random_10",
+            },
+        ),
     ),
     _mutant(
         "mutant_flce_upstream_read_dense",
@@ -196,14 +207,15 @@ PROVIDERS = (
         "mutant_shifted_block_max_lost",
         "store='shifted16' gradient formed as if every block were shifted by the row's max (m_b dropped)",
         _blocks_as_if_at_row_max(exact_loss=True),
-        # bf16 without options (what the store takes); rows of several blocks (V >= 64 on CPU)
-        targets=({"dtype": "bf16", "option": "plain", "v": (256, 257)},),
+        # bf16 without options (what the store takes); rows of several blocks (V >= 64 on CPU); the
+        # core's 10% ignored (13 cases fail every quantity the 25 of every ignore pattern fail)
+        targets=({"dtype": "bf16", "option": "plain", "v": (256, 257), "ignore_pattern": "random_10"},),
     ),
     _mutant(
         "mutant_shifted_blocks_not_rescaled",
         "store='shifted16' row statistics from block sums added without rescaling to the row's max",
         _blocks_as_if_at_row_max(exact_loss=False),
-        targets=({"dtype": "bf16", "option": "plain", "v": (256, 257)},),
+        targets=({"dtype": "bf16", "option": "plain", "v": (256, 257), "ignore_pattern": "random_10"},),
     ),
     Provider(
         name="mutant_drops_last_chunk",

@@ -105,10 +105,9 @@ SOURCE = design_target("flkd")
 SPEC = BenchSpec(
     kernel="flkd",
     make_inputs=make_inputs,
-    work=flops,
+    work=flops, rate=MATMUL,
     work_formula="FLOPs: forward 2*N*V*(Hs + Ht), backward 4*N*Hs*V "
     "(ours_recompute recomputes both heads: 2*N*V*(Hs + Ht) more)",
-    rate=MATMUL,
     inputs="hidden N(0, 1), both heads N(0, 1/H) (logits of std ~1), teacher the student's size, ~10% of labels "
     "ignored, reduction mean",
     sweeps={"heads": heads},

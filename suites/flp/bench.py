@@ -145,9 +145,8 @@ SOURCE = design_target("flp")
 SPEC = BenchSpec(
     kernel="flp",
     make_inputs=make_inputs,
-    work=flops,
+    work=flops, rate=MATMUL,
     work_formula="FLOPs = k * N * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
-    rate=MATMUL,
     inputs="hidden N(0, 1), weight N(0, 1/H) (logits of std ~1), ~10% of targets ignored, random upstream "
     "gradients on logp and entropy",
     sweeps={"heads": heads, "tokens": tokens_sweep},

@@ -75,9 +75,13 @@ def _call_order_sum():
 
 PROVIDERS = (
     *(_mutant(bug, BUGS[bug][0], lambda bug=bug: _on_head(bug), BUGS[bug][1]) for bug in HEAD_BUGS),
+    # Each slice is as narrow as still fails every quantity the bug fails anywhere in the grid
+    # (logp, entropy and every gradient): bf16 logits shifted by the bias round farthest; flat
+    # logits put half the mass in each half of the vocabulary, so logp is off by log 2 on every row.
     _mutant("rounded_logits", "logits rounded to the inputs' dtype before the float32 math", lambda: rounded_logits,
-            ({"dtype": "bf16"},)),
-    _mutant("per_chunk_softmax", "the softmax normalised over half the vocabulary", lambda: per_chunk_softmax),
+            ({"dtype": "bf16", "logits": "shifted"},)),
+    _mutant("per_chunk_softmax", "the softmax normalised over half the vocabulary", lambda: per_chunk_softmax,
+            ({"logits": "flat"},)),
     # invisible with a materialised upstream: the harness hands the expanded one autograd hands
     _mutant("upstream_read_dense", "each upstream read as a dense vector: logp.sum() + entropy.sum() hands a 1 "
             "expanded over the rows (docs/bugs.md bug 8)", _upstream_read_dense, ({"upstream": "sums"},)),

@@ -130,9 +130,8 @@ SOURCE = design_target("grpo")
 SPEC = BenchSpec(
     kernel="grpo",
     make_inputs=make_inputs,
-    work=flops,
+    work=flops, rate=MATMUL,
     work_formula="FLOPs = k * B * T * H * V; k: full 6 (2 forward + 4 backward), forward 2, backward 4",
-    rate=MATMUL,
     inputs="one DAPO step (k3 KL, beta 0.04, clip 0.2/0.28): old and reference log-probs near the current "
     "ones, advantages N(0, 1), every other completion a quarter shorter",
     sweeps={"heads": heads},

@@ -80,9 +80,8 @@ SOURCE = design_target("kd")
 SPEC = BenchSpec(
     kernel="kd",
     make_inputs=make_inputs,
-    work=bytes_moved,
+    work=bytes_moved, rate=COPY,
     work_formula="bytes = k * N * V * e; k: full 3 (read both logits, write the gradient), forward 2, backward 3",
-    rate=COPY,
     inputs="student and teacher logits N(0, 1), ~10% of labels ignored, reduction mean",
     sweeps={"tokens": tokens_sweep, "divergences": divergences_sweep},
     excluded=EXCLUDED,

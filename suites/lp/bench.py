@@ -80,9 +80,8 @@ SOURCE = design_target("lp")
 SPEC = BenchSpec(
     kernel="lp",
     make_inputs=make_inputs,
-    work=bytes_moved,
+    work=bytes_moved, rate=COPY,
     work_formula="bytes = k * N * V * e; k: full 3 (read, read again, write the gradient), forward 1, backward 2",
-    rate=COPY,
     inputs="logits N(0, 1), ~10% of targets ignored, random upstream gradients on logp and entropy",
     sweeps={"tokens": tokens_sweep},
     excluded=EXCLUDED,

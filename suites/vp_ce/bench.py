@@ -242,10 +242,9 @@ SOURCE = f"{design_target('vp_ce')}: vocab-parallel CE at N=8192, V=128256, bf16
 SPEC = BenchSpec(
     kernel="vp_ce",
     make_inputs=make_inputs,
-    work=bytes_moved,
+    work=bytes_moved, rate=COPY,
     work_formula="bytes per rank = passes * N * V_local * bytes_per_element, V_local = ceil(V / ranks); "
     "passes: full 2 (read the shard, write its gradient), forward 1, backward 1",
-    rate=COPY,
     sweeps={
         "tokens": functools.partial(_points, "tokens"),
         "vocab": functools.partial(_points, "vocab"),
@@ -267,4 +266,4 @@ SPEC = BenchSpec(
         ),
     ),
     distributed=True,
-)
+)  # fmt: skip

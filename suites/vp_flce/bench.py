@@ -138,9 +138,8 @@ SOURCE = f"{design_target('vp_flce')}: vocab-parallel FLCE, Llama-3-8B head, N=8
 SPEC = BenchSpec(
     kernel="vp_flce",
     make_inputs=make_inputs,
-    work=flops,
+    work=flops, rate=MATMUL,
     work_formula="FLOPs per rank = k * N * H * V_local, V_local = ceil(V / ranks); k: full 6, forward 2, backward 4",
-    rate=MATMUL,
     sweeps={
         "heads": functools.partial(bench_shapes.heads_points, vp_flce_case, (HEAD,)),
         "tokens": functools.partial(bench_shapes.sweep_points, vp_flce_case, "tokens", fused=True),
@@ -163,4 +162,4 @@ SPEC = BenchSpec(
         ),
     ),
     distributed=True,
-)
+)  # fmt: skip

@@ -90,9 +90,8 @@ VARIANTS = (
 SPEC = BenchSpec(
     kernel="vp_flp",
     make_inputs=make_inputs,
-    work=flops,
+    work=flops, rate=MATMUL,
     work_formula="FLOPs per rank = k * N * H * V_local, V_local = ceil(V / ranks); k: full 6, forward 2, backward 4",
-    rate=MATMUL,
     sweeps={"heads": heads},
     excluded={
         "gathered": "the verification yardstick (the whole head in float32 PyTorch on every rank); single_gpu is "
@@ -101,4 +100,4 @@ SPEC = BenchSpec(
     },
     inputs="random normal, ~10% of targets ignored, T=0.7, random upstream gradients on logp and entropy",
     distributed=True,
-)
+)  # fmt: skip
