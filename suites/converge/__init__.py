@@ -131,7 +131,9 @@ def judge_trajectory(
         f"(yardstick {yard[worst]:.3g}), ours {ours.losses[worst]:.6g}"
         + (f", over the terms' scale {scale[worst]:.4g}" if loss_scale else "")
         + f"; final float64 {truth.losses[-1]:.4g} vs log(V) {math.log(p.vocab):.4g}"
-        + _capped_note(limits[worst]),
+        + _capped_note(limits[worst])
+        + _unjudged_note(yard[worst]),
+        verdict=_unjudged(yard[worst]),
     )
     ours_p, ref_p, truth_p = flat(ours.params), flat(ref.params), flat(truth.params)
     yard_p = tol.rel_error(ref_p, truth_p)
@@ -141,7 +143,9 @@ def judge_trajectory(
         tol.trajectory_limit(yard_p, case.dtype),
         metric="rel_l2_vs_float64",
         message=f"yardstick (ref vs float64) {yard_p:.3g}; ours vs ref {tol.rel_error(ours_p, ref_p):.3g}"
-        + _capped_note(tol.trajectory_limit(yard_p, case.dtype)),
+        + _capped_note(tol.trajectory_limit(yard_p, case.dtype))
+        + _unjudged_note(yard_p),
+        verdict=_unjudged(yard_p),
     )
     ref_lp, our_lp, truth_lp = logprobs
     mask = held_out.attention_mask.to(truth_lp.device)
@@ -153,8 +157,24 @@ def judge_trajectory(
         metric="max_abs_diff_vs_float64",
         unit="nats",
         message=f"top-{p.topk} at the float64 run's tokens, eval mode; yardstick {yard_lp:.3g}"
-        + _capped_note(tol.trajectory_limit(yard_lp, case.dtype, tol.logprob_floor_scale(p.vocab))),
+        + _capped_note(tol.trajectory_limit(yard_lp, case.dtype, tol.logprob_floor_scale(p.vocab)))
+        + _unjudged_note(yard_lp),
+        verdict=_unjudged(yard_lp),
     )
+
+
+def _unjudged(yardstick: float) -> str | None:
+    """`info` where transformers' own run is already MAX_LIMIT or more from the float64 run: no
+    limit under the cap can tell a kernel from the fixture's own drift there (a bf16 model on the
+    GPU preset: its eval top-k log-probs 1.2-2.8 nats off float64 on an H200), so the row reports
+    and does not judge; None (judged) everywhere else."""
+    return "info" if yardstick >= tol.MAX_LIMIT or math.isnan(yardstick) else None
+
+
+def _unjudged_note(yardstick: float) -> str:
+    if _unjudged(yardstick) is None:
+        return ""
+    return f"; not judged: transformers' own run is {yardstick:.3g} from float64, at or past the cap {tol.MAX_LIMIT}"
 
 
 def _capped_note(limit: float) -> str:
