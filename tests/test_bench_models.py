@@ -230,11 +230,13 @@ def test_targets_pass_fail_only_on_measured_full_rows_at_their_shape():
     assert "1.22x the limit" in absolute["ours"].message
     assert absolute["ours_nocheck"].verdict == "pass"
     # no slower than the best peer measured at the same point: 1.95 <= 2.5 (Liger) passes
-    (relative,) = [r for r in got if r.limit != 1.6]
+    (relative,) = [r for r in got if r.limit != 1.6 and "best of" in r.message]
     assert (relative.provider, relative.verdict, relative.limit) == ("ours", "pass", 2.5)
+    (floor,) = [r for r in got if "copy floor" in r.message]  # 1.45x the floor; no ceiling measured here: skip
+    assert floor.provider == "ours"
     other_shape = LLAMA_CE.replace(v=32000)
     only_relative = target_records([_row("ours", "time_ms", 9.0)], bench_ce.SPEC, {LLAMA_CE.id: other_shape})
-    assert [r.limit == 1.6 for r in only_relative] == [False]
+    assert [r.limit == 1.6 for r in only_relative] == [False]  # the two shape-bound targets apply nowhere else
 
 
 def test_a_target_against_a_peer_fails_when_slower_and_is_not_judged_without_the_peer():
@@ -271,10 +273,10 @@ def test_time_is_the_gpus_work_not_the_hosts(device):
     assert t.median_ms < 1.0, t
 
 
-def test_lp_time_target_is_1_2x_its_copy_floor_at_the_measured_ceiling():
-    """The design target (docs/performance.md, lp): fwd+bwd within 1.2x of 3 passes over the logits
+def test_lp_time_target_is_1_15x_its_copy_floor_at_the_measured_ceiling():
+    """The design target (docs/performance.md, lp): fwd+bwd within 1.15x of 3 passes over the logits
     at the run's copy rate; the H100 run measured 0.774 ms at N=2048 (1.25x the floor: a fail) and
-    2.925 ms at N=8192."""
+    2.925 ms at N=8192 (1.18x: a fail at 1.15x)."""
     from ligerbench.suites.lp import bench as bench_lp
     from ligerbench.suites.lp.axes import case as lp_case
 
@@ -289,8 +291,9 @@ def test_lp_time_target_is_1_2x_its_copy_floor_at_the_measured_ceiling():
 
     floor_ms = 3 * 2048 * 151936 * 2 / (3016.0 * 1e6)
     (slow,) = judged(2048, 0.7743)
-    assert slow.limit == pytest.approx(1.2 * floor_ms) and slow.verdict == "fail"
-    (fast,) = judged(8192, 2.925)
+    assert slow.limit == pytest.approx(1.15 * floor_ms) and slow.verdict == "fail"
+    (fast,) = judged(8192, 2.80)  # 1.13x the 2.476 ms floor (the H100's 2.925 ms was 1.18x: a fail now)
     assert fast.verdict == "pass"
+    assert judged(8192, 2.925)[0].verdict == "fail"
     (unknown,) = judged(8192, 2.925, ceiling=None)
     assert unknown.verdict == "skip" and "ceiling" in unknown.message

@@ -50,8 +50,8 @@ def test_verify_flce_passes_on_a_slice(tmp_path):
     many = {"ours_dtype_32_chunks", "ours_fp32_72_chunks", "ours_auto_72_chunks"}
     refused = {"ours_vocab_split", "ours_shifted16_store"}
     native = {"torch_native", "torch_native_chunked"}  # no softcap or z-loss (suites/peers/torch_native.py)
-    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce", *refused, *many, *native}
-    gpu_only = skipped["provider"].isin(["torch_compile", "liger", "cce"])
+    assert set(skipped["provider"]) == {"torch_compile", "liger", "cce", "quack", *refused, *many, *native}
+    gpu_only = skipped["provider"].isin(["torch_compile", "liger", "cce", "quack"])
     options = skipped["provider"].isin(refused)
     torch_native = skipped["provider"].isin(native)
     assert skipped.loc[gpu_only, "message"].str.contains("runs on cuda only").all()

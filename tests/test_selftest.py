@@ -236,8 +236,8 @@ def test_a_mutant_nothing_catches_fails_the_command(tmp_path, monkeypatch):
     assert result.exit_code == 1, result.output
     assert "survived every suite" in result.stdout and "mutant_equivalent" in result.stdout
     table = pd.read_csv(run / "kill_matrix.csv").set_index("mutant")
-    columns = ["kernel", "correctness", "gradients", "invariance", "second_backward", "contracts", "verdict",
-               "default_verdict", "about", "needs"]  # fmt: skip
+    columns = ["kernel", "correctness", "gradients", "invariance", "second_backward", "contracts", "determinism",
+               "batch_invariance", "past_int32", "verdict", "default_verdict", "about", "needs"]  # fmt: skip
     assert list(table.columns) == columns
     row = table.loc["mutant_equivalent"]
     assert row["verdict"] == "SURVIVED"

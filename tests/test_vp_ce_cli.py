@@ -41,8 +41,10 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     assert result.exit_code == 0, result.output
     records, planned = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_ce")
     ours = records[records["provider"] == "ours"]
-    assert set(ours["suite"]) == {"correctness", "gradients", "contracts"}
-    assert (ours["verdict"] == "pass").all() and len(ours) >= 3 * len(planned)
+    assert set(ours["suite"]) == {"correctness", "gradients", "contracts", "determinism"}
+    judged = ours[ours["suite"] != "determinism"]  # over real ranks reported (info), not promised
+    assert (judged["verdict"] == "pass").all() and len(judged) >= 3 * len(planned)
+    assert set(ours.loc[ours["suite"] == "determinism", "verdict"]) <= {"pass", "info"}
     assert {"/targets-edges", "/v500/", "/v2/", "index_is_class", "/all/"} <= {
         k for k in ("/targets-edges", "/v500/", "/v2/", "index_is_class", "/all/") if ours["case"].str.contains(k).any()
     }

@@ -27,7 +27,10 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     assert result.exit_code == 0, result.output
     records, _ = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_flp")
     assert {"logp", "entropy", "outputs_float32", "grad_hidden", "grad_weight", "grad_bias"} <= set(records["quantity"])
-    assert (records["verdict"] == "pass").all(), records[records["verdict"] != "pass"].head()
+    # determinism over real ranks is reported (info), not promised: a collective fixes no order
+    judged = records[records["suite"] != "determinism"]
+    assert (judged["verdict"] == "pass").all(), judged[judged["verdict"] != "pass"].head()
+    assert set(records.loc[records["suite"] == "determinism", "verdict"]) <= {"pass", "info"}
     for key in ("/at-edges", "/k3/", "/bf16/", "lay-3d", "/all/"):
         assert records["case"].str.contains(key, regex=False).any(), key
 
