@@ -1,7 +1,8 @@
 """The determinism and batch-invariance suites of a kernel (ligerbench/verify/invariance.py), on a
 few named cases of its grid: each property costs every provider one more call a case (determinism)
 or four (batch invariance: ligerbench/rowwise.py's batches), so a grid's one or two small cases
-carry it, and the quick verify stays quick.
+carry it, and the quick verify stays quick. Each kernel names one small 16-bit case of its quick
+grid and the same case at the full grid's sizes.
 
     SUITES = (..., *same_row_suites("lp", ("lp/n24/v1000/bf16/.../up-both/random/normal",)))
 """

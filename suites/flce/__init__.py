@@ -92,9 +92,7 @@ SUITES = (
 )
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "flce/n12/v256/h32/bf16/none/up-random/random_10/plain/normal",
     "flce/n4096/v32000/h1024/bf16/none/up-random/random_10/plain/normal",

@@ -39,9 +39,7 @@ SUITES = (
 )  # fmt: skip
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "flkd/n12/v500/h32/bf16/forward_kl/t2.0/mean/up-ones/random/normal",
     "flkd/n2048/v128256/h1024/bf16/forward_kl/t2.0/mean/up-ones/random/normal",

@@ -47,9 +47,7 @@ SUITES = (
 )  # fmt: skip
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "flp/n24/v500/h32/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",
     "flp/n513/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",

@@ -48,9 +48,7 @@ SUITES = (
 )  # fmt: skip
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "grpo/b4/t6/h16/v61/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",
     "grpo/b8/t1024/h4096/v128256/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",

@@ -46,9 +46,7 @@ SUITES = (
 )  # fmt: skip
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "kd/n8/v1000/bf16/forward_kl/t1.0/none/up-random/random/normal",
     "kd/n2048/v128256/bf16/forward_kl/t1.0/none/up-random/random/normal",

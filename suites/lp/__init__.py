@@ -48,9 +48,7 @@ SUITES = (
 )  # fmt: skip
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "lp/n24/v1000/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",
     "lp/n2048/v151936/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal",

@@ -41,9 +41,7 @@ SUITES = (
 )  # fmt: skip
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = ("pref/b4/t6/h16/v64/bf16/sigmoid/beta0.1", "pref/b16/t512/h2048/v32000/bf16/sigmoid/beta0.1")
 SAME_ROW = same_row_suites("pref", SAME_ROW_CASES)
 

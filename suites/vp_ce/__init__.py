@@ -121,9 +121,7 @@ SUITES = (
 )
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random",
     "vp_ce/n1024/v32001/bf16/none/up-ones/none/plain/normal/w2/targets-random",

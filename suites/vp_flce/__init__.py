@@ -136,9 +136,7 @@ SUITES = (
 )
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "vp_flce/n12/v257/h16/bf16/none/up-random/none/plain/normal/w2/targets-random",
     "vp_flce/n4096/v32001/h1024/bf16/none/up-random/none/plain/normal/w2/targets-random",

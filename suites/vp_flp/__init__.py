@@ -52,9 +52,7 @@ SUITES = (
 )  # fmt: skip
 
 
-# the determinism suite (and, where the rows are independent, the batch-invariance suite) on one
-# small 16-bit case of the quick grid and the same case at the full grid's sizes: a few more calls
-# of every provider (suites/common/same_row.py)
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes
 SAME_ROW_CASES = (
     "vp_flp/n12/v257/h16/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
     "vp_flp/n2048/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
