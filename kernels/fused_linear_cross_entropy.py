@@ -113,7 +113,7 @@ GRADIENT_SHARE_FLOOR = 32 * 2**20
 
 def default_chunk_bytes(n_tokens: int, n_classes: int, n_hidden: int, dtype: torch.dtype) -> int:
     """The budget chunk_bytes=None stands for: GRADIENT_SHARE of the two gradients' bytes."""
-    grads = (n_classes + n_tokens) * n_hidden * torch.empty((), dtype=dtype).element_size()
+    grads = (n_classes + n_tokens) * n_hidden * dtype.itemsize
     return max(int(GRADIENT_SHARE * grads), GRADIENT_SHARE_FLOOR)
 
 

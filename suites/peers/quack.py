@@ -1,7 +1,11 @@
 """QuACK (`quack-kernels`, CuTe DSL kernels by Tri Dao's group) as a provider of `ce` and `flce`,
 called as its own modules document the call.
 
-    ligerbench verify --kernel flce --provider quack --preset quick --device cuda
+    ligerbench verify --kernel flce --provider quack --preset full --device cuda
+    ligerbench verify --kernel ce --provider quack --preset quick --device cuda
+
+(flce's quick grid holds no case within its limits: each has a bias, reduction "none", 3-D
+hidden states or a row count not a multiple of 8; the full grid has 63.)
     ligerbench bench --kernel flce --sweep heads --provider ours --provider quack --provider quack_chunk_1024
 
 - `ce` (`quack`): `quack.cross_entropy.cross_entropy(logits, target, weight=class_weight,
@@ -36,6 +40,7 @@ import functools
 
 from ligerbench.cases import OPTIONS, Case
 from ligerbench.registry import Provider
+from ligerbench.suites.peers.limits import refusal
 
 DISTRIBUTION = "quack-kernels"
 PINNED = "0.6.5"
@@ -50,8 +55,7 @@ _LACKS = {"label_smoothing": "label smoothing", "softcap": "a softcap", "z_loss_
 
 def _lacking(case: Case, extra: dict[str, str]) -> str | None:
     opts = OPTIONS[case.option]
-    missing = [what for key, what in {**_LACKS, **extra}.items() if opts.get(key)]
-    return f"QuACK has no parameter for: {', '.join(missing)}" if missing else None
+    return refusal("QuACK", [what for key, what in {**_LACKS, **extra}.items() if opts.get(key)])
 
 
 def _load_ce():
