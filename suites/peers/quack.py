@@ -20,7 +20,8 @@ hidden states or a row count not a multiple of 8; the full grid has 63.)
 Its limits (declared in `supports`, each a skip with the reason): a CUDA device of SM90 or newer;
 2-D inputs only ("Input must be 2D"); no label smoothing, softcap, z-loss or per-token weights (it
 has no parameter for them); its linear cross entropy has no bias and no class weights, and only
-the "mean" and "sum" reductions ("Invalid reduction"); its row count a multiple of 8
+the "mean" and "sum" reductions ("Invalid reduction") and 16-bit inputs (its SM90 GEMM raises
+"a_dtype should be float16 or float8" for float32); its row count a multiple of 8
 (`assert B_L % 8 == 0`); the cross entropy's vocabulary a multiple of its 16-byte vector
 (`Input N ... is not divisible by vector size`).
 
@@ -96,6 +97,9 @@ def flce_supports(case: Case) -> str | None:
         return f"QuACK's linear cross entropy needs a row count that is a multiple of 8 (it asserts so); N={case.n}"
     if case.bias:
         return "QuACK's linear cross entropy has no bias"
+    if case.dtype == "fp32":
+        # its SM90 GEMM raises TypeError("a_dtype should be float16 or float8") (H200, 2026-11-28)
+        return "QuACK's linear cross entropy takes 16-bit inputs only (its GEMM: 'a_dtype should be float16 or float8')"
     return _lacking(case, {"class_weight": "class weights"})
 
 
