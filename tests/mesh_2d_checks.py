@@ -84,7 +84,7 @@ def check_mesh_2d(rank: int, group, world: int, names: list[str]) -> None:
         if rank != 0:
             continue
         verdicts = {r.quantity: r.verdict for r in result.records}
-        assert len(verdicts) == 5, (name, verdicts)
+        assert len(verdicts) == 6, (name, verdicts)
         if expected == "pass":
             assert set(verdicts.values()) == {"pass"}, (name, verdicts)
         else:

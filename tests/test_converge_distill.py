@@ -34,7 +34,7 @@ def test_the_cli_passes_on_cpu_with_jsd(tmp_path):
                                       "fp32", "--json", "--out", str(tmp_path)])  # fmt: skip
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert payload["counts"]["pass"] == 4 and payload["counts"]["fail"] == 0  # flkd_active + 3 trajectory checks
+    assert payload["counts"]["pass"] == 5 and payload["counts"]["fail"] == 0  # flkd_active + 4 trajectory checks
 
 
 # each bug on the divergence where it changes the objective: a one-sided temperature under the

@@ -32,7 +32,7 @@ def test_the_cli_passes_on_cpu_in_both_dtypes(tmp_path):
                                       "--out", str(tmp_path)])  # fmt: skip
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
-    assert payload["counts"]["pass"] == 8 and payload["counts"]["fail"] == 0  # 4 checks x 2 dtypes
+    assert payload["counts"]["pass"] == 10 and payload["counts"]["fail"] == 0  # 5 checks x 2 dtypes
     run = tmp_path / payload["run_id"]
     records = pd.read_csv(run / "records.csv", keep_default_na=False).set_index(["case", "quantity"])
     assert (records["limit"].astype(float) <= MAX_LIMIT).all()

@@ -135,6 +135,16 @@ def judge_trajectory(
         + _unjudged_note(yard[worst]),
         verdict=_unjudged(yard[worst]),
     )
+    peak, bound, at = loss_spike(truth.losses, p.vocab)
+    c.record(  # a ratio: every converge limit is a relative one, at most 1
+        "float64_loss_bounded",
+        peak / bound,
+        1.0,
+        metric="max_abs_loss_float64_over_bound",
+        message=f"the float64 run's largest |loss| {peak:.4g} at step {at} over SPIKE_FACTOR x log(V) = {bound:.4g}: "
+        "a fixture whose loss leaves that is chaotic (a rounding anywhere grows without bound), so no distance "
+        "to it is evidence",
+    )
     ours_p, ref_p, truth_p = flat(ours.params), flat(ref.params), flat(truth.params)
     yard_p = tol.rel_error(ref_p, truth_p)
     c.record(
@@ -161,6 +171,20 @@ def judge_trajectory(
         + _unjudged_note(yard_lp),
         verdict=_unjudged(yard_lp),
     )
+
+
+# A training loss that starts near log(V) (a cross entropy or divergence from a fresh model) or near
+# 0 (a policy loss) and goes past twice log(V) has left its regime: the GRPO fixture that did so
+# (about 1 to about 5,000 at step 3 on four GPUs, 2026-11) made every plan's comparison a measure of
+# chaos, not of the kernel.
+SPIKE_FACTOR = 2.0
+
+
+def loss_spike(losses: list[float], vocab: int) -> tuple[float, float, int]:
+    """(largest |loss| of a run, its bound SPIKE_FACTOR x log(V), the step of the largest); NaN is
+    the largest."""
+    at = max(range(len(losses)), key=lambda i: math.inf if math.isnan(losses[i]) else abs(losses[i]))
+    return abs(losses[at]), SPIKE_FACTOR * math.log(vocab), at
 
 
 def _unjudged(yardstick: float) -> str | None:

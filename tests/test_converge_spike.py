@@ -1,0 +1,29 @@
+"""A convergence run is evidence only on a fixture that stays in its regime: the float64 run's loss
+is bounded by SPIKE_FACTOR x log(V), and a run whose loss spikes (the GRPO fixture that went from
+about 1 to about 5,000 at step 3) fails that row."""
+
+import math
+
+from ligerbench.suites.converge import SPIKE_FACTOR, loss_spike
+
+
+def test_a_loss_that_spikes_past_twice_log_v_is_out_of_bounds():
+    losses = [0.9, 1.1, 4.8e3, 260.0, 3.0, 1.2]
+    peak, bound, at = loss_spike(losses, vocab=512)
+    assert (peak, at) == (4.8e3, 2)
+    assert peak > bound == SPIKE_FACTOR * math.log(512)
+
+
+def test_nan_is_the_worst_step():
+    peak, bound, at = loss_spike([0.5, math.nan, 0.4], vocab=512)
+    assert at == 1 and math.isnan(peak) and not peak <= bound
+
+
+def test_the_well_conditioned_grpo_and_sft_curves_stay_within():
+    # the float64 GRPO loss on four H200s (results/runs/converge-llama-mini-grpo-fsdp2_tp-fp32-4xh200):
+    # 0.0383 at step 0, its peak 1.78 at step 1, 0.248 at the end; an SFT loss starting at log(V)
+    grpo = [0.0383, 1.7813, 0.62, 0.58, 1.17, 0.45, 0.248]
+    sft = [math.log(512) + 0.1, 5.9, 5.1, 4.2, 3.3]
+    for losses in (grpo, sft):
+        peak, bound, _ = loss_spike(losses, vocab=512)
+        assert peak <= bound
