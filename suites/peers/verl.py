@@ -55,6 +55,12 @@ def load(module: str):
     return importlib.import_module(module)
 
 
+def _counted_only(counted: torch.Tensor, logp: torch.Tensor, entropy: torch.Tensor):
+    """verl's log-probs and entropies in the targets' shape, 0 at the ignored rows (verl has no
+    ignore_index: it scores those rows as any other)."""
+    return tuple(torch.where(counted, x.view(counted.shape), 0.0) for x in (logp, entropy))
+
+
 def _lp():
     functional = load("verl.utils.torch_functional")
 
@@ -63,7 +69,7 @@ def _lp():
         scaled = logits / torch.tensor(temperature, device=logits.device).clamp(min=1e-8).to(logits.dtype)
         logp = functional.logprobs_from_logits(scaled, torch.where(counted, target, 0), inplace_backward=False)
         entropy = functional.entropy_from_logits(scaled)
-        return torch.where(counted, logp, 0.0), torch.where(counted, entropy, 0.0)
+        return _counted_only(counted, logp, entropy)
 
     return call
 
@@ -93,8 +99,7 @@ def _fused_flp():
         counted = target != ignore_index
         logp, entropy = fused.linear_cross_entropy(hidden, weight, torch.where(counted, target, 0),
                                                    float(temperature), "none")  # fmt: skip
-        return torch.where(counted, logp.view(counted.shape), 0.0), torch.where(counted, entropy.view(counted.shape),
-                                                                                0.0)  # fmt: skip
+        return _counted_only(counted, logp, entropy)
 
     return call
 
@@ -126,8 +131,7 @@ def _vocab_parallel_flp():
         logp, entropy = fused.linear_cross_entropy(summed_over_group(hidden, group), weight_shard,
                                                    torch.where(counted, target, 0), float(temperature), "none",
                                                    group)  # fmt: skip
-        return torch.where(counted, logp.view(counted.shape), 0.0), torch.where(counted, entropy.view(counted.shape),
-                                                                                0.0)  # fmt: skip
+        return _counted_only(counted, logp, entropy)
 
     return call
 
