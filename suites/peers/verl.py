@@ -92,13 +92,23 @@ def lp_supports(case: Case) -> str | None:
     return None
 
 
-def _fused_flp():
+def _fused_flp(tensor_parallel: bool = False):
+    """verl's fused linear_cross_entropy; tensor_parallel: over the vocabulary shards of the
+    group (vp_flp), as its trainer runs it."""
     fused = load("verl.utils.kernel.linear_cross_entropy")
 
-    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
+    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, group=None, **_):
+        on_group = ()
+        if tensor_parallel:
+            # verl reads dist_process_group=None as no tensor parallelism (rank 0 of 1: each rank's
+            # shard taken for the whole vocabulary), where the harness means the default group; and
+            # its backward leaves each rank its shard's part of dL/dh, which its trainer's
+            # tensor-parallel layer sums (suites/peers/tensor_parallel.py)
+            group = default_group(group)
+            hidden, on_group = summed_over_group(hidden, group), (group,)
         counted = target != ignore_index
         logp, entropy = fused.linear_cross_entropy(hidden, weight, torch.where(counted, target, 0),
-                                                   float(temperature), "none")  # fmt: skip
+                                                   float(temperature), "none", *on_group)  # fmt: skip
         return _counted_only(counted, logp, entropy)
 
     return call
@@ -119,21 +129,7 @@ def fused_flp_supports(case: Case) -> str | None:
 
 
 def _vocab_parallel_flp():
-    fused = load("verl.utils.kernel.linear_cross_entropy")
-
-    def call(hidden, weight_shard, target, *, temperature=1.0, ignore_index=-100, group=None, **_):
-        # verl reads dist_process_group=None as no tensor parallelism (rank 0 of 1: each rank's
-        # shard taken for the whole vocabulary), where the harness means the default group; and
-        # its backward leaves each rank its shard's part of dL/dh, which its trainer's
-        # tensor-parallel layer sums (suites/peers/tensor_parallel.py)
-        group = default_group(group)
-        counted = target != ignore_index
-        logp, entropy = fused.linear_cross_entropy(summed_over_group(hidden, group), weight_shard,
-                                                   torch.where(counted, target, 0), float(temperature), "none",
-                                                   group)  # fmt: skip
-        return _counted_only(counted, logp, entropy)
-
-    return call
+    return _fused_flp(tensor_parallel=True)
 
 
 def vocab_parallel_supports(case: Case) -> str | None:
