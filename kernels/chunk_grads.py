@@ -76,3 +76,13 @@ def scale_(g: torch.Tensor, up: torch.Tensor) -> None:
     most = 1024 if g.is_cuda else 4
     groups = max(d for d in range(1, min(rows, most) + 1) if rows % d == 0)
     scale_rows_(g.view(groups, -1), up)
+
+
+def take_kept_grads(ctx, up: torch.Tensor):
+    """The gradients a fused head formed in forward for an upstream of 1 and kept in ctx.grads,
+    scaled in place by the upstream scalar `up` and handed out once (ctx lets go of them)."""
+    grads, ctx.grads = ctx.grads, None
+    for g in grads:
+        if g is not None:
+            scale_(g, up)
+    return grads

@@ -507,20 +507,27 @@ def scale_rows_(grad: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
 
 
 def _validate(logits, target, weight, token_weight, reduction, label_smoothing, softcap):
+    check_logits_and_target(logits, target)
+    validate_loss_options(
+        logits.shape[-1], target, weight, token_weight, reduction, label_smoothing, softcap, device=logits.device
+    )
+
+
+def check_logits_and_target(logits, target, name: str = "logits", classes: str = "V") -> None:
+    """Logits [N, C] or [B, T, C] in a dtype the kernels take, and class ids `target` of their
+    shape without the class dim (shared by this kernel and the vocab-parallel one). `name` and
+    `classes` are what the messages call the logits and their class dim."""
     if logits.dim() not in (2, 3):
-        raise ValueError(f"logits must be 2-D [N, V] or 3-D [B, T, V], got shape {tuple(logits.shape)}")
+        raise ValueError(f"{name} must be 2-D [N, {classes}] or 3-D [B, T, {classes}], got shape {tuple(logits.shape)}")
     if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"logits must be float32, bfloat16 or float16, got {logits.dtype}")
+        raise TypeError(f"{name} must be float32, bfloat16 or float16, got {logits.dtype}")
     if target.dtype not in (torch.int64, torch.int32):
         raise TypeError(f"target must be int64 or int32 class ids, got {target.dtype}")
     if tuple(target.shape) != tuple(logits.shape[:-1]):
         raise ValueError(
-            f"target shape {tuple(target.shape)} must equal logits shape without the class dim "
+            f"target shape {tuple(target.shape)} must equal {name} shape without the class dim "
             f"{tuple(logits.shape[:-1])}"
         )
-    validate_loss_options(
-        logits.shape[-1], target, weight, token_weight, reduction, label_smoothing, softcap, device=logits.device
-    )
 
 
 def validate_loss_options(

@@ -374,11 +374,27 @@ def _mode(divergence: str, beta: float) -> tuple[int, float, float, float]:
     return DIVERGENCES.index(divergence), 0.0, 0.0, 0.0
 
 
-def _teacher_args(teacher: torch.Tensor, topk: bool):
+def _row_operands(s, teacher, teacher_ids, labels, ignore_index, unused):
+    """What both kernels take first, in their order: the student's [B, T, V] view `s` and its
+    strides, the teacher's logits and strides (a top-K teacher's log-probs [N, K], contiguous:
+    strides 0), the top-K ids and K, the labels and ignore_index (`unused`: a pointer in place
+    of ids or labels the call has none of); and the flags of the kernels those decide."""
+    topk = teacher_ids is not None
     if topk:  # [N, K] contiguous (the op made it so)
-        return teacher, 0, 0, 0
-    t = _view_3d(teacher)
-    return t, t.stride(0), t.stride(1), t.stride(2)
+        t, t_sb, t_st, t_sv = teacher, 0, 0, 0
+    else:
+        t = _view_3d(teacher)
+        t_sb, t_st, t_sv = t.stride(0), t.stride(1), t.stride(2)
+    k = teacher_ids.shape[1] if topk else 1
+    operands = (
+        s, s.shape[1], s.stride(0), s.stride(1), s.stride(2),
+        t, t_sb, t_st, t_sv,
+        teacher_ids if topk else unused, k,
+        labels if labels is not None else unused, ignore_index,
+    )  # fmt: skip
+    flags = dict(TOPK=topk, HAS_LABELS=labels is not None, UNIT_S=s.stride(2) == 1, UNIT_T=topk or t_sv == 1,
+                 BLOCK_K=triton.next_power_of_2(k))  # fmt: skip
+    return operands, flags
 
 
 # The forward's launch config on a GPU (H100, V=152064, JSD; kd_config_sweep.py:
@@ -425,20 +441,13 @@ def distill_rows(
     if n_rows == 0:
         return loss, stats
     div, beta, log_1mb, log_b = _mode(divergence, beta)
-    topk = teacher_ids is not None
-    t, t_sb, t_st, t_sv = _teacher_args(teacher, topk)
-    k = teacher_ids.shape[1] if topk else 1
+    rows, flags = _row_operands(s, teacher, teacher_ids, labels, ignore_index, unused=loss)
     block_v, num_warps = _fwd_config(n_rows, n_cols, dev)
     _kd_fwd_kernel[(n_rows,)](
-        s, s.shape[1], s.stride(0), s.stride(1), s.stride(2),
-        t, t_sb, t_st, t_sv,
-        teacher_ids if topk else loss, k,
-        labels if labels is not None else loss, ignore_index,
+        *rows,
         loss, stats,
         n_cols, 1.0 / temperature, beta, log_1mb, log_b,
-        DIV=div, TOPK=topk, HAS_LABELS=labels is not None, UNIT_S=s.stride(2) == 1,
-        UNIT_T=topk or t_sv == 1, BLOCK_V=block_v, BLOCK_K=triton.next_power_of_2(k),
-        num_warps=num_warps,
+        DIV=div, **flags, BLOCK_V=block_v, num_warps=num_warps,
         enable_fp_fusion=False,  # every z rounded once, as in kernels/log_probs.py (_NO_FP_FUSION)
     )  # fmt: skip
     return loss, stats
@@ -470,24 +479,18 @@ def distill_grad_rows(
     if n_rows == 0:
         return
     div, beta, log_1mb, log_b = _mode(divergence, beta)
-    topk = teacher_ids is not None
-    t, t_sb, t_st, t_sv = _teacher_args(teacher, topk)
-    k = teacher_ids.shape[1] if topk else 1
+    rows, flags = _row_operands(s, teacher, teacher_ids, labels, ignore_index, unused=stats)
     gs = grad_student.reshape(n_rows, n_cols)
     gt = None if grad_teacher is None else grad_teacher.reshape(n_rows, -1)
     block_v, num_warps = _launch_config(n_cols, student.device)
     _kd_bwd_kernel[(n_rows,)](
-        s, s.shape[1], s.stride(0), s.stride(1), s.stride(2),
-        t, t_sb, t_st, t_sv,
-        teacher_ids if topk else stats, k,
-        labels if labels is not None else stats, ignore_index,
+        *rows,
         stats, scale,
         gs, gs.stride(0),
         gs if gt is None else gt, 0 if gt is None else gt.stride(0),
         n_cols, col_start, 1.0 / temperature, beta, log_1mb, log_b,
-        DIV=div, TOPK=topk, HAS_LABELS=labels is not None, TEACHER_GRAD=gt is not None,
-        UNIT_S=s.stride(2) == 1, UNIT_T=topk or t_sv == 1, BLOCK_V=block_v,
-        BLOCK_K=triton.next_power_of_2(k), ROUND_BY_HAND=_INTERPRETED, num_warps=num_warps,
+        DIV=div, **flags, TEACHER_GRAD=gt is not None, BLOCK_V=block_v, ROUND_BY_HAND=_INTERPRETED,
+        num_warps=num_warps,
         enable_fp_fusion=False,
     )  # fmt: skip
 

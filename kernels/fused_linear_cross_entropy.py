@@ -85,7 +85,7 @@ from typing import Literal
 import torch
 
 from . import shifted_logits
-from .chunk_grads import ChunkGrads, scale_
+from .chunk_grads import ChunkGrads, take_kept_grads
 from .chunking import chunk_size
 from .cross_entropy import (
     CheckTargets,
@@ -439,11 +439,7 @@ class FusedLinearCrossEntropyFunction(torch.autograd.Function):
                 store=store,
             )
         else:
-            grad_h, grad_w, grad_b = ctx.grads
-            ctx.grads = None
-            for g in (grad_h, grad_w, grad_b):
-                if g is not None:
-                    scale_(g, grad_loss)
+            grad_h, grad_w, grad_b = take_kept_grads(ctx, grad_loss)
         if grad_h is not None:
             grad_h = grad_h.view(ctx.hidden_shape)
         return (grad_h, grad_w, grad_b) + (None,) * 13

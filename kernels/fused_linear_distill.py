@@ -73,7 +73,7 @@ from __future__ import annotations
 
 import torch
 
-from .chunk_grads import ChunkGrads, scale_
+from .chunk_grads import ChunkGrads, take_kept_grads
 from .chunking import chunk_size
 from .compile_boundary import opaque
 from .distill import (
@@ -182,11 +182,7 @@ class FusedLinearDistillFunction(torch.autograd.Function):
                                "in forward and scaled in place, so they can be used once")  # fmt: skip
         ctx.done = True
         if ctx.kd is None:
-            grad_h, grad_w, _ = ctx.grads
-            ctx.grads = None
-            for grad in (grad_h, grad_w):
-                if grad is not None:
-                    scale_(grad, dloss)
+            grad_h, grad_w, _ = take_kept_grads(ctx, dloss)
             grad_h = None if grad_h is None else grad_h.view(ctx.shape)
             return (grad_h, grad_w) + none[2:]
         need_h, need_w = ctx.needs_input_grad[:2]

@@ -60,6 +60,7 @@ from . import vocab_parallel_passes as passes
 from .cross_entropy import (
     CheckTargets,
     Reduction,
+    check_logits_and_target,
     finish_forward,
     resolve_check,
     scale_rows_,
@@ -413,14 +414,7 @@ def _fused_forward(x, want_grad, t, w, tw, group, vocab_start, ignore_index, red
 
 
 def _validate(logits, target, class_weight, token_weight, reduction, label_smoothing, softcap):
-    if logits.dim() not in (2, 3):
-        raise ValueError(f"logits_shard must be 2-D [N, V_local] or 3-D [B, T, V_local], got {tuple(logits.shape)}")
-    if logits.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        raise TypeError(f"logits_shard must be float32, bfloat16 or float16, got {logits.dtype}")
-    if target.dtype not in (torch.int64, torch.int32):
-        raise TypeError(f"target must be int64 or int32 class ids, got {target.dtype}")
-    if tuple(target.shape) != tuple(logits.shape[:-1]):
-        raise ValueError(f"target shape {tuple(target.shape)} must equal {tuple(logits.shape[:-1])}")
+    check_logits_and_target(logits, target, "logits_shard", "V_local")
     validate_loss_options(
         logits.shape[-1], target, class_weight, token_weight, reduction, label_smoothing, softcap,
         device=logits.device, names=("class_weight_shard", "logits_shard"),

@@ -69,7 +69,7 @@ from types import SimpleNamespace
 
 import torch
 
-from .chunk_grads import scale_
+from .chunk_grads import take_kept_grads
 from .chunking import DEFAULT_CHUNK_BYTES
 from .cross_entropy import CheckTargets, Reduction
 from .fp32_products import add_product_fp32, bytes_per_logit, chunk_buffers, logits_fp32
@@ -261,11 +261,7 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
                 loss_rows=None, zloss_rows=None, stats=stats,
             )  # fmt: skip
         else:
-            grad_h, grad_w, grad_b = ctx.grads
-            ctx.grads = None
-            for g in (grad_h, grad_w, grad_b):
-                if g is not None and g.numel():
-                    scale_(g, grad_loss)
+            grad_h, grad_w, grad_b = take_kept_grads(ctx, grad_loss)
         if grad_h is not None:
             grad_h = grad_h.view(ctx.hidden_shape)
         return (grad_h, grad_w, grad_b) + (None,) * 14

@@ -36,6 +36,7 @@ from ligerbench.bench.job import BenchJob
 from ligerbench.bench.spec import BenchSpec, on_ranks
 from ligerbench.bench.timing import SMOKE_BUDGET, TimingBudget
 from ligerbench.builtin import default_registry
+from ligerbench.commands.options import CollectOnly, JsonSummary, ResultsRoot
 from ligerbench.exits import ExitCode
 from ligerbench.registry import Provider, Registry
 
@@ -87,7 +88,7 @@ def bench(
         float, typer.Option(min=0, help="Timed milliseconds per provider and point (10 to 200 runs).")
     ] = 600.0,
     seed: Annotated[int, typer.Option(help="Seed of the inputs; every provider at a point gets the same inputs.")] = 0,
-    out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
+    out: ResultsRoot = runs.DEFAULT_ROOT,
     smoke: Annotated[
         bool,
         typer.Option(
@@ -105,10 +106,8 @@ def bench(
     baseline_root: Annotated[
         Path, typer.Option(help="Where --baseline copies to; commit what lands in results/baselines.")
     ] = BASELINES,
-    collect_only: Annotated[
-        bool, typer.Option("--collect-only", "--dry-run", help="Print the points and providers, run nothing.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    collect_only: CollectOnly = False,
+    as_json: JsonSummary = False,
     nproc: Annotated[
         str,
         typer.Option(

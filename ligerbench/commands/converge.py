@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 from enum import Enum
-from pathlib import Path
 from typing import Annotated, Optional
 
 import torch
 import typer
 
 from ligerbench import lifecycle, runs
+from ligerbench.commands.options import CollectOnly, JsonSummary, ResultsRoot
 from ligerbench.converge.job import ConvergeJob
 from ligerbench.converge.models import MODELS, PRESETS
 from ligerbench.converge.mutants import PARALLEL_MUTANTS
@@ -68,11 +68,9 @@ def converge(
     batch: Annotated[Optional[int], typer.Option(min=1, help="Sequences per step (default: the preset's).")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda; auto prefers CUDA.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of weights and data; both runs share it.")] = 0,
-    out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
-    collect_only: Annotated[
-        bool, typer.Option("--collect-only", "--dry-run", help="Print the trainings a run would take, run nothing.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    out: ResultsRoot = runs.DEFAULT_ROOT,
+    collect_only: CollectOnly = False,
+    as_json: JsonSummary = False,
     nproc: Annotated[
         int,
         typer.Option(

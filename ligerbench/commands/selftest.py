@@ -13,13 +13,13 @@ suite module (and converge's in ligerbench/converge/mutants.py).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from ligerbench import kexpr, lifecycle, named, runs
 from ligerbench.builtin import default_registry
+from ligerbench.commands.options import CollectOnly, JsonSummary, ResultsRoot
 from ligerbench.exits import ExitCode
 from ligerbench.selftest import engine, kernels
 from ligerbench.selftest.job import SelftestJob, collect
@@ -48,14 +48,12 @@ def selftest(
     ] = None,
     device: Annotated[str, typer.Option(help="Where to run: auto, cpu or cuda; auto prefers CUDA.")] = "auto",
     seed: Annotated[int, typer.Option(help="Seed of every case's inputs; same seed, same numbers.")] = 0,
-    out: Annotated[Path, typer.Option(help="Results root; each run gets a new folder inside.")] = runs.DEFAULT_ROOT,
+    out: ResultsRoot = runs.DEFAULT_ROOT,
     keyword: Annotated[
         Optional[str], typer.Option("-k", help="Only mutants whose name matches EXPR (and/or/not/( ), as in pytest).")
     ] = None,
-    collect_only: Annotated[
-        bool, typer.Option("--collect-only", "--dry-run", help="Print the mutants a run would take, run nothing.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    collect_only: CollectOnly = False,
+    as_json: JsonSummary = False,
 ):
     """Prove every check fails on the planted bug it exists for.
 

@@ -17,7 +17,6 @@ axes.parse_axis_options reads them against the chosen kernel's axes.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import torch
@@ -26,6 +25,7 @@ import typer
 from ligerbench import axes, kexpr, lifecycle, named, runs
 from ligerbench.builtin import default_registry
 from ligerbench.cases import Case
+from ligerbench.commands.options import CollectOnly, JsonSummary, ResultsRoot
 from ligerbench.exits import ExitCode
 from ligerbench.registry import Registry
 from ligerbench.verify.engine import make_plan
@@ -69,9 +69,7 @@ def verify(
         str, typer.Option("--device", metavar="DEVICE", help="Where to run: auto, cpu or cuda; auto prefers CUDA.")
     ] = "auto",
     seed: Annotated[int, typer.Option(metavar="INT", help="Seed of every case's inputs; same seed, same numbers.")] = 0,
-    out: Annotated[
-        Path, typer.Option(metavar="DIR", help="Results root; each run gets a new folder inside.")
-    ] = runs.DEFAULT_ROOT,
+    out: ResultsRoot = runs.DEFAULT_ROOT,
     keyword: Annotated[
         Optional[str],
         typer.Option(
@@ -88,10 +86,8 @@ def verify(
     maxfail: Annotated[
         Optional[int], typer.Option("--maxfail", metavar="N", min=1, help="Stop after N failing cases (then exit 1).")
     ] = None,
-    collect_only: Annotated[
-        bool, typer.Option("--collect-only", "--dry-run", help="Print the cases a run would take, run nothing.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary on stdout instead of tables.")] = False,
+    collect_only: CollectOnly = False,
+    as_json: JsonSummary = False,
     strict: Annotated[
         bool,
         typer.Option(

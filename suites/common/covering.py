@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from itertools import combinations
 from typing import Any
 
+from ligerbench.axes import Axis
+
 Row = dict[str, Any]
 
 
@@ -78,9 +80,17 @@ def all_pairs(
     return rows
 
 
-def shape_star(axes: dict, preset: str, names: tuple[str, ...]) -> tuple[tuple, list[tuple]]:
-    """(the base shape, the shapes around it) of a grid's shape axes `names` ({name: Axis} in
-    `axes`) at a preset: the base is each axis's first value; around it, each axis's values in turn
+def values_at(axes: Iterable[Axis], names: Iterable[str], preset: str, leave_out: tuple = ()) -> dict[str, tuple]:
+    """{name: the axis's values at `preset`, but those in `leave_out`} of the axes `names`, in
+    that order: what a grid hands all_pairs (or shape_star) of its axes `axes`."""
+    by_name = {a.name: a for a in axes}
+    return {n: tuple(v for v in by_name[n].values_for(preset) if v not in leave_out) for n in names}
+
+
+def shape_star(axes: Iterable[Axis], preset: str, names: tuple[str, ...]) -> tuple[tuple, list[tuple]]:
+    """(the base shape, the shapes around it) of a grid's shape axes `names` (of its axes `axes`)
+    at a preset: the base is each axis's first value; around it, each axis's values in turn
     with the others at the base (the base among them, once per axis): every size tried alone."""
-    base = tuple(axes[k].values_for(preset)[0] for k in names)
-    return base, [base[:i] + (x,) + base[i + 1 :] for i, k in enumerate(names) for x in axes[k].values_for(preset)]
+    values = list(values_at(axes, names, preset).values())
+    base = tuple(vals[0] for vals in values)
+    return base, [base[:i] + (x,) + base[i + 1 :] for i, vals in enumerate(values) for x in vals]

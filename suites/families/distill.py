@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from ligerbench.axes import Axis
 from ligerbench.problems import Outcome, Spy, as_handed, fresh_view, layout_of, same_bits, upstream_for
+from ligerbench.suites.families.log_prob import ignore_pattern_axis, make_target
 
 IGNORE = -100
 
@@ -160,8 +161,6 @@ def natural_scales(natural: Outcome) -> dict[str, float]:
 
 def make_labels(rows: tuple[int, ...], v: int, pattern: str, gen) -> torch.Tensor:
     """Labels [*rows] with an ignore pattern (suites/families/log_prob.py's make_target)."""
-    from ligerbench.suites.families.log_prob import make_target
-
     return make_target(rows, None, v, pattern, gen)
 
 
@@ -289,13 +288,7 @@ UPSTREAM = Axis("upstream", "the gradient backward receives", ("ones", "random",
     "random": "a weighted loss: random rows (none) or a random scalar",
     "masked": "none only: (loss * mask).sum(), exact zeros on half the rows",
 })  # fmt: skip
-IGNORE_PATTERN = Axis("ignore_pattern", "which labels are ignore_index (-100)", ("none", "random", "leading_run",
-                      "all"), default="random", means={
-    "none": "every token distilled",
-    "random": "padding: 30% of the labels, and one whole row",
-    "leading_run": "a prompt mask: the first half of the rows (TRL GKD's labels)",
-    "all": "a micro-batch with no completion token",
-})  # fmt: skip
+IGNORE_PATTERN = ignore_pattern_axis("labels")  # leading_run: TRL GKD's labels mask the prompt so
 TEACHER_KIND = Axis("logits", "the kind of teacher drawn for random normal student logits",
                     ("normal", "confident", "self"), default="normal", means={
     "normal": "another (untrained) model",

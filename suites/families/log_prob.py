@@ -101,6 +101,18 @@ def make_target(rows: tuple[int, ...], k: int | None, v: int, pattern: str, gen)
     return t if k else t.squeeze(-1)
 
 
+def ignore_pattern_axis(ids: str) -> Axis:
+    """make_target's ignore patterns as a case axis, `ids` naming what it draws (lp's and flp's
+    targets, the distillation kernels' labels)."""
+    return Axis("ignore_pattern", f"which {ids} are ignore_index (-100)", ("none", "random", "leading_run", "all"),
+                default="random", means={
+        "none": "every token counted",
+        "random": f"padding: 30% of the {ids}, and one whole row",
+        "leading_run": "a prompt mask: the first half of the rows and one more",
+        "all": "a micro-batch with no completion token",
+    })  # fmt: skip
+
+
 def make_upstream(kind: str, logp_shape, entropy_shape, gen):
     """(dlogp or None, dentropy or None): one output, the other, both, both with some rows
     exactly zero (rows a trainer masks out: they must give exactly nothing, never NaN), or the
@@ -189,13 +201,7 @@ UPSTREAM = Axis("upstream", "which outputs backward receives gradients for", ("b
     "zero_rows": "both, with rows a trainer masks out as exact zeros (VeOmni #720: NaN at p = 0)",
     "sums": "logp.sum() + entropy.sum(): each upstream a 1 expanded over the rows, stride 0 (docs/bugs.md bug 8)",
 })  # fmt: skip
-IGNORE_PATTERN = Axis("ignore_pattern", "which targets are ignore_index (-100)", ("none", "random", "leading_run",
-                      "all"), default="random", means={
-    "none": "every token scored",
-    "random": "padding: 30% of the targets, and one whole row",
-    "leading_run": "a prompt mask: the first half of the rows",
-    "all": "a micro-batch with no completion token",
-})  # fmt: skip
+IGNORE_PATTERN = ignore_pattern_axis("targets")
 LOGITS = Axis("logits", "the kind of logits drawn", ("normal", "peaked", "flat", "shifted"), default="normal", means={
     "normal": "an untrained model: random normal logits",
     "peaked": "a trained model: one logit per row 12-20 above the rest (p near 1)",

@@ -6,9 +6,12 @@ logits): what each value stands for.
 
 from __future__ import annotations
 
+import dataclasses
+
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
 from ligerbench.suites.families import distill as ds
+from ligerbench.suites.flp import axes as flp_axes
 
 N = Axis("n", "tokens (rows of the hidden states)", {"quick": (12, 1), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT)  # fmt: skip
@@ -17,11 +20,10 @@ V = Axis("v", "the vocabulary size (rows of both lm_heads)", {"quick": (500, 3, 
                                              128256: "Llama-3"})  # fmt: skip
 H = Axis("h", "the student's hidden size (the teacher's is 16 wider)", {"quick": (32, 17), "full": (1024, 4096)},
          tag="h", default=NO_DEFAULT, glued=False, means={17: "an odd hidden size"})  # fmt: skip
-LAYOUT = Axis("layout", "how both hidden states a provider receives are laid out", ("2d", "3d", "kept_slice",
-              "column_major"), tag="lay-", default="2d", hidden=("2d",), means={
-    "2d": "hidden [N, H] contiguous",
+# flp's layouts: flp's spec.lay_out lays out the student's and the teacher's hidden states alike
+LAYOUT = dataclasses.replace(flp_axes.LAYOUT, about="how both hidden states a provider receives are laid out", means={
+    **flp_axes.LAYOUT.means,
     "3d": "hidden [B, T, H] from the decoders, labels [B, T]",
-    "kept_slice": "hidden[:, -T:, :] of [B, T + P, H]: logits_to_keep (strided, storage offset)",
     "column_major": "hidden [H, N].T: a transposed activation",
 })  # fmt: skip
 

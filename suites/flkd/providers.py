@@ -6,9 +6,8 @@ from __future__ import annotations
 import functools
 
 from ligerbench.registry import OURS, Provider
-from ligerbench.suites.common.compiled import compiled_on_gpu
 from ligerbench.suites.families import distill as semantics
-from ligerbench.suites.kd.providers import textbook_supports
+from ligerbench.suites.kd.providers import pytorch_providers
 
 
 def _ours(**settings):
@@ -34,11 +33,5 @@ PROVIDERS = (
              description="ours with the gradients formed in backward for every reduction (both heads recomputed)"),
     Provider(name="ours_small_chunks", **OURS, kernel="flkd", load=lambda: _ours(chunk_bytes=16 * 1024),
              settings={"chunk_bytes": 16 * 1024}, description="ours with 16 KiB pieces: many chunks and slices"),
-    Provider(name="eager", kernel="flkd", load=lambda: eager_fp32,
-             description="PyTorch on float32 logits from upcast operands"),
-    Provider(name="textbook", kernel="flkd", load=lambda: functools.partial(eager_fp32, textbook=True),
-             supports=textbook_supports,
-             description="PyTorch as users write it: F.kl_div(log_softmax), TRL's generalized_jsd_loss"),
-    Provider(name="torch_compile", kernel="flkd", load=lambda: compiled_on_gpu(eager_fp32, dynamic=True),
-             devices=("cuda",), description="torch.compile of the float32 PyTorch semantics"),
+    *pytorch_providers("flkd", eager_fp32, "PyTorch on float32 logits from upcast operands"),
 )  # fmt: skip

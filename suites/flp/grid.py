@@ -4,7 +4,7 @@ all-pairs covering design (suites/common/covering.py) over every axis."""
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.common.covering import all_pairs, shape_star
+from ligerbench.suites.common.covering import all_pairs, shape_star, values_at
 from ligerbench.suites.flp.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
@@ -21,9 +21,7 @@ def allowed(row: dict) -> bool:
 
 
 def flp_cases(preset: str, device_type: str) -> list[Case]:
-    axes = {a.name: a for a in AXES}
-    (n0, v0, h0), star = shape_star(axes, preset, ("n", "v", "h"))
-    shapes = set(star)
+    (n0, v0, h0), shapes = shape_star(AXES, preset, ("n", "v", "h"))
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
         base = case(n=n0, v=v0, h=h0, dtype=dtype)
@@ -31,9 +29,9 @@ def flp_cases(preset: str, device_type: str) -> list[Case]:
         cases += [base.replace(softcap=30.0, logit_scale=0.5, logits=k) for k in ("normal", "peaked")]
         cases += [base.replace(bias=True, logits="shifted", upstream=u) for u in ("both", "entropy")]
         cases += [base.replace(layout=lay, targets=k) for lay in ("column_major", "kept_slice") for k in (1, 3)]
-        cases += [base.replace(n=n, v=v, h=h) for n, v, h in sorted(shapes)]
+        cases += [base.replace(n=n, v=v, h=h) for n, v, h in sorted(set(shapes))]
         cases.append(base.replace(h=PEER_HIDDEN))  # inside verl's fused head's limits, in every dtype
-        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED}, allowed=allowed,
+        rows = all_pairs(values_at(AXES, COVERED, preset), allowed=allowed,
                          covered=[c.params for c in cases])  # fmt: skip
         cases += [base.replace(**row) for row in rows]
     return list(dict.fromkeys(cases))

@@ -10,13 +10,22 @@ from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
 from ligerbench.suites.common import split_step
 
+
+def completion_axes(full_t: int, full_h: int, full_v: int) -> tuple[Axis, Axis, Axis, Axis]:
+    """T, H, V and DTYPE of a batch of completions through a head, as spec.sampled_completions
+    draws it (grpo's and pref's): the quick sizes shared, the full ones given."""
+    return (
+        Axis("t", "completion length (tokens per sequence, ragged under the mask)", {"quick": (6,), "full": (full_t,)},
+             tag="t", default=NO_DEFAULT),
+        Axis("h", "the hidden size", {"quick": (16,), "full": (full_h,)}, tag="h", default=NO_DEFAULT),
+        Axis("v", "the vocabulary size", {"quick": (64, 61), "full": (full_v,)}, tag="v", default=NO_DEFAULT,
+             means={61: "odd: a partial block"}),
+        Axis("dtype", "hidden's and weight's dtype", ("fp32", "bf16"), default="fp32"),
+    )  # fmt: skip
+
+
 B = Axis("b", "sequences (completions) in the batch", {"quick": (4,), "full": (8,)}, tag="b", default=NO_DEFAULT)
-T = Axis("t", "completion length (tokens per sequence, ragged under the mask)", {"quick": (6,), "full": (1024,)},
-         tag="t", default=NO_DEFAULT)  # fmt: skip
-H = Axis("h", "the hidden size", {"quick": (16,), "full": (4096,)}, tag="h", default=NO_DEFAULT)
-V = Axis("v", "the vocabulary size", {"quick": (64, 61), "full": (128256,)}, tag="v", default=NO_DEFAULT,
-         means={61: "odd: a partial block"})  # fmt: skip
-DTYPE = Axis("dtype", "hidden's and weight's dtype", ("fp32", "bf16"), default="fp32")
+T, H, V, DTYPE = completion_axes(1024, 4096, 128256)
 LOSS_TYPE = Axis("loss_type", "how per-token losses are reduced", ("grpo", "bnpo", "dr_grpo", "dapo", "cispo"),
                  default="grpo", means={
     "grpo": "mean over sequences of each sequence's token mean (DeepSeekMath)",

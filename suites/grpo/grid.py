@@ -6,7 +6,7 @@ split step's spreads (SPREAD_CASES)."""
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.common.covering import all_pairs
+from ligerbench.suites.common.covering import all_pairs, values_at
 from ligerbench.suites.grpo.axes import AXES, case
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16")}
@@ -35,7 +35,7 @@ def grpo_cases(preset: str, device_type: str) -> list[Case]:
     cases = [base.replace(loss_type=lt, kl=kl) for lt in axes["loss_type"].values for kl in ("none", "k3")]
     cases += [base.replace(loss_type=lt, split=s) for lt in ("grpo", "dr_grpo", "dapo", "cispo")
               for s in ("accum2", "dp2")]  # fmt: skip
-    values = {name: axes[name].values_for(preset) for name in COVERED}
+    values = values_at(AXES, COVERED, preset)
     values["dtype"] = DTYPES[device_type]
     values["split"] = COVERED_SPLITS
     rows = all_pairs(values, covered=[c.params for c in cases])

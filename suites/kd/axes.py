@@ -11,6 +11,7 @@ from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
 from ligerbench.suites.families import distill as ds
 from ligerbench.suites.families import sampler_masks
+from ligerbench.suites.lp import axes as lp_axes
 
 N = Axis("n", "tokens (rows of the logits)", {"quick": (8, 1, 5), "full": (2048, 1, 513)}, tag="n",
          default=NO_DEFAULT, means={1: "one token: none returns shape [1]"})  # fmt: skip
@@ -21,12 +22,10 @@ V = Axis("v", "the vocabulary size", {"quick": (1000, 3, 4099), "full": (128256,
 TEACHER = Axis("teacher", "how the teacher is given", ("full", "top8"), default="full", tag="", hidden=("full",),
                means={"full": "its logits [N, V] (a teacher model run beside the student)",
                       "top8": "its top-8 log-probs and ids [N, 8] (a vLLM server's logprobs; offline KD)"})  # fmt: skip
-LAYOUT = Axis("layout", "how both logits a provider receives are laid out", ("2d", "3d", "padded_vocab", "transposed"),
-              tag="lay-", default="2d", hidden=("2d",), means={
-    "2d": "[N, V] contiguous",
+# lp's layouts: lp's spec.lay_out lays out the student's and the teacher's logits alike
+LAYOUT = dataclasses.replace(lp_axes.LAYOUT, about="how both logits a provider receives are laid out", means={
+    **lp_axes.LAYOUT.means,
     "3d": "[B, T, V] straight from the models, labels [B, T]",
-    "padded_vocab": "[..., :V] of logits padded to a multiple of 64 (-inf columns in the storage)",
-    "transposed": "[V, N].T: logits computed as (W @ h.T).T",
 })  # fmt: skip
 
 # the teacher kinds, and both sides masked as a sampler leaves the student's logits

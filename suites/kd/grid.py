@@ -4,7 +4,7 @@ all-pairs covering design (suites/common/covering.py) over every axis."""
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.common.covering import all_pairs, shape_star
+from ligerbench.suites.common.covering import all_pairs, shape_star, values_at
 from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.families.distill import allowed
 from ligerbench.suites.kd.axes import AXES, case
@@ -15,13 +15,8 @@ COVERED = ("divergence", "beta", "temperature", "teacher", "teacher_grad", "redu
 DIVERGENCES = ("forward_kl", "reverse_kl", "jsd", "tvd")
 
 
-def _covered(axis, preset: str) -> tuple:
-    return tuple(v for v in axis.values_for(preset) if v != sampler_masks.KIND)
-
-
 def kd_cases(preset: str, device_type: str) -> list[Case]:
-    axes = {a.name: a for a in AXES}
-    (n0, v0), shapes = shape_star(axes, preset, ("n", "v"))
+    (n0, v0), shapes = shape_star(AXES, preset, ("n", "v"))
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
         base = case(n=n0, v=v0, dtype=dtype)
@@ -44,7 +39,7 @@ def kd_cases(preset: str, device_type: str) -> list[Case]:
             )
             for d in DIVERGENCES
         ]
-        rows = all_pairs({name: _covered(axes[name], preset) for name in COVERED}, allowed=allowed,
+        rows = all_pairs(values_at(AXES, COVERED, preset, leave_out=(sampler_masks.KIND,)), allowed=allowed,
                          covered=[c.params for c in cases if c.logits != sampler_masks.KIND])  # fmt: skip
         cases += [base.replace(**row) for row in rows]
     return [c for c in dict.fromkeys(cases) if allowed(dict(c.params))]

@@ -29,14 +29,21 @@ def textbook_supports(case) -> str | None:
     return None
 
 
+def pytorch_providers(kernel: str, eager_fp32, eager_description: str) -> tuple[Provider, ...]:
+    """A distillation kernel's PyTorch providers (kd's and flkd's), from its float32 form
+    `eager_fp32` (textbook=True: the form users write): eager, textbook, torch_compile."""
+    return (
+        Provider(name="eager", kernel=kernel, load=lambda: eager_fp32, description=eager_description),
+        Provider(name="textbook", kernel=kernel, load=lambda: functools.partial(eager_fp32, textbook=True),
+                 supports=textbook_supports,
+                 description="PyTorch as users write it: F.kl_div(log_softmax), TRL's generalized_jsd_loss"),
+        Provider(name="torch_compile", kernel=kernel, load=lambda: compiled_on_gpu(eager_fp32, dynamic=True),
+                 devices=("cuda",), description="torch.compile of the float32 PyTorch semantics"),
+    )  # fmt: skip
+
+
 PROVIDERS = (
     Provider(name="ours", **OURS, kernel="kd", load=_ours,
              description="kernels/distill.py (Triton; forward and backward kernels)"),
-    Provider(name="eager", kernel="kd", load=lambda: eager_fp32,
-             description="PyTorch on float32 logits (the careful yardstick's own formula)"),
-    Provider(name="textbook", kernel="kd", load=lambda: functools.partial(eager_fp32, textbook=True),
-             supports=textbook_supports,
-             description="PyTorch as users write it: F.kl_div(log_softmax), TRL's generalized_jsd_loss"),
-    Provider(name="torch_compile", kernel="kd", load=lambda: compiled_on_gpu(eager_fp32, dynamic=True),
-             devices=("cuda",), description="torch.compile of the float32 PyTorch semantics"),
+    *pytorch_providers("kd", eager_fp32, "PyTorch on float32 logits (the careful yardstick's own formula)"),
 )  # fmt: skip

@@ -5,7 +5,7 @@ two axes meets in some case."""
 from __future__ import annotations
 
 from ligerbench.cases import Case
-from ligerbench.suites.common.covering import all_pairs, shape_star
+from ligerbench.suites.common.covering import all_pairs, shape_star, values_at
 from ligerbench.suites.families import sampler_masks
 from ligerbench.suites.lp.axes import AXES, case
 
@@ -32,13 +32,8 @@ MASKED_V = {"quick": 4099, "full": 151936}
 SAMPLED = ({}, {"softcap": 30.0, "temperature": 0.6}, {"targets": 3, "upstream": "entropy"})
 
 
-def _covered(axis, preset: str) -> tuple:
-    return tuple(v for v in axis.values_for(preset) if v != sampler_masks.KIND)
-
-
 def lp_cases(preset: str, device_type: str) -> list[Case]:
-    axes = {a.name: a for a in AXES}
-    (n0, v0), shapes = shape_star(axes, preset, ("n", "v"))
+    (n0, v0), shapes = shape_star(AXES, preset, ("n", "v"))
     cases: list[Case] = []
     for dtype in DTYPES[device_type]:
         base = case(n=n0, v=v0, dtype=dtype)
@@ -50,7 +45,7 @@ def lp_cases(preset: str, device_type: str) -> list[Case]:
         cases += [base.replace(n=n, v=v, targets=k) for n, v in dict.fromkeys(shapes) for k in (1, 3)]
         # the sampler's masks: a few cases of their own, outside the covering (whose design stays as it was)
         cases += [base.replace(v=MASKED_V[preset], logits=sampler_masks.KIND, **o) for o in SAMPLED]
-        rows = all_pairs({name: _covered(axes[name], preset) for name in COVERED},
+        rows = all_pairs(values_at(AXES, COVERED, preset, leave_out=(sampler_masks.KIND,)),
                          covered=[c.params for c in cases if c.logits != sampler_masks.KIND])  # fmt: skip
         cases += [base.replace(**row) for row in rows]
     cases += last_rows_cases(preset, device_type)

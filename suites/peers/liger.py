@@ -24,7 +24,7 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
 from ligerbench.suites.ce.providers import LIGER
-from ligerbench.suites.peers.limits import lacking, refusal
+from ligerbench.suites.peers.limits import chunked_distill_lacking, lacking, refusal
 from ligerbench.suites.peers.tensor_parallel import equal_shards, reduced
 
 PEER = LIGER  # one pin for every Liger provider (suites/ce/providers.py)
@@ -295,12 +295,7 @@ FUSED_LINEAR_JSD_PROMISE = (
 
 
 def flkd_jsd_supports(case: Case) -> str | None:
-    missing = []
-    if case.divergence == "tvd":
-        missing.append("tvd")
-    if case.reduction != "mean":
-        missing.append(f"reduction {case.reduction} (it divides by the counted rows: mean)")
-    return refusal("LigerFusedLinearJSDLoss", missing)
+    return refusal("LigerFusedLinearJSDLoss", chunked_distill_lacking(case))
 
 
 PROVIDERS += (

@@ -1,5 +1,5 @@
 """What the peer adapters share to declare a peer's limits (`Provider.supports`): the log-prob
-options a peer may lack, and the one wording of a refusal."""
+options a peer may lack, what a chunked distillation peer lacks, and the one wording of a refusal."""
 
 from __future__ import annotations
 
@@ -19,6 +19,15 @@ _OPTIONS = {
 def lacking(case: Case, *options: str) -> list[str]:
     """Of the `options` a peer has no parameter for, those the case sets."""
     return [_OPTIONS[o][0] for o in options if not _OPTIONS[o][1](case)]
+
+
+def chunked_distill_lacking(case: Case) -> list[str]:
+    """What a chunked distillation peer (the KLs and JSD, its loss divided by the counted rows)
+    lacks of an flkd case: tvd, and any reduction but mean."""
+    missing = ["tvd"] if case.divergence == "tvd" else []
+    if case.reduction != "mean":
+        missing.append(f"reduction {case.reduction} (it divides by the counted rows: mean)")
+    return missing
 
 
 def refusal(what: str, missing: Iterable[str]) -> str | None:

@@ -17,7 +17,7 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.registry import Provider
 from ligerbench.suites.families import sampler_masks
-from ligerbench.suites.peers.limits import lacking, refusal
+from ligerbench.suites.peers.limits import chunked_distill_lacking, lacking, refusal
 
 DISTRIBUTION = "trl"
 PINNED = "1.16.0"
@@ -182,12 +182,7 @@ def _trl_chunked_divergence():
 
 
 def flkd_supports(case: Case) -> str | None:
-    missing = []
-    if case.divergence == "tvd":
-        missing.append("tvd")
-    if case.reduction != "mean":
-        missing.append(f"reduction {case.reduction} (the trainer divides by the counted rows: mean)")
-    return refusal("TRL's ChunkedDivergenceFunction", missing)
+    return refusal("TRL's ChunkedDivergenceFunction", chunked_distill_lacking(case))
 
 
 PROVIDERS += (

@@ -55,6 +55,12 @@ def load(module: str):
     return importlib.import_module(module)
 
 
+def _counted_only(counted: torch.Tensor, logp: torch.Tensor, entropy: torch.Tensor):
+    """verl's log-probs and entropies in the targets' shape, 0 at the ignored rows (verl has no
+    ignore_index: it scores those rows as any other)."""
+    return tuple(torch.where(counted, x.view(counted.shape), 0.0) for x in (logp, entropy))
+
+
 def _lp():
     functional = load("verl.utils.torch_functional")
 
@@ -63,7 +69,7 @@ def _lp():
         scaled = logits / torch.tensor(temperature, device=logits.device).clamp(min=1e-8).to(logits.dtype)
         logp = functional.logprobs_from_logits(scaled, torch.where(counted, target, 0), inplace_backward=False)
         entropy = functional.entropy_from_logits(scaled)
-        return torch.where(counted, logp, 0.0), torch.where(counted, entropy, 0.0)
+        return _counted_only(counted, logp, entropy)
 
     return call
 
@@ -86,15 +92,24 @@ def lp_supports(case: Case) -> str | None:
     return None
 
 
-def _fused_flp():
+def _fused_flp(tensor_parallel: bool = False):
+    """verl's fused linear_cross_entropy; tensor_parallel: over the vocabulary shards of the
+    group (vp_flp), as its trainer runs it."""
     fused = load("verl.utils.kernel.linear_cross_entropy")
 
-    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, **_):
+    def call(hidden, weight, target, *, temperature=1.0, ignore_index=-100, group=None, **_):
+        on_group = ()
+        if tensor_parallel:
+            # verl reads dist_process_group=None as no tensor parallelism (rank 0 of 1: each rank's
+            # shard taken for the whole vocabulary), where the harness means the default group; and
+            # its backward leaves each rank its shard's part of dL/dh, which its trainer's
+            # tensor-parallel layer sums (suites/peers/tensor_parallel.py)
+            group = default_group(group)
+            hidden, on_group = summed_over_group(hidden, group), (group,)
         counted = target != ignore_index
         logp, entropy = fused.linear_cross_entropy(hidden, weight, torch.where(counted, target, 0),
-                                                   float(temperature), "none")  # fmt: skip
-        return torch.where(counted, logp.view(counted.shape), 0.0), torch.where(counted, entropy.view(counted.shape),
-                                                                                0.0)  # fmt: skip
+                                                   float(temperature), "none", *on_group)  # fmt: skip
+        return _counted_only(counted, logp, entropy)
 
     return call
 
@@ -114,22 +129,7 @@ def fused_flp_supports(case: Case) -> str | None:
 
 
 def _vocab_parallel_flp():
-    fused = load("verl.utils.kernel.linear_cross_entropy")
-
-    def call(hidden, weight_shard, target, *, temperature=1.0, ignore_index=-100, group=None, **_):
-        # verl reads dist_process_group=None as no tensor parallelism (rank 0 of 1: each rank's
-        # shard taken for the whole vocabulary), where the harness means the default group; and
-        # its backward leaves each rank its shard's part of dL/dh, which its trainer's
-        # tensor-parallel layer sums (suites/peers/tensor_parallel.py)
-        group = default_group(group)
-        counted = target != ignore_index
-        logp, entropy = fused.linear_cross_entropy(summed_over_group(hidden, group), weight_shard,
-                                                   torch.where(counted, target, 0), float(temperature), "none",
-                                                   group)  # fmt: skip
-        return torch.where(counted, logp.view(counted.shape), 0.0), torch.where(counted, entropy.view(counted.shape),
-                                                                                0.0)  # fmt: skip
-
-    return call
+    return _fused_flp(tensor_parallel=True)
 
 
 def vocab_parallel_supports(case: Case) -> str | None:

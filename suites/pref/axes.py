@@ -8,15 +8,11 @@ from __future__ import annotations
 
 from ligerbench.axes import NO_DEFAULT, Axis
 from ligerbench.cases import Case
+from ligerbench.suites.grpo.axes import completion_axes
 
 B = Axis("b", "sequences in the batch (sigmoid, ipo: chosen then rejected halves)", {"quick": (4,), "full": (16,)},
          tag="b", default=NO_DEFAULT)  # fmt: skip
-T = Axis("t", "completion length (tokens per sequence, ragged under the mask)", {"quick": (6,), "full": (512,)},
-         tag="t", default=NO_DEFAULT)  # fmt: skip
-H = Axis("h", "the hidden size", {"quick": (16,), "full": (2048,)}, tag="h", default=NO_DEFAULT)
-V = Axis("v", "the vocabulary size", {"quick": (64, 61), "full": (32000,)}, tag="v", default=NO_DEFAULT,
-         means={61: "odd: a partial block"})  # fmt: skip
-DTYPE = Axis("dtype", "hidden's and weight's dtype", ("fp32", "bf16"), default="fp32")
+T, H, V, DTYPE = completion_axes(512, 2048, 32000)
 LOSS_TYPE = Axis("loss_type", "the preference loss", ("sigmoid", "ipo", "kto"), default="sigmoid", means={
     "sigmoid": "DPO: -log sigmoid(beta * margin of the log-ratios) (Rafailov et al.)",
     "ipo": "IPO: (length-averaged margin - 1 / (2 beta))^2 (Azar et al.)",
