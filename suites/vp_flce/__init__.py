@@ -31,7 +31,7 @@ from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
-from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of
+from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of, vocab_parallel_rows
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
 SIZES = {
@@ -108,6 +108,7 @@ KERNEL = kernel_spec(
     peer="gathered",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
     bench=bench.SPEC,
+    rows=vocab_parallel_rows(whole=("loss", "z_loss", "grad_hidden"), sharded=("grad_weight", "grad_bias")),
     **BACKWARD_COLLECTIVE,
 )
 
@@ -141,7 +142,9 @@ SAME_ROW_CASES = (
     "vp_flce/n12/v257/h16/bf16/none/up-random/none/plain/normal/w2/targets-random",
     "vp_flce/n4096/v32001/h1024/bf16/none/up-random/none/plain/normal/w2/targets-random",
 )
-SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES)
+# rank count (ligerbench/rowwise.py, Ranks): the small case over 1 rank too, and a 4-rank case over 1 and 2
+RANK_COUNT_CASES = (*SAME_ROW_CASES, "vp_flce/n12/v257/h16/bf16/none/up-random/leading_run/plain/normal/w4/targets-random")
+SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 
 def register(registry: Registry) -> None:
