@@ -19,6 +19,9 @@ size and dtype the grid crosses:
   F  none with the ones of `loss.sum().backward()`: a 1 expanded over the rows (docs/bugs.md, bug 8)
   G  four ranks and the 2 x 2 data x tensor parallel meshes, contiguous and strided (a core:
      suites/vp_ce/mesh.py `parallel_core`)
+  H  a sampler's mask through the head's bias (suites/vp_ce/head_masks.py): banned tokens, a
+     wholly -inf middle run and the last rank's shard (none); one finite logit, every shard but
+     the first wholly -inf (mean, the widest world); each dtype
 Chunking is a provider axis (suites/vp_flce/providers.py): `ours` runs the quick cases in one chunk,
 `ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
 partial). Targets on another rank than a given shard are in every case.
@@ -33,6 +36,7 @@ from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of, vocab_parallel_rows
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
+from ligerbench.suites.vp_ce import head_masks
 
 SIZES = {
     # preset: (tokens, vocab, hidden, world sizes, odd shapes (tokens, vocab, hidden)); CPU shapes
@@ -89,6 +93,10 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
     for dtype in DTYPES[device_type]:  # G
         base = axes.case(n=n, v=v, h=h, dtype=dtype, world=2)
         cases += parallel_core(base, preset, edges={"targets": "edges"}, vocabs=(shapes[0][1], shapes[1][1]))
+    for dtype in DTYPES[device_type]:  # H
+        base = axes.case(n=n, v=v, h=h, dtype=dtype, world=2, bias=True)
+        cases.append(base.replace(reduction="none", upstream="random", logits=head_masks.BIAS_MASKED))
+        cases.append(base.replace(reduction="mean", upstream="ones", logits=head_masks.BIAS_SINGLE, world=worlds[-1]))
     return list(dict.fromkeys(cases))
 
 
@@ -106,7 +114,7 @@ KERNEL = kernel_spec(
     ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
-    applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
+    applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias or case.logits in head_masks.KINDS},
     bench=bench.SPEC,
     rows=vocab_parallel_rows(whole=("loss", "z_loss", "grad_hidden"), sharded=("grad_weight", "grad_bias")),
     **BACKWARD_COLLECTIVE,

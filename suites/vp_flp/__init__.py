@@ -18,6 +18,7 @@ from ligerbench.registry import Registry, Suite
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, procs_of, vocab_parallel_rows
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
@@ -36,7 +37,7 @@ KERNEL = kernel_spec(
     signature=spec.SIGNATURE,
     peer="gathered",
     bench=bench.SPEC,
-    applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
+    applies={"grad_bias": lambda case: bool(case.bias) or case.logits in ("shifted", *head_masks.KINDS)},
     # the rank-count suite's: the RL ratio of logp over the counted tokens
     rows=vocab_parallel_rows(whole=("logp", "entropy", "grad_hidden"), sharded=("grad_weight", "grad_bias"),
                              log_prob="logp", counted=lambda p: p.base.target != p.base.options["ignore_index"]),
