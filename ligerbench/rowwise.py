@@ -7,7 +7,10 @@ of those our kernels promise bit for bit whatever else is in the batch.
 
 A row's answer must not depend on the batch around it: alone, at another position, in a batch of
 another size, or beside other rows. The invariance check runs a provider again on such batches
-of the case's rows and compares, row by row, what the two calls share.
+of the case's rows and compares, row by row, what the two calls share. A kernel that names its
+log-probability (`log_prob`) also gets the RL ratio exp(logp_a - logp_b) of its counted tokens
+reported; a vocabulary-parallel kernel declares `ranks` instead of rows to cut (Ranks: the same
+global problem over another number of ranks, for the rank-count suite).
 """
 
 from __future__ import annotations

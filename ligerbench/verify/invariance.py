@@ -4,7 +4,12 @@ determinism: the provider runs the case's inputs again and every output and grad
 the same bits. Batch invariance: the provider runs again on other batches of the case's rows
 (ligerbench/rowwise.py: alone, at another position, in a smaller batch, padded with other rows)
 and each row's per-row quantities must have the bits the row had in the case's batch; a quantity
-summed over every row (a weight's gradient) is compared on the reordered batch.
+summed over every row (a weight's gradient) is compared on the reordered batch. Rank count (the
+vocab-parallel kernels): the provider runs the case's global problem with its vocabulary over
+fewer ranks (ligerbench/rowwise.py, Ranks) and every output and gradient is compared with the
+case's. Where a kernel names its log-probability, the fraction of counted tokens whose ratio
+exp(logp_a - logp_b) between the two calls leaves [0.999, 1.001] and [0.9, 1.1] is reported too
+(the figure an RL trainer's clipped ratio sees).
 
 Each comparison is one record: the largest distance in units in the last place (ULP) between the
 two calls over the elements they share (0: the same bits; inf: a NaN or a shape on one side
