@@ -51,7 +51,7 @@ def test_the_reference_is_finite_on_masked_heads_and_one_finite_logit_is_certain
 
 
 def _errors(kernel: str, provider: str, case) -> dict:
-    from ligerbench.verify.engine import _compare, Yardsticks
+    from ligerbench.verify.engine import Yardsticks, _compare
 
     spec = REG.kernels[kernel]
     problem = spec.make_problem(case, 0, torch.device("cpu"))

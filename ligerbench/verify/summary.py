@@ -148,11 +148,13 @@ def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, families: dict[
             else []
         ),
         *(
-            ["## Same row: distances and the RL ratio (info unless the kernel promises them)\n",
-             "The largest ulp distance of any output or gradient between the case and the same rows in another "
-             "batch, or with the vocabulary over fewer ranks; and the largest fraction of a case's counted tokens "
-             "whose probability ratio exp(logp_a - logp_b) between the two leaves each band (docs/checks.md).\n",
-             markdown_table(figures, FIGURE_COLUMNS)]
+            [
+                "## Same row: distances and the RL ratio (info unless the kernel promises them)\n",
+                "The largest ulp distance of any output or gradient between the case and the same rows in another "
+                "batch, or with the vocabulary over fewer ranks; and the largest fraction of a case's counted tokens "
+                "whose probability ratio exp(logp_a - logp_b) between the two leaves each band (docs/checks.md).\n",
+                markdown_table(figures, FIGURE_COLUMNS),
+            ]
             if len(figures := same_row_figures(df))
             else []
         ),

@@ -127,8 +127,13 @@ SAME_ROW_CASES = (
     "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random",
     "vp_ce/n1024/v32001/bf16/none/up-ones/none/plain/normal/w2/targets-random",
 )
-# rank count (ligerbench/rowwise.py, Ranks): the small case over 1 rank too, and a 4-rank case over 1 and 2
-RANK_COUNT_CASES = (*SAME_ROW_CASES, "vp_ce/n16/v501/bf16/none/up-random/leading_run/plain/normal/w4/targets-random")
+# rank count (ligerbench/rowwise.py, Ranks): the same-row cases over 1 rank too, and a 4-rank case over 1 and 2
+# (quick, and at the full grid's sizes)
+RANK_COUNT_CASES = (
+    *SAME_ROW_CASES,
+    "vp_ce/n16/v501/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+    "vp_ce/n1024/v32001/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+)
 SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 

@@ -34,9 +34,9 @@ from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of, vocab_parallel_rows
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
-from ligerbench.suites.vp_ce import head_masks
 
 SIZES = {
     # preset: (tokens, vocab, hidden, world sizes, odd shapes (tokens, vocab, hidden)); CPU shapes
@@ -150,8 +150,13 @@ SAME_ROW_CASES = (
     "vp_flce/n12/v257/h16/bf16/none/up-random/none/plain/normal/w2/targets-random",
     "vp_flce/n4096/v32001/h1024/bf16/none/up-random/none/plain/normal/w2/targets-random",
 )
-# rank count (ligerbench/rowwise.py, Ranks): the small case over 1 rank too, and a 4-rank case over 1 and 2
-RANK_COUNT_CASES = (*SAME_ROW_CASES, "vp_flce/n12/v257/h16/bf16/none/up-random/leading_run/plain/normal/w4/targets-random")
+# rank count (ligerbench/rowwise.py, Ranks): the same-row cases over 1 rank too, and a 4-rank case over 1 and 2
+# (quick, and at the full grid's sizes)
+RANK_COUNT_CASES = (
+    *SAME_ROW_CASES,
+    "vp_flce/n12/v257/h16/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+    "vp_flce/n4096/v32001/h1024/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+)
 SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 

@@ -31,9 +31,9 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flce import spec as flce
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.mesh import Mesh
 from ligerbench.suites.vp_ce.spec import _gather, on_mesh, per_rank, place_targets, rank_options, shard_bounds
-from ligerbench.suites.vp_ce import head_masks
 
 SIGNATURE = (
     "fn(hidden, weight_shard, target, *, group, vocab_start, bias_shard, class_weight_shard, ignore_index, "

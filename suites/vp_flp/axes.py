@@ -10,9 +10,9 @@ from ligerbench.axes import Axis
 from ligerbench.cases import Case
 from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.flp import axes as flp
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.axes import WORLD
 from ligerbench.suites.vp_ce.mesh import MESH
-from ligerbench.suites.vp_ce import head_masks
 
 N = dataclasses.replace(flp.N, values={"quick": (12, 1), "full": (2048, 1, 513)},
                         means={1: "one token: a [1, K] statistics gather"})  # fmt: skip

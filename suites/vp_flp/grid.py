@@ -9,9 +9,9 @@ from __future__ import annotations
 from ligerbench.cases import Case
 from ligerbench.suites.common.covering import all_pairs
 from ligerbench.suites.flp.grid import PEER_HIDDEN
+from ligerbench.suites.vp_ce.head_masks import BIAS_MASKED, BIAS_SINGLE, KINDS
 from ligerbench.suites.vp_ce.mesh import MESHED
 from ligerbench.suites.vp_flp.axes import AXES, case
-from ligerbench.suites.vp_ce.head_masks import BIAS_MASKED, BIAS_SINGLE, KINDS
 
 DTYPES = {"cpu": ("fp32", "bf16"), "cuda": ("fp32", "bf16", "fp16")}
 COVERED = ("world", "temperature", "softcap", "targets", "upstream", "ignore_pattern", "logits", "layout",

@@ -32,9 +32,9 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flp import spec as flp
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.mesh import Mesh
 from ligerbench.suites.vp_ce.spec import _gather, edge_classes, per_rank, shard_bounds
-from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_flce.spec import (
     _HEAD_GRADS,
     _padded,
