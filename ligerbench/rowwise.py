@@ -7,7 +7,10 @@ of those our kernels promise bit for bit whatever else is in the batch.
 
 A row's answer must not depend on the batch around it: alone, at another position, in a batch of
 another size, or beside other rows. The invariance check runs a provider again on such batches
-of the case's rows and compares, row by row, what the two calls share.
+of the case's rows and compares, row by row, what the two calls share. A kernel that names its
+log-probability (`log_prob`) also gets the RL ratio exp(logp_a - logp_b) of its counted tokens
+reported; a vocabulary-parallel kernel declares `ranks` instead of rows to cut (Ranks: the same
+global problem over another number of ranks, for the rank-count suite).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 DETERMINISM = "rerun_bits"  # the determinism suite's quantity
 BATCH_INVARIANCE = "row_bits"  # the batch-invariance suite's quantity
 LAST_ROWS = "last_rows_bits"  # the past-int32 suite's quantity: the last rows alone (LAST)
+RANK_COUNT = "rank_bits"  # the rank-count suite's quantity: the vocabulary split over fewer ranks (Ranks)
 
 # the batches a row is run in again, each the case's row indices it holds (n rows in the case):
 # alone (the last row, the one a 32-bit offset or a tile chosen from N reaches last), every row
@@ -54,6 +58,32 @@ class Rows:
     # quantities summed over every row (a weight's gradient): compared on the reordered batch alone
     # (the same rows in another order), recorded as info
     shared: tuple[str, ...] = ()
+    # the per-row log-probability an RL trainer divides by its sampler's: where named, each batch's
+    # log-probs and the case's give the ratio exp(logp_a - logp_b) of every counted token, and the
+    # fraction of tokens outside [0.999, 1.001] and [0.9, 1.1] is reported (RATIO_BANDS)
+    log_prob: str = ""
+    # problem -> bool tensor of the log-prob's shape: the tokens counted (not ignored); None: all
+    counted: Callable[[Any], torch.Tensor] | None = None
+    # a vocabulary-parallel kernel's split, for the rank-count suite (Ranks); None: not split
+    ranks: Ranks | None = None
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """How a vocabulary-parallel problem is split again over another number of ranks, for the
+    rank-count suite (ligerbench/verify/invariance.py, rank_count): the same global problem, the
+    same processes, the vocabulary over `count` ranks (the other processes as replicas)."""
+
+    split: Callable[[Any, int], Any]  # (problem, ranks) -> the problem over that many ranks
+    replicas: Callable[[Any], int]  # problem -> replicas its outcome holds one after another on dim 0
+    world: Callable[[Any], int]  # problem -> the ranks its vocabulary is split over
+    whole: tuple[str, ...]  # quantities every rank holds whole (stacked on dim 0, one per rank)
+    sharded: tuple[str, ...]  # quantities put back together from the ranks' shards (the global tensor)
+    counts: tuple[int, ...] = (1, 2, 4)  # the counts compared: those below the case's that divide it
+
+
+# the bands of the probability ratio reported (Rows.log_prob): (name, low, high)
+RATIO_BANDS = (("ratio_off_0.1pct", 0.999, 1.001), ("ratio_off_10pct", 0.9, 1.1))
 
 
 def take_fields(*names: str, dim: int = 0) -> Callable[[Any, torch.Tensor], Any]:

@@ -79,6 +79,7 @@ MUST_KILL = {
     "mutant_vpf_dh_in_hidden": "contracts",
     "mutant_vpf_world_rank_offset": "correctness",
     "mutant_vpf_world_group": "correctness",
+    "mutant_vpf_shard_sum_unguarded": "correctness",  # a sampler's mask through the bias only
     # vp_flp (tests/test_vp_flp_cli.py runs one on real ranks)
     "mutant_vpflp_entropy_not_moved": "correctness",
     "mutant_vpflp_max_copy_per_rank": "correctness",
@@ -90,6 +91,7 @@ MUST_KILL = {
     "mutant_vpflp_world_group": "correctness",
     "mutant_vpflp_target_logp_plain_all_reduce": "gradients",  # the log-prob's value is right
     "mutant_vpflp_entropy_identity_log_softmax": "gradients",
+    "mutant_vpflp_entropy_nan_at_zero": "correctness",  # a sampler's mask through the bias only
     # one per new case-axis value (suites/common/input_mutants.py)
     "mutant_assumes_dense_rows": "correctness",  # ce layout padded_vocab
     "mutant_writes_vocab_padding": "contracts",  # ce layout padded_vocab: the caller's whole storage

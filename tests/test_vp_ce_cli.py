@@ -41,10 +41,15 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     assert result.exit_code == 0, result.output
     records, planned = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_ce")
     ours = records[records["provider"] == "ours"]
-    assert set(ours["suite"]) == {"correctness", "gradients", "contracts", "determinism"}
-    judged = ours[ours["suite"] != "determinism"]  # over real ranks reported (info), not promised
+    assert set(ours["suite"]) == {"correctness", "gradients", "contracts", "determinism", "rank_count"}
+    # over real ranks determinism is reported (info), not promised; so is the rank count
+    judged = ours[~ours["suite"].isin(["determinism", "rank_count"])]
     assert (judged["verdict"] == "pass").all() and len(judged) >= 3 * len(planned)
     assert set(ours.loc[ours["suite"] == "determinism", "verdict"]) <= {"pass", "info"}
+    # the 2-rank rows against the same rows over 1 rank, computed in the same run on the same processes
+    ranks = ours[ours["suite"] == "rank_count"]
+    assert set(ranks["verdict"]) == {"info"} and {"ranks1:loss", "ranks1:grad_logits"} <= set(ranks["quantity"])
+    assert (ranks["value"] <= 4).all(), ranks[["quantity", "value"]]
     assert {"/targets-edges", "/v500/", "/v2/", "index_is_class", "/all/"} <= {
         k for k in ("/targets-edges", "/v500/", "/v2/", "index_is_class", "/all/") if ours["case"].str.contains(k).any()
     }

@@ -27,11 +27,14 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     assert result.exit_code == 0, result.output
     records, _ = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_flp")
     assert {"logp", "entropy", "outputs_float32", "grad_hidden", "grad_weight", "grad_bias"} <= set(records["quantity"])
-    # determinism over real ranks is reported (info), not promised: a collective fixes no order
-    judged = records[records["suite"] != "determinism"]
+    # determinism over real ranks is reported (info), not promised: a collective fixes no order; so
+    # is the rank count (2 ranks vs 1, with the RL ratio of the log-probs)
+    judged = records[~records["suite"].isin(["determinism", "rank_count"])]
     assert (judged["verdict"] == "pass").all(), judged[judged["verdict"] != "pass"].head()
     assert set(records.loc[records["suite"] == "determinism", "verdict"]) <= {"pass", "info"}
-    for key in ("/at-edges", "/k3/", "/bf16/", "lay-3d", "/all/"):
+    ranks = records[records["suite"] == "rank_count"]
+    assert set(ranks["verdict"]) == {"info"} and "ranks1:ratio_off_0.1pct" in set(ranks["quantity"])
+    for key in ("/at-edges", "/k3/", "/bf16/", "lay-3d", "/all/", "/bias_masked/"):
         assert records["case"].str.contains(key, regex=False).any(), key
 
 

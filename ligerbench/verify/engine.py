@@ -164,6 +164,12 @@ def _same_row(quantity: str, spec: KernelSpec, provider: Provider, problem, outc
         if spec.rows is None:
             return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=float("nan"),
                                     verdict="skip", message=f"kernel {spec.name} declares no rows"))]  # fmt: skip
+        if quantity == invariance.RANK_COUNT:
+            if spec.rows.ranks is None:
+                why = f"kernel {spec.name} splits no vocabulary"
+                return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=float("nan"),
+                                        verdict="skip", message=why))]  # fmt: skip
+            return invariance.rank_count(lambda p: spec.run(fn, p), problem, outcome, spec.rows.ranks, spec.rows)
         batches = LAST if quantity == LAST_ROWS else BATCHES
         return invariance.batch_invariance(lambda p: spec.run(fn, p), problem, outcome, spec.rows,
                                            ours=provider.strict or provider.mutant, batches=batches)  # fmt: skip

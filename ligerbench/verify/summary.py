@@ -96,6 +96,32 @@ CASE_COLUMNS = ["suite", "provider", "case", "quantity", "value", "limit", "verd
 
 
 SUSPECT_COLUMNS = ["suite", "case", "quantity", "providers", "errors"]
+FIGURE_COLUMNS = ["provider", "between", "cases", "largest ulp", "tokens off [0.999, 1.001]", "tokens off [0.9, 1.1]"]
+_BETWEEN = {"batch_invariance": "batches of the same rows", "rank_count": "vocabulary over fewer ranks"}
+
+
+def same_row_figures(df: pd.DataFrame) -> pd.DataFrame:
+    """The same-row figures an RL user reads, a row per provider and comparison (batches of the
+    same rows; the vocabulary over fewer ranks): the largest ulp distance of any output or gradient
+    and, where the kernel names its log-prob (ligerbench/rowwise.py, Rows.log_prob), the largest
+    fraction of a case's tokens whose probability ratio exp(logp_a - logp_b) leaves each band."""
+    rows = df[df["suite"].isin(list(_BETWEEN)) & df["verdict"].isin(["pass", "fail", "info"])]
+    if rows.empty:
+        return pd.DataFrame(columns=FIGURE_COLUMNS)
+    out = []
+    for (suite, provider), group in rows.groupby(["suite", "provider"], sort=False):
+        ulps = group[group["metric"] == "ulp_max"]["value"]
+        ratio = group[group["metric"] == "ratio_off"]
+
+        def band(name, _ratio=ratio):
+            values = _ratio[_ratio["quantity"].str.endswith(name)]["value"]
+            return f"{100 * values.max():.3g}%" if len(values) else "-"
+
+        out.append({"provider": provider, "between": _BETWEEN[suite], "cases": group["case"].nunique(),
+                    "largest ulp": float(ulps.max()) if len(ulps) else float("nan"),
+                    "tokens off [0.999, 1.001]": band("ratio_off_0.1pct"),
+                    "tokens off [0.9, 1.1]": band("ratio_off_10pct")})  # fmt: skip
+    return pd.DataFrame(out, columns=FIGURE_COLUMNS)
 
 
 def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, families: dict[str, str] | None = None) -> str:
@@ -119,6 +145,17 @@ def summary_markdown(df: pd.DataFrame, env: dict, *, title: str, families: dict[
         *(
             ["## Suspect checks (independent providers fail them alike)\n", markdown_table(suspect, SUSPECT_COLUMNS)]
             if len(suspect)
+            else []
+        ),
+        *(
+            [
+                "## Same row: distances and the RL ratio (info unless the kernel promises them)\n",
+                "The largest ulp distance of any output or gradient between the case and the same rows in another "
+                "batch, or with the vocabulary over fewer ranks; and the largest fraction of a case's counted tokens "
+                "whose probability ratio exp(logp_a - logp_b) between the two leaves each band (docs/checks.md).\n",
+                markdown_table(figures, FIGURE_COLUMNS),
+            ]
+            if len(figures := same_row_figures(df))
             else []
         ),
         "## Skipped (counts per provider and reason)\n",

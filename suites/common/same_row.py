@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ligerbench.cases import Case
 from ligerbench.registry import Suite
-from ligerbench.rowwise import BATCH_INVARIANCE, DETERMINISM, LAST_ROWS
+from ligerbench.rowwise import BATCH_INVARIANCE, DETERMINISM, LAST_ROWS, RANK_COUNT
 
 
 def _named(case_ids: tuple[str, ...]):
@@ -35,9 +35,11 @@ def past_int32_suite(kernel: str, cases: tuple[Case, ...]) -> Suite:
                              "gradients alone vs in the whole batch, bit for bit")  # fmt: skip
 
 
-def same_row_suites(kernel: str, determinism: tuple[str, ...], invariance: tuple[str, ...] = ()) -> tuple[Suite, ...]:
+def same_row_suites(kernel: str, determinism: tuple[str, ...], invariance: tuple[str, ...] = (),
+                    rank_count: tuple[str, ...] = ()) -> tuple[Suite, ...]:  # fmt: skip
     """The kernel's determinism suite on the cases `determinism` names and, where it declares its
-    rows (KernelSpec.rows), its batch-invariance suite on the cases `invariance` names."""
+    rows (KernelSpec.rows), its batch-invariance suite on the cases `invariance` names and (a
+    vocab-parallel kernel: Rows.ranks) its rank-count suite on the cases `rank_count` names."""
     suites = [
         Suite(name="determinism", kernel=kernel, quantities=(DETERMINISM,), select=_named(determinism),
               description="a second call on the same inputs: the same bits in every output and gradient "
@@ -49,5 +51,12 @@ def same_row_suites(kernel: str, determinism: tuple[str, ...], invariance: tuple
                   description="a row's outputs and gradients, alone, at another position, in a smaller batch and "
                               "padded with other rows, vs the same row in the case's batch (ulp; info where not "
                               "promised)")
+        )  # fmt: skip
+    if rank_count:
+        suites.append(
+            Suite(name="rank_count", kernel=kernel, quantities=(RANK_COUNT,), select=_named(rank_count),
+                  description="the vocabulary split over fewer ranks (1; 2 of 4), the same processes: every output "
+                              "and gradient vs the case's split (ulp), and the RL ratio's tokens off 1 (info: the "
+                              "merge's order of summation follows the split)")
         )  # fmt: skip
     return tuple(suites)

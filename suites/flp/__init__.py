@@ -23,6 +23,8 @@ KERNEL = kernel_spec(
         per_row=("logp", "entropy", "grad_hidden"),
         promised=(),
         shared=("grad_weight", "grad_bias"),
+        log_prob="logp",  # the RL ratio's, over the counted tokens
+        counted=lambda p: p.target != p.options["ignore_index"],
     ),
     name="flp",
     description="per-token log-probs and entropy at a temperature from hidden [N, H] and an lm_head [V, H]",

@@ -23,6 +23,8 @@ KERNEL = kernel_spec(
         per_row=("logp", "entropy", "grad_logits"),
         promised=("logp", "entropy", "grad_logits"),
         shared=(),
+        log_prob="logp",  # the RL ratio's, over the counted tokens
+        counted=lambda p: p.target != p.options["ignore_index"],
     ),
     name="lp",
     description="per-token log-probs and entropy at a temperature, from logits [N, V]",

@@ -32,7 +32,7 @@ from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce import axes, bench, mutants, providers, spec
-from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of
+from ligerbench.suites.vp_ce.mesh import parallel_core, procs_of, vocab_parallel_rows
 
 SIZES = {
     # preset: (tokens, vocab, world sizes, odd shapes (tokens, vocab)); CPU shapes stay tiny so
@@ -89,6 +89,7 @@ KERNEL = kernel_spec(
     signature=spec.SIGNATURE,
     peer="gathered",
     bench=bench.SPEC,
+    rows=vocab_parallel_rows(whole=("loss", "z_loss"), sharded=("grad_logits",)),  # the rank-count suite's
     applies={
         "z_loss": lambda c: has_z_loss(c) and not handed_gathered(c),
         "loss": lambda c: not handed_gathered(c),
@@ -126,7 +127,14 @@ SAME_ROW_CASES = (
     "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random",
     "vp_ce/n1024/v32001/bf16/none/up-ones/none/plain/normal/w2/targets-random",
 )
-SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES)
+# rank count (ligerbench/rowwise.py, Ranks): the same-row cases over 1 rank too, and a 4-rank case over 1 and 2
+# (quick, and at the full grid's sizes)
+RANK_COUNT_CASES = (
+    *SAME_ROW_CASES,
+    "vp_ce/n16/v501/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+    "vp_ce/n1024/v32001/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+)
+SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -243,3 +243,30 @@ def with_world_group(fn):
         return fn(*inputs, group=world_group_of(group), **options)
 
     return call
+
+
+# ----------------------------------------------------------------------------- rank count
+def split_again(problem, count: int):
+    """The same global problem with its vocabulary over `count` ranks, on this run's processes
+    (the rank-count suite, ligerbench/verify/invariance.py): under torch.distributed the world's
+    processes as world/count replicas of a contiguous `count`-rank group; in one process, `count`
+    simulated ranks. `problem`: a vocab-parallel problem on a flat mesh (its `world` and `mesh`)."""
+    if problem.mesh.dp != 1:
+        raise ValueError("the rank-count suite splits a flat mesh's problem again, not a mesh's")
+    procs = dist.get_world_size() if dist.is_available() and dist.is_initialized() else count
+    if procs % count:
+        raise ValueError(f"{procs} processes do not hold replicas of {count} ranks")
+    return dataclasses.replace(problem, world=count, mesh=Mesh(tp=count, dp=procs // count))
+
+
+def vocab_parallel_rows(whole: tuple[str, ...], sharded: tuple[str, ...], *, log_prob: str = "", counted=None):
+    """The Rows (ligerbench/rowwise.py) of a vocab-parallel kernel: no rows of its own cut (its
+    outcome's first dim is the rank), only the split over another number of ranks (Ranks)."""
+    from ligerbench.rowwise import Ranks, Rows
+
+    def no_rows(problem, index=None):
+        raise NotImplementedError("a vocab-parallel outcome holds a rank per row of dim 0: no batch of rows is cut")
+
+    ranks = Ranks(split=split_again, replicas=lambda p: p.mesh.dp, world=lambda p: p.world, whole=whole,
+                  sharded=sharded)  # fmt: skip
+    return Rows(take=no_rows, count=no_rows, per_row=(), log_prob=log_prob, counted=counted, ranks=ranks)

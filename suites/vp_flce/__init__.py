@@ -19,6 +19,9 @@ size and dtype the grid crosses:
   F  none with the ones of `loss.sum().backward()`: a 1 expanded over the rows (docs/bugs.md, bug 8)
   G  four ranks and the 2 x 2 data x tensor parallel meshes, contiguous and strided (a core:
      suites/vp_ce/mesh.py `parallel_core`)
+  H  a sampler's mask through the head's bias (suites/vp_ce/head_masks.py): banned tokens, a
+     wholly -inf middle run and the last rank's shard (none); one finite logit, every shard but
+     the first wholly -inf (mean, the widest world); each dtype
 Chunking is a provider axis (suites/vp_flce/providers.py): `ours` runs the quick cases in one chunk,
 `ours_3_chunks` and `ours_fp32_accum` in 3 chunks (a statistics gather each, the last one
 partial). Targets on another rank than a given shard are in every case.
@@ -31,7 +34,8 @@ from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
-from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of
+from ligerbench.suites.vp_ce import head_masks
+from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of, vocab_parallel_rows
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
 
 SIZES = {
@@ -89,6 +93,10 @@ def vp_flce_cases(preset: str, device_type: str) -> list[Case]:
     for dtype in DTYPES[device_type]:  # G
         base = axes.case(n=n, v=v, h=h, dtype=dtype, world=2)
         cases += parallel_core(base, preset, edges={"targets": "edges"}, vocabs=(shapes[0][1], shapes[1][1]))
+    for dtype in DTYPES[device_type]:  # H
+        base = axes.case(n=n, v=v, h=h, dtype=dtype, world=2, bias=True)
+        cases.append(base.replace(reduction="none", upstream="random", logits=head_masks.BIAS_MASKED))
+        cases.append(base.replace(reduction="mean", upstream="ones", logits=head_masks.BIAS_SINGLE, world=worlds[-1]))
     return list(dict.fromkeys(cases))
 
 
@@ -106,8 +114,9 @@ KERNEL = kernel_spec(
     ranks=procs_of,
     signature=spec.SIGNATURE,
     peer="gathered",
-    applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias},
+    applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias or case.logits in head_masks.KINDS},
     bench=bench.SPEC,
+    rows=vocab_parallel_rows(whole=("loss", "z_loss", "grad_hidden"), sharded=("grad_weight", "grad_bias")),
     **BACKWARD_COLLECTIVE,
 )
 
@@ -141,7 +150,14 @@ SAME_ROW_CASES = (
     "vp_flce/n12/v257/h16/bf16/none/up-random/none/plain/normal/w2/targets-random",
     "vp_flce/n4096/v32001/h1024/bf16/none/up-random/none/plain/normal/w2/targets-random",
 )
-SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES)
+# rank count (ligerbench/rowwise.py, Ranks): the same-row cases over 1 rank too, and a 4-rank case over 1 and 2
+# (quick, and at the full grid's sizes)
+RANK_COUNT_CASES = (
+    *SAME_ROW_CASES,
+    "vp_flce/n12/v257/h16/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+    "vp_flce/n4096/v32001/h1024/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
+)
+SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 
 def register(registry: Registry) -> None:

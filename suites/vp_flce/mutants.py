@@ -14,6 +14,7 @@ import torch
 
 from ligerbench.registry import Provider
 from ligerbench.suites.common.input_mutants import upstream_read_dense
+from ligerbench.suites.vp_ce.head_masks import KINDS
 from ligerbench.suites.vp_ce.mesh import MESHES, with_world_group, with_world_rank_offset
 from ligerbench.suites.vp_ce.mutants import local_vocab_merged
 from ligerbench.suites.vp_flce.providers import three_chunks
@@ -141,6 +142,24 @@ def _weight_rows(inputs) -> int:
     return inputs[1].shape[0]
 
 
+def _shard_sum_unguarded():
+    """A shard wholly -inf in a row (a sampler's mask through the bias: suites/vp_ce/head_masks.py)
+    taken into the merge as a naive shard pass leaves it: its sum about its own max of -inf is
+    exp(-inf - -inf) = NaN (as a Triton pass's is), and the merge multiplies it by exp(m_r - M) = 0
+    instead of leaving the shard out. An empty shard (no columns) still sums to 0."""
+    from ligerbench.kernels.vocab_parallel_cross_entropy import _Merged
+
+    class Unguarded(_Merged):
+        def __init__(self, gathered, n_rows, has_w, rank):
+            super().__init__(gathered, n_rows, has_w, rank)
+            m_r = self.rows[..., 0]
+            wholly_inf = (m_r == float("-inf")) & (self.widths[:, None] > 0)
+            s_r = torch.where(wholly_inf, float("nan"), self.rows[..., 1])
+            self.s_o = (s_r * torch.exp(m_r - self.m)).sum(dim=0)
+
+    return Unguarded
+
+
 def _mutant(name: str, description: str, load, **kw) -> Provider:
     return Provider(name=name, kernel="vp_flce", description=description, load=load, mutant=True, **kw)
 
@@ -239,5 +258,12 @@ PROVIDERS = (
         "tensor-parallel group",
         lambda: with_world_group(_ours(check_targets=False)),
         targets=({**FP32, "mesh": MESHES, "option": "plain"},),
+    ),
+    _mutant(
+        "mutant_vpf_shard_sum_unguarded",
+        "a shard wholly -inf in a row (a sampler's mask through the bias) merged as a naive shard pass leaves "
+        "it: its sum about a max of -inf is exp(-inf - -inf) = NaN, not left out",
+        lambda: _with_parts(MERGED=_shard_sum_unguarded()),
+        targets=({"logits": KINDS},),
     ),
 )

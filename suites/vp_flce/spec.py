@@ -31,6 +31,7 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flce import spec as flce
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.mesh import Mesh
 from ligerbench.suites.vp_ce.spec import _gather, on_mesh, per_rank, place_targets, rank_options, shard_bounds
 
@@ -58,7 +59,14 @@ def make_problem(case: Case, seed: int, device: torch.device) -> VPFProblem:
         raise ValueError("confident hidden states are solved for the drawn targets: not with targets on edges")
     if case.layout not in ("2d", "3d"):
         raise ValueError(f"vp_flce hands every rank a copy of hidden: layout {case.layout!r} is not kept")
-    base = flce.make_problem(case, seed, device)
+    if case.logits in head_masks.KINDS:  # a sampler's mask through the bias (suites/vp_ce/head_masks.py)
+        base = flce.make_problem(case.replace(logits="normal"), seed, device)
+        masked = head_masks.mask(case.v, case.world, case.logits, torch.Generator().manual_seed(seed))
+        bias = head_masks.masked_bias(base.bias, masked.to(device))
+        base.bias = bias.to(dtype=base.weight.dtype, device=device)
+        base.target = head_masks.finite_targets(base.target, base.ignore_index, masked)
+    else:
+        base = flce.make_problem(case, seed, device)
     base.target = place_targets(case, base.target, base.ignore_index)
     return VPFProblem(base=base, world=case.world, mesh=Mesh.of(case))
 

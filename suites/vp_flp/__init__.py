@@ -17,7 +17,8 @@ from __future__ import annotations
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
-from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, procs_of
+from ligerbench.suites.vp_ce import head_masks
+from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, procs_of, vocab_parallel_rows
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
 from ligerbench.suites.vp_flp.grid import vp_flp_cases
 
@@ -36,7 +37,14 @@ KERNEL = kernel_spec(
     signature=spec.SIGNATURE,
     peer="gathered",
     bench=bench.SPEC,
-    applies={"grad_bias": lambda case: bool(case.bias) or case.logits == "shifted"},
+    applies={"grad_bias": lambda case: bool(case.bias) or case.logits in ("shifted", *head_masks.KINDS)},
+    # the rank-count suite's: the RL ratio of logp over the counted tokens
+    rows=vocab_parallel_rows(
+        whole=("logp", "entropy", "grad_hidden"),
+        sharded=("grad_weight", "grad_bias"),
+        log_prob="logp",
+        counted=lambda p: p.base.target != p.base.options["ignore_index"],
+    ),
     **BACKWARD_COLLECTIVE,
 )
 
@@ -57,7 +65,14 @@ SAME_ROW_CASES = (
     "vp_flp/n12/v257/h16/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
     "vp_flp/n2048/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w2",
 )
-SAME_ROW = same_row_suites("vp_flp", SAME_ROW_CASES)
+# rank count (ligerbench/rowwise.py, Ranks): the same-row cases over 1 rank too, and a 4-rank case over 1 and 2
+# (quick, and at the full grid's sizes)
+RANK_COUNT_CASES = (
+    *SAME_ROW_CASES,
+    "vp_flp/n12/v257/h16/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w4",
+    "vp_flp/n2048/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w4",
+)
+SAME_ROW = same_row_suites("vp_flp", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -10,6 +10,7 @@ from ligerbench.axes import Axis
 from ligerbench.cases import Case
 from ligerbench.suites.families import log_prob as semantics
 from ligerbench.suites.flp import axes as flp
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.axes import WORLD
 from ligerbench.suites.vp_ce.mesh import MESH
 
@@ -30,7 +31,11 @@ PLACEMENT = Axis("placement", "where the counted targets sit among the shards", 
     "edges": "on the first and last class of some shard (an ownership test off by one, a wrong offset)",
 })  # fmt: skip
 
-AXES = (N, V, H, flp.BIAS, *semantics.AXES, LAYOUT, WORLD, PLACEMENT, MESH)
+# the shared logits kinds and a sampler's masks through the head's bias (head_masks.py)
+LOGITS = dataclasses.replace(semantics.LOGITS, values=(*semantics.LOGITS.values, *head_masks.KINDS),
+                             means={**semantics.LOGITS.means, **head_masks.MEANS})  # fmt: skip
+AXES = (N, V, H, flp.BIAS, *(LOGITS if a.name == "logits" else a for a in semantics.AXES), LAYOUT, WORLD, PLACEMENT,
+        MESH)  # fmt: skip
 
 
 def case(**params) -> Case:

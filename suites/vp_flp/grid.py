@@ -9,6 +9,7 @@ from __future__ import annotations
 from ligerbench.cases import Case
 from ligerbench.suites.common.covering import all_pairs
 from ligerbench.suites.flp.grid import PEER_HIDDEN
+from ligerbench.suites.vp_ce.head_masks import BIAS_MASKED, BIAS_SINGLE, KINDS
 from ligerbench.suites.vp_ce.mesh import MESHED
 from ligerbench.suites.vp_flp.axes import AXES, case
 
@@ -46,10 +47,17 @@ def vp_flp_cases(preset: str, device_type: str) -> list[Case]:
             on = base.replace(world=world, mesh=mesh)
             core += [on, on.replace(targets=3, placement="edges", upstream="zero_rows"),
                      on.replace(softcap=30.0, temperature=0.6, bias=True)]  # fmt: skip
+        # a sampler's mask through the head's bias (head_masks.py), outside the covering: scattered,
+        # a middle run and the last rank's shard -inf (fp32 over 2 ranks, bf16 over the widest);
+        # one finite logit (bf16, the widest: every shard but the first wholly -inf)
+        core.append(base.replace(logits=BIAS_MASKED, bias=True, world=worlds[0 if dtype == "fp32" else -1]))
+        if dtype != "fp32":
+            core.append(base.replace(logits=BIAS_SINGLE, bias=True, world=worlds[-1]))
         cases += core
         if dtype != "fp32":  # the covering once, in fp32: the other dtypes get the core
             continue
-        rows = all_pairs({name: axes[name].values_for(preset) for name in COVERED}, covered=[c.params for c in core])
+        values = {name: tuple(v for v in axes[name].values_for(preset) if v not in KINDS) for name in COVERED}
+        rows = all_pairs(values, covered=[c.params for c in core if c.logits not in KINDS])
         # 'shifted' logits come in through the bias (suites/flp/spec.py adds -200 to it): say so
         cases += [base.replace(**row, bias=row["logits"] == "shifted") for row in rows]
     return list(dict.fromkeys(cases))

@@ -17,6 +17,8 @@ Function); the other wraps our op.
                                        column (the slice's vocab_start left out)
     vpflp_dh_not_reduced               the hidden gradient not summed over the group
     vpflp_vocab_start_ignored          every rank takes its shard to start at class 0
+    vpflp_entropy_nan_at_zero          the entropy as -(p * log p).sum(-1) with log 0 = -inf: NaN
+                                       wherever the head's bias masks a class (0 * -inf)
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from ligerbench.registry import Provider
+from ligerbench.suites.vp_ce.head_masks import KINDS
 from ligerbench.suites.vp_ce.mesh import MESHES, with_world_group, with_world_rank_offset
 
 
@@ -149,6 +152,30 @@ def _entropy_identity_log_softmax(hidden, weight_shard, target, *, bias, group, 
     return logp, torch.where(counted, entropy, 0.0)
 
 
+def _entropy_nan_at_zero(hidden, weight_shard, target, *, bias, group, vocab_start, temperature, softcap, logit_scale,
+                         ignore_index):  # fmt: skip
+    """The entropy written as users write it, -(p * log_softmax(z)).sum(-1), on the whole head
+    gathered (float32 logits from the unrounded inputs): right wherever every logit is finite,
+    NaN where a masked class has p = 0 and log p = -inf (the sampler's masks through the bias,
+    suites/vp_ce/head_masks.py). The log-prob of the target is the reference's."""
+    from ligerbench.suites.families.log_prob import reference
+    from ligerbench.suites.vp_flp.providers import gathered_head
+
+    weight, full_bias = gathered_head(weight_shard, bias, group, vocab_start)
+    x = hidden.float() @ weight.float().t()
+    if full_bias is not None:
+        x = x + full_bias.float()
+    options = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
+    logp, _ = reference(x, target, **options)
+    z = logit_scale * x
+    if softcap:
+        z = torch.where(z == float("-inf"), z, softcap * torch.tanh(z / softcap))
+    logp_all = torch.log_softmax(z / temperature, dim=-1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
+    counted = (target != ignore_index) if target.dim() == hidden.dim() - 1 else (target != ignore_index).any(-1)
+    return logp, torch.where(counted, entropy, 0.0)
+
+
 def _mutant(name: str, description: str, load, **kw) -> Provider:
     return Provider(name=f"mutant_{name}", kernel="vp_flp", description=description, load=load, mutant=True, **kw)
 
@@ -184,4 +211,6 @@ PROVIDERS = (
     _mutant("vpflp_entropy_identity_log_softmax", "the entropy's gradient through a sharded log_softmax whose "
             "backward is the identity, right only for a cross entropy consumer (PyTorch #190746, loss_parallel)",
             lambda: _entropy_identity_log_softmax, targets=(PLAIN,)),
+    _mutant("vpflp_entropy_nan_at_zero", "the entropy as -(p * log p).sum(-1), log 0 = -inf: NaN where the head's "
+            "bias masks a class (0 * -inf)", lambda: _entropy_nan_at_zero, targets=({"logits": KINDS},)),
 )  # fmt: skip

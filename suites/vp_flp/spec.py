@@ -32,6 +32,7 @@ import torch
 from ligerbench.cases import Case
 from ligerbench.problems import Outcome, as_handed, same_bits
 from ligerbench.suites.flp import spec as flp
+from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.mesh import Mesh
 from ligerbench.suites.vp_ce.spec import _gather, edge_classes, per_rank, shard_bounds
 from ligerbench.suites.vp_flce.spec import (
@@ -75,7 +76,14 @@ def place_targets(case: Case, target: torch.Tensor) -> torch.Tensor:
 def make_problem(case: Case, seed: int, device: torch.device) -> VPFLPProblem:
     if case.world < 1:
         raise ValueError(f"vp_flp case {case.id} needs world >= 1")
-    base = flp.make_problem(case, seed, device)
+    if case.logits in head_masks.KINDS:  # a sampler's mask through the bias (head_masks.py)
+        base = flp.make_problem(case.replace(logits="normal"), seed, device)
+        masked = head_masks.mask(case.v, case.world, case.logits, torch.Generator().manual_seed(seed))
+        bias = head_masks.masked_bias(base.bias, masked.to(device))
+        base.bias = bias.to(dtype=base.weight.dtype, device=device)
+        base.target = head_masks.finite_targets(base.target, flp.IGNORE, masked)
+    else:
+        base = flp.make_problem(case, seed, device)
     base.target = place_targets(case, base.target)
     return VPFLPProblem(base=base, world=case.world, mesh=Mesh.of(case))
 
