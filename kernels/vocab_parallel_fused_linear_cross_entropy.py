@@ -35,9 +35,9 @@ floats per rank; chunks are hundreds of tokens, so there are a handful of them.
 
 Collectives (forward): one all_gather of a [6] layout row (width, vocab_start, class-weight sum,
 this rank's share of the mean's class-weighted denominator), one all_gather of statistics per
-chunk, one all_reduce of dh [N, H] in float32 (then rounded once to the hidden dtype); one more
-all_gather of the widths when `vocab_start` is left to the op. None in backward, except
-reduction="none": each row's upstream gradient is only known in backward and dW is a sum over
+chunk, one all_reduce of dh [N, H] in float32 (each rank's share formed in the hidden dtype; the
+sum rounded to it once); one more all_gather of the widths when `vocab_start` is left to the op.
+None in backward, except reduction="none": each row's upstream gradient is only known in backward and dW is a sum over
 rows, so backward recomputes the local logits chunk by chunk (the merged statistics are kept
 from forward, N * world * 6 floats) with the token weights multiplied by the upstream (exact, as
 the single-GPU kernel), at
@@ -195,8 +195,10 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
             if grad_h.dtype == torch.float32:
                 cls.REDUCE(grad_h, s.group)
             else:
-                # summed in float32, rounded once: a 16-bit all_reduce rounds again at every hop
-                # of NCCL's ring (bf16 at 3 ranks on four H100s: 1.14x the strict limit)
+                # each rank's share was rounded to the hidden dtype by its product; the shares are
+                # summed in float32 and the sum rounded once more: a 16-bit all_reduce rounds again
+                # at every hop of NCCL's ring (bf16 at 3 ranks on four H100s: 1.14x the strict
+                # limit). Shares kept in float32 (as vp_flp's) would drop the first rounding too.
                 total = grad_h.float()
                 cls.REDUCE(total, s.group)
                 grad_h.copy_(total)
