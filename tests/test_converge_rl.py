@@ -97,7 +97,7 @@ def test_rl_on_two_real_gloo_ranks_passes(tmp_path, plan):
     run = tmp_path / payload["run_id"]
     env = json.loads((run / "env.json").read_text())
     assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
-    assert payload["counts"]["pass"] == 5 and payload["counts"]["fail"] == 0  # flp_active, grads@step0, 3 trajectory
+    assert payload["counts"]["pass"] == 6 and payload["counts"]["fail"] == 0  # flp_active, grads@step0, 4 trajectory
 
 
 @pytest.mark.slow
