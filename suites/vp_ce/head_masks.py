@@ -66,3 +66,15 @@ def finite_targets(target: torch.Tensor, ignore_index: int, masked: torch.Tensor
     counted = target != ignore_index
     picked = finite[target.clamp(min=0) % finite.numel()]
     return torch.where(counted, picked, target)
+
+
+def masked_problem(make_problem, case, seed: int, device: torch.device, ignore_index: int | None = None):
+    """The fused head's problem of a case whose logits are a mask's kind: `make_problem` of the same
+    case with normal logits, its bias masked (in the weight's dtype) and its counted targets moved
+    onto finite classes (`ignore_index`: the problem's own when None)."""
+    base = make_problem(case.replace(logits="normal"), seed, device)
+    masked = mask(case.v, case.world, case.logits, torch.Generator().manual_seed(seed))
+    base.bias = masked_bias(base.bias, masked.to(device)).to(dtype=base.weight.dtype, device=device)
+    ignore = base.ignore_index if ignore_index is None else ignore_index
+    base.target = finite_targets(base.target, ignore, masked)
+    return base

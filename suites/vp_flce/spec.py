@@ -60,11 +60,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> VPFProblem:
     if case.layout not in ("2d", "3d"):
         raise ValueError(f"vp_flce hands every rank a copy of hidden: layout {case.layout!r} is not kept")
     if case.logits in head_masks.KINDS:  # a sampler's mask through the bias (suites/vp_ce/head_masks.py)
-        base = flce.make_problem(case.replace(logits="normal"), seed, device)
-        masked = head_masks.mask(case.v, case.world, case.logits, torch.Generator().manual_seed(seed))
-        bias = head_masks.masked_bias(base.bias, masked.to(device))
-        base.bias = bias.to(dtype=base.weight.dtype, device=device)
-        base.target = head_masks.finite_targets(base.target, base.ignore_index, masked)
+        base = head_masks.masked_problem(flce.make_problem, case, seed, device)
     else:
         base = flce.make_problem(case, seed, device)
     base.target = place_targets(case, base.target, base.ignore_index)

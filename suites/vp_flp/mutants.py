@@ -125,14 +125,10 @@ def _target_logp_plain_all_reduce(hidden, weight_shard, target, *, vocab_start, 
     return torch.where(here, logp, logp.detach()), entropy
 
 
-def _entropy_identity_log_softmax(hidden, weight_shard, target, *, bias, group, vocab_start, temperature, softcap,
-                                  logit_scale, ignore_index):  # fmt: skip
-    """PyTorch #190746: under `loss_parallel()` a log_softmax of logits sharded on the vocabulary
-    has a backward that passes its gradient through unchanged, which is right only when an
-    nll_loss (whose own backward forms the softmax term) consumes it. The entropy built on it,
-    -(p * logp).sum(-1) with p = exp(logp), then gets -p (logp + 1) for its gradient where
-    -p (logp + H) is right. The whole head gathered (suites/vp_flp/providers.py `gathered`), the
-    log-prob of the target right, the entropy through that log_softmax."""
+def _gathered_logits_and_logp(hidden, weight_shard, target, bias, group, vocab_start, temperature, softcap, logit_scale,
+                              ignore_index):  # fmt: skip
+    """The whole head gathered (suites/vp_flp/providers.py `gathered_head`): its float32 logits from
+    the unrounded inputs, and the reference's log-prob of the target."""
     from ligerbench.suites.families.log_prob import reference
     from ligerbench.suites.vp_flp.providers import gathered_head
 
@@ -141,7 +137,19 @@ def _entropy_identity_log_softmax(hidden, weight_shard, target, *, bias, group, 
     if full_bias is not None:
         x = x + full_bias.float()
     options = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
-    logp, _ = reference(x, target, **options)
+    return x, reference(x, target, **options)[0]
+
+
+def _entropy_identity_log_softmax(hidden, weight_shard, target, *, bias, group, vocab_start, temperature, softcap,
+                                  logit_scale, ignore_index):  # fmt: skip
+    """PyTorch #190746: under `loss_parallel()` a log_softmax of logits sharded on the vocabulary
+    has a backward that passes its gradient through unchanged, which is right only when an
+    nll_loss (whose own backward forms the softmax term) consumes it. The entropy built on it,
+    -(p * logp).sum(-1) with p = exp(logp), then gets -p (logp + 1) for its gradient where
+    -p (logp + H) is right. The whole head gathered (suites/vp_flp/providers.py `gathered`), the
+    log-prob of the target right, the entropy through that log_softmax."""
+    x, logp = _gathered_logits_and_logp(hidden, weight_shard, target, bias, group, vocab_start, temperature, softcap,
+                                        logit_scale, ignore_index)  # fmt: skip
     z = logit_scale * x
     if softcap:
         z = softcap * torch.tanh(z / softcap)
@@ -158,15 +166,8 @@ def _entropy_nan_at_zero(hidden, weight_shard, target, *, bias, group, vocab_sta
     gathered (float32 logits from the unrounded inputs): right wherever every logit is finite,
     NaN where a masked class has p = 0 and log p = -inf (the sampler's masks through the bias,
     suites/vp_ce/head_masks.py). The log-prob of the target is the reference's."""
-    from ligerbench.suites.families.log_prob import reference
-    from ligerbench.suites.vp_flp.providers import gathered_head
-
-    weight, full_bias = gathered_head(weight_shard, bias, group, vocab_start)
-    x = hidden.float() @ weight.float().t()
-    if full_bias is not None:
-        x = x + full_bias.float()
-    options = dict(temperature=temperature, softcap=softcap, logit_scale=logit_scale, ignore_index=ignore_index)
-    logp, _ = reference(x, target, **options)
+    x, logp = _gathered_logits_and_logp(hidden, weight_shard, target, bias, group, vocab_start, temperature, softcap,
+                                        logit_scale, ignore_index)  # fmt: skip
     z = logit_scale * x
     if softcap:
         z = torch.where(z == float("-inf"), z, softcap * torch.tanh(z / softcap))

@@ -77,11 +77,7 @@ def make_problem(case: Case, seed: int, device: torch.device) -> VPFLPProblem:
     if case.world < 1:
         raise ValueError(f"vp_flp case {case.id} needs world >= 1")
     if case.logits in head_masks.KINDS:  # a sampler's mask through the bias (head_masks.py)
-        base = flp.make_problem(case.replace(logits="normal"), seed, device)
-        masked = head_masks.mask(case.v, case.world, case.logits, torch.Generator().manual_seed(seed))
-        bias = head_masks.masked_bias(base.bias, masked.to(device))
-        base.bias = bias.to(dtype=base.weight.dtype, device=device)
-        base.target = head_masks.finite_targets(base.target, flp.IGNORE, masked)
+        base = head_masks.masked_problem(flp.make_problem, case, seed, device, flp.IGNORE)
     else:
         base = flp.make_problem(case, seed, device)
     base.target = place_targets(case, base.target)
