@@ -93,3 +93,28 @@ def two_gloo_ranks_records(run, kernel: str):
     assert env["run"]["planned"] == env["run"]["completed"] == len(planned)
     assert set(records["case"]) == planned  # every case split over 2 ranks, and only those
     return records, planned
+
+
+def once_per_run(tmp_path_factory, name: str, invoke):
+    """`invoke(folder)` (a CliRunner call writing into `folder`) run once per pytest run and
+    shared by every xdist worker: the first worker to ask runs it, any other waits for it and
+    reads the same folder and result (exit_code, output, stdout). A module fixture alone is
+    computed once per worker that runs one of its tests: twice when they land on both.
+    Returns (the result, the folder)."""
+    import json
+    import os
+    from types import SimpleNamespace
+
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    # under xdist each worker's base is a folder of this run's own (pytest-N/popen-gwK)
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder, saved = root / f"once-{name}", root / f"once-{name}.json"
+    with FileLock(str(root / f"once-{name}.lock")):
+        if not saved.exists():
+            folder.mkdir()
+            result = invoke(folder)
+            fields = {"exit_code": result.exit_code, "output": result.output, "stdout": result.stdout}
+            saved.write_text(json.dumps(fields))
+    return SimpleNamespace(**json.loads(saved.read_text())), folder

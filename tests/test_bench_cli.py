@@ -12,6 +12,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from helpers import once_per_run
 from ligerbench.cli import app
 from ligerbench.records import read_records
 
@@ -35,8 +36,10 @@ def _records(run: Path) -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def ce_smoke(tmp_path_factory):
-    out = tmp_path_factory.mktemp("bench")
-    result = runner.invoke(app, ["bench", "--kernel", "ce", "--smoke", "--out", str(out), *SMOKE_PROVIDERS])
+    def invoke(out):
+        return runner.invoke(app, ["bench", "--kernel", "ce", "--smoke", "--out", str(out), *SMOKE_PROVIDERS])
+
+    result, out = once_per_run(tmp_path_factory, "ce_bench_smoke", invoke)
     return result, _only_run(out)
 
 

@@ -20,6 +20,7 @@ runner = CliRunner()
 
 
 @pytest.mark.interpreter
+@pytest.mark.slow(seconds=14)
 def test_verify_passes_with_invariance_records(tmp_path):
     result = runner.invoke(app, ["verify", "--kernel", "grpo", "--device", "cpu", "--json", "--out", str(tmp_path),
                                  "--where", "split=dp2"])  # fmt: skip

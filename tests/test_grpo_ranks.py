@@ -15,7 +15,7 @@ from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 
 runner = CliRunner()
-pytestmark = [pytest.mark.interpreter, pytest.mark.slow]
+pytestmark = [pytest.mark.interpreter, pytest.mark.slow(seconds=14)]  # each, scheduled early (tests/conftest.py)
 DP2 = ["--kernel", "grpo", "--nproc", "2", "--where", "dtype=fp32", "--device", "cpu", "--preset", "quick", "--json"]
 
 

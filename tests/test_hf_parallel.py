@@ -15,11 +15,13 @@ pytestmark = pytest.mark.interpreter  # our kernels on CPU tensors
 
 
 # one spawn per kind (the ranks' start-up, about 10 s, is the larger cost); every wrapping each
+@pytest.mark.slow(seconds=17)
 @pytest.mark.parametrize("kind", ["flce", "ce"])
 def test_patch_under_fsdp2_matches_the_unsharded_model(tmp_path, kind):
     run_gloo(2, check_fsdp2, list(WRAPPINGS), [kind], store=str(tmp_path / "store"), timeout_s=240)
 
 
+@pytest.mark.slow(seconds=13)
 def test_patch_under_tensor_parallel_lm_head(tmp_path):
     # every TP case (ce, flce on uneven shards, both), then what flce refuses, in one spawn
     run_gloo(2, check_tp, list(TP_CASES), None, True, store=str(tmp_path / "store"), timeout_s=180)
@@ -37,11 +39,13 @@ TP_BUGS_CAUGHT = {
 }
 
 
+@pytest.mark.slow(seconds=14)
 def test_planted_bugs_in_the_fused_patch_under_tensor_parallel_fail(tmp_path):
     assert set(TP_BUGS_CAUGHT) == set(TP_MUTANTS)
     run_gloo(2, check_tp_mutants, TP_BUGS_CAUGHT, store=str(tmp_path / "store"), timeout_s=180)
 
 
+@pytest.mark.slow(seconds=13)
 def test_completion_log_probs_under_tensor_parallel_and_fsdp2(tmp_path):
     from fsdp_checks import check_log_probs
 

@@ -49,3 +49,19 @@ def test_nested_library_calls_patch_the_language_once_per_launch(monkeypatch):
 def test_the_language_is_restored_after_a_launch(monkeypatch):
     _launch(2, monkeypatch)
     assert tl.core.is_builtin(tl.add) and tl.core.is_builtin(tl.load)
+
+
+def test_the_remembered_numpy_dtypes_are_tritons():
+    """_cache_np_dtypes: every type's numpy dtype, scalar, block or pointer, as Triton's own
+    function gives it, the second time too."""
+    from triton.runtime import interpreter as it
+
+    assert getattr(it._get_np_dtype, "_ligerbench", False)
+    slow = it._get_np_dtype.__wrapped__
+    scalars = [tl.int1, tl.int8, tl.uint8, tl.int16, tl.uint16, tl.int32, tl.uint32, tl.int64, tl.uint64,
+               tl.float16, tl.bfloat16, tl.float32, tl.float64, tl.float8e5, tl.float8e4nv]  # fmt: skip
+    types = [*scalars, *(tl.block_type(t, [4]) for t in scalars), tl.pointer_type(tl.float32),
+             tl.block_type(tl.pointer_type(tl.bfloat16), [2, 8])]  # fmt: skip
+    for _ in range(2):
+        for t in types:
+            assert it._get_np_dtype(t) == slow(t), t

@@ -15,6 +15,7 @@ import pytest
 from typer.testing import CliRunner
 from vp_bench_providers import SLOW_RANK_S
 
+from helpers import once_per_run
 from ligerbench.bench import metrics
 from ligerbench.bench.engine import NOT_A_MEASUREMENT
 from ligerbench.builtin import default_registry
@@ -31,8 +32,15 @@ PLANTED = str(Path(__file__).with_name("vp_bench_providers.py"))
 TARGET_CASE = vp_ce_case(n=8192, v=128256, dtype="bf16", world=2)
 
 
+def _invoke(out: Path, *args: str, env: dict | None = None):
+    return runner.invoke(app, ["bench", "--kernel", "vp_ce", "--smoke", "--out", str(out), "--json", *args], env=env)
+
+
 def _bench(out: Path, *args: str, env: dict | None = None):
-    result = runner.invoke(app, ["bench", "--kernel", "vp_ce", "--smoke", "--out", str(out), "--json", *args], env=env)
+    return _read(_invoke(out, *args, env=env))
+
+
+def _read(result):
     text = result.stdout
     payload = json.loads(text[text.index("{") :]) if "{" in text else None
     assert payload is not None, result.output
@@ -128,7 +136,8 @@ def _plain(output: str) -> str:
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
-    return _bench(tmp_path_factory.mktemp("vp_bench"), "--nproc", "2")
+    result, _ = once_per_run(tmp_path_factory, "vp_ce_bench_smoke", lambda out: _invoke(out, "--nproc", "2"))
+    return _read(result)
 
 
 @pytest.mark.slow

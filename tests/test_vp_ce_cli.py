@@ -35,7 +35,7 @@ def _launcher_message(payload) -> str:
     return found[0]
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=15)
 def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     result, payload = _verify(tmp_path, "--kernel", "vp_ce", "--nproc", "2")
     assert result.exit_code == 0, result.output
@@ -55,7 +55,7 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     }
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=9)
 def test_a_planted_bug_fails_on_real_ranks_too(tmp_path):
     args = ["--kernel", "vp_ce", "--nproc", "2", "--provider", "mutant_vp_local_smoothing", "--provider", "ours"]
     result, payload = _verify(tmp_path, *args, "--where", "option=label_smoothing", "--where", "dtype=fp32")
@@ -74,7 +74,7 @@ def test_a_rank_that_dies_ends_the_run_with_a_clear_error(tmp_path):
     assert "only 0 of" in message
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=26)  # mostly a wait: started early, beside the other worker's work
 def test_a_rank_that_hangs_ends_the_run_at_the_collective_timeout(tmp_path):
     # --timeout 40: each collective waits at most 10 s (launch.collective_timeout)
     result, payload = _verify(tmp_path, *SMALL, "--nproc", "2", "--timeout", "40", env={FAULT_ENV: "hang:1"})

@@ -23,7 +23,7 @@ def _verify(tmp_path, *args):
     return verify_json(runner, app, ["--kernel", "vp_flce", *args, "--device", "cpu", "--out", str(tmp_path)])
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=15)
 def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     # ours only (the chunking providers run in-process below): every case split over 2 ranks
     result, payload = _verify(tmp_path, "--nproc", "2", "--provider", "ours")
@@ -40,7 +40,7 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
         assert records["case"].str.contains(key, regex=False).any(), key
 
 
-@pytest.mark.slow
+@pytest.mark.slow(seconds=10)
 def test_an_unreduced_hidden_gradient_fails_on_real_ranks_too(tmp_path):
     args = ["--nproc", "2", "--provider", "mutant_vpf_dh_not_reduced", "--provider", "ours"]
     result, payload = _verify(

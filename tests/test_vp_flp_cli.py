@@ -13,7 +13,7 @@ from helpers import two_gloo_ranks_records, verify_json
 from ligerbench.cli import app
 
 runner = CliRunner()
-pytestmark = [pytest.mark.interpreter, pytest.mark.slow]
+pytestmark = [pytest.mark.interpreter, pytest.mark.slow(seconds=15)]  # each, scheduled early (tests/conftest.py)
 TIMEOUT = "240"  # seconds, the whole launch: a hung rank ends the test instead of CI
 
 

@@ -1,7 +1,7 @@
 """Shared by the vocab-parallel tests: one rank's check of our op against the float64 truth of
 the global problem (the same function on simulated ranks and on a real gloo group), and a
-bounded launcher of real gloo ranks (torch.multiprocessing spawn; a top-level module so the
-children can import it)."""
+bounded launcher of real gloo ranks (started from a fork server with the imports done; a
+top-level module so the children can import it)."""
 
 from __future__ import annotations
 
@@ -131,11 +131,19 @@ def _gloo_rank(rank: int, world: int, store: str, target, args) -> None:
         dist.destroy_process_group()
 
 
+# The ranks start from a fork server that has imported these once (per test process): a spawned
+# rank spent about 3 CPU seconds importing torch, transformers and our kernels before its check
+# began, on CI's two cores the larger part of a short check. Each rank is still a process of its
+# own, forked from a server that has run nothing but these imports (no thread, no process group).
+PRELOAD = ["torch", "torch.distributed", "vp_checks", "fsdp_checks", "mesh_2d_checks"]
+
+
 def run_gloo(world: int, target, *args, store: str, timeout_s: float = 120.0) -> None:
     """target(rank, group=None, world, *args) on `world` real gloo ranks; raises what a rank
     raised, or TimeoutError (the ranks then terminated) past timeout_s."""
+    mp.set_forkserver_preload(PRELOAD)  # read when the server starts: the first call in this process
     ctx = mp.start_processes(
-        _gloo_rank, args=(world, store, target, args), nprocs=world, join=False, start_method="spawn"
+        _gloo_rank, args=(world, store, target, args), nprocs=world, join=False, start_method="forkserver"
     )
     deadline = time.monotonic() + timeout_s
     while not ctx.join(timeout=1):

@@ -27,40 +27,73 @@ from ligerbench.verify.summary import markdown_table
 KILLED, SURVIVED, NOT_APPLICABLE = "killed", "survived", "n/a"
 
 
-def _control_passes(control: pd.DataFrame, row) -> bool:
-    """The control passed this check. A check that raised is recorded under its group's name
-    (converge: `logits_to_keep[train,k=1]` for the rows `logits_to_keep[train,k=1].loss`, ...),
-    so a row also stands for the rows under it: all of them must pass, and there must be some."""
-    same = control[(control["suite"] == row["suite"]) & (control["case"] == row["case"])]
-    q = same["quantity"].astype(str)
-    mine = same[(q == row["quantity"]) | q.str.startswith(f"{row['quantity']}.")]
-    return len(mine) > 0 and bool((mine["verdict"] == "pass").all())
+class _Rows:
+    """The records split once by (kernel, provider), and each control's checks by (suite, case):
+    a kill matrix asks for a mutant's rows and its control's verdicts once per failing check
+    (thousands of rows; filtering the whole frame each time was most of a small selftest's
+    write-up, and 20 s of one over every mutant)."""
 
+    def __init__(self, df: pd.DataFrame):
+        self.df = df
+        self._groups: dict = {}  # the columns grouped by -> {their values: rows}
+        self._checks: dict = {}
+        self._kills: dict = {}
 
-def _of_kernel(df: pd.DataFrame, mutant: Mutant) -> pd.DataFrame:
-    # provider names are per kernel: a mutant's rows and its control's are those of its kernel
-    return df[df["kernel"] == mutant.kernel] if mutant.kernel else df
+    def of(self, kernel: str, provider: str) -> pd.DataFrame:
+        """The rows of `provider` (of `kernel`, when one is named: provider names are per kernel)."""
+        by, key = (("kernel", "provider"), (kernel, provider)) if kernel else (("provider",), provider)
+        if by not in self._groups:
+            grouped = self.df.groupby(list(by) if len(by) > 1 else by[0], sort=False) if len(self.df) else ()
+            self._groups[by] = dict(tuple(grouped))
+        found = self._groups[by].get(key)
+        return found if found is not None else self.df.iloc[0:0]
+
+    def control_passes(self, kernel: str, control: str, row) -> bool:
+        """The control passed this check. A check that raised is recorded under its group's name
+        (converge: `logits_to_keep[train,k=1]` for the rows `logits_to_keep[train,k=1].loss`, ...),
+        so a row also stands for the rows under it: all of them must pass, and there must be some."""
+        key = (kernel, control)
+        if key not in self._checks:
+            checks: dict = {}
+            rows = self.of(kernel, control)
+            for suite, case, q, v in zip(rows["suite"], rows["case"], rows["quantity"].astype(str), rows["verdict"],
+                                         strict=True):  # fmt: skip
+                checks.setdefault((suite, case), []).append((q, v))
+            self._checks[key] = checks
+        suite, case, quantity = row["suite"], row["case"], row["quantity"]
+        if suite != suite or case != case:  # NaN equals nothing (as in a frame's comparison)
+            return False
+        prefix = f"{quantity}."
+        mine = [v for q, v in self._checks[key].get((suite, case), ()) if q == quantity or q.startswith(prefix)]
+        return len(mine) > 0 and all(v == "pass" for v in mine)
+
+    def kills(self, mutant: Mutant) -> pd.DataFrame:
+        if mutant.name not in self._kills:
+            rows = self.of(mutant.kernel, mutant.name)
+            mine = rows[rows["verdict"].isin(["fail", "error"])]
+            keep = [self.control_passes(mutant.kernel, mutant.control, row) for _, row in mine.iterrows()]
+            self._kills[mutant.name] = mine[keep] if len(mine) else mine
+        return self._kills[mutant.name]
 
 
 def kills(df: pd.DataFrame, mutant: Mutant) -> pd.DataFrame:
     """The mutant's failing (or erroring) checks that its control passes: the evidence of kills."""
-    df = _of_kernel(df, mutant)
-    mine = df[(df["provider"] == mutant.name) & df["verdict"].isin(["fail", "error"])]
-    control = df[df["provider"] == mutant.control]
-    keep = [_control_passes(control, row) for _, row in mine.iterrows()]
-    return mine[keep] if len(mine) else mine
+    return _Rows(df).kills(mutant)
 
 
-def cell(df: pd.DataFrame, mutant: Mutant, suite: str, killing: pd.DataFrame) -> str:
+def _cell(rows: _Rows, mutant: Mutant, suite: str, killing: pd.DataFrame) -> str:
     if suite not in mutant.suites:
         return NOT_APPLICABLE
     if (killing["suite"] == suite).any():
         return KILLED
-    df = _of_kernel(df, mutant)
-    rows = df[(df["provider"] == mutant.name) & (df["suite"] == suite)]
-    if rows["verdict"].isin(["pass", "fail", "error"]).any():
+    mine = rows.of(mutant.kernel, mutant.name)
+    if mine.loc[mine["suite"] == suite, "verdict"].isin(["pass", "fail", "error"]).any():
         return SURVIVED
     return NOT_APPLICABLE
+
+
+def cell(df: pd.DataFrame, mutant: Mutant, suite: str, killing: pd.DataFrame) -> str:
+    return _cell(_Rows(df), mutant, suite, killing)
 
 
 DEFAULT_VERDICT = "default_verdict"
@@ -78,13 +111,14 @@ def _fails_default(row) -> bool:
     return not row["value"] <= row["limit"] + FACTOR * max(0.0, textbook - careful)
 
 
-def matrix(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
+def matrix(df: pd.DataFrame | _Rows, mutants: list[Mutant]) -> pd.DataFrame:
     """One row per mutant: its description, a column per suite, and `verdict` (killed/SURVIVED)."""
+    rows_of = df if isinstance(df, _Rows) else _Rows(df)
     suites = list(dict.fromkeys(s for m in mutants for s in m.suites))
     rows = []
     for m in mutants:
-        killing = kills(df, m)
-        cells = {s: cell(df, m, s, killing) for s in suites}
+        killing = rows_of.kills(m)
+        cells = {s: _cell(rows_of, m, s, killing) for s in suites}
         killed = any(v == KILLED for v in cells.values())
         verdict = "killed" if killed else "SURVIVED"
         by_default = KILLED if any(_fails_default(r) for _, r in killing.iterrows()) else SURVIVED
@@ -102,21 +136,26 @@ def survivors(table: pd.DataFrame) -> list[str]:
 def control_problems(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
     """Checks the control itself fails or errors on: no kill is counted there, and they say the
     kernel or the check is broken on those cases (verify reports them too)."""
-    bad = [_of_kernel(df, m).query("provider == @m.control and verdict in ['fail', 'error']") for m in mutants]
+    rows = _Rows(df)
+    controls = dict.fromkeys((m.kernel, m.control) for m in mutants)  # each once, in the mutants' order
+    bad = [rows.of(kernel, control) for kernel, control in controls]
+    bad = [b[b["verdict"].isin(["fail", "error"])] for b in bad]
     bad = [b for b in bad if len(b)]
     return pd.concat(bad).drop_duplicates() if bad else df.iloc[0:0]
 
 
-def evidence(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
+def evidence(df: pd.DataFrame | _Rows, mutants: list[Mutant]) -> pd.DataFrame:
     """The first killing check per (mutant, suite): what a reader checks to believe a kill."""
-    frames = [kills(df, m).drop_duplicates("suite") for m in mutants]
+    rows = df if isinstance(df, _Rows) else _Rows(df)
+    frames = [rows.kills(m).drop_duplicates("suite") for m in mutants]
     frames = [f for f in frames if len(f)]
     cols = ["provider", "suite", "case", "quantity", "verdict", "value", "limit", "message"]
     return pd.concat(frames)[cols] if frames else pd.DataFrame(columns=cols)
 
 
 def markdown(df: pd.DataFrame, mutants: list[Mutant], env: dict, *, title: str) -> str:
-    table = matrix(df, mutants)
+    rows = _Rows(df)
+    table = matrix(rows, mutants)
     left = survivors(table)
     status = f"FAILED: {len(left)} mutant(s) survived every suite: {', '.join(left)}" if left else "PASSED"
     bad_control = control_problems(df, mutants)
@@ -131,7 +170,7 @@ def markdown(df: pd.DataFrame, mutants: list[Mutant], env: dict, *, title: str) 
         "## Kill matrix\n",
         markdown_table(table, list(table.columns)),
         "## First killing check per mutant and suite\n",
-        markdown_table(evidence(df, mutants), ["provider", "suite", "case", "quantity", "verdict", "value", "limit"]),
+        markdown_table(evidence(rows, mutants), ["provider", "suite", "case", "quantity", "verdict", "value", "limit"]),
     ]
     if len(bad_control):
         parts += [
