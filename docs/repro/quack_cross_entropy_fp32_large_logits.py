@@ -35,5 +35,7 @@ for n, v in ((16, 1000), (4096, 1000), (4096, 32000)):
             x = logits.clone().requires_grad_(True)
             (fn(x, target, reduction="none") * up).sum().backward()
             grads[name] = rel(x.grad, truth.grad)
-        print(f"N={n} V={v} logits {scale:g}*randn+{shift:g}: gradient relative error quack {grads['quack']:.3g}, "
-              f"torch fp32 {grads['torch fp32']:.3g} ({grads['quack'] / grads['torch fp32']:.2f}x)")
+        print(
+            f"N={n} V={v} logits {scale:g}*randn+{shift:g}: gradient relative error quack {grads['quack']:.3g}, "
+            f"torch fp32 {grads['torch fp32']:.3g} ({grads['quack'] / grads['torch fp32']:.2f}x)"
+        )
