@@ -401,15 +401,16 @@ def _row_operands(s, teacher, teacher_ids, labels, ignore_index, unused):
 # results/README.md#where-the-probes-went): the kernel is bound by its arithmetic, not by reading
 # the rows. For the 128-row float32 sub-chunks flkd hands it, 8192 columns over 16 warps ran 0.215
 # ms against 0.283 at ce's 4096 over 16; for kd's 2048 bf16 rows 1024 over 4 ran 2.23 ms against
-# 2.47.
-_GPU_FWD_FEW_ROWS = 1024
-_GPU_FWD = {True: (8192, 16), False: (1024, 4)}  # by n_rows <= _GPU_FWD_FEW_ROWS
+# 2.47. The block and the warps set the order a row's sums are taken in, so the config is the
+# caller's (`sub_chunks`), never the row count's: picked by N, a row's bits depended on the batch
+# around it (kd on an H200: 18 ulp of a loss, 65 of a gradient, between 2048 and 1024 rows).
+_GPU_FWD = {True: (8192, 16), False: (1024, 4)}  # by sub_chunks
 
 
-def _fwd_config(n_rows: int, n_cols: int, device: torch.device) -> tuple[int, int]:
+def _fwd_config(n_cols: int, device: torch.device, sub_chunks: bool) -> tuple[int, int]:
     if device.type != "cuda":
         return _launch_config(n_cols, device)
-    block, warps = _GPU_FWD[n_rows <= _GPU_FWD_FEW_ROWS]
+    block, warps = _GPU_FWD[sub_chunks]
     return min(triton.next_power_of_2(max(n_cols, 1)), block), warps
 
 
@@ -424,11 +425,14 @@ def distill_rows(
     temperature: float,
     ignore_index: int,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    sub_chunks: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Low-level forward: student [N, V] or [B, T, V] (any strides), teacher the same shape (its
     own strides) or, with `teacher_ids` [N, K] (int, contiguous), its log-probs [N, K] float32
     contiguous; labels [N] contiguous or None. Returns float32 (divergence per row [N],
-    statistics [N, N_STATS]), into `out` when given. No validation, no host sync."""
+    statistics [N, N_STATS]), into `out` when given; `sub_chunks`: the GPU launch config for
+    the few-row sub-chunks of a fused head (the same for every row count, as kd's own). No
+    validation, no host sync."""
     s = _view_3d(student)
     n_rows, n_cols = s.shape[0] * s.shape[1], s.shape[2]
     dev = student.device
@@ -442,7 +446,7 @@ def distill_rows(
         return loss, stats
     div, beta, log_1mb, log_b = _mode(divergence, beta)
     rows, flags = _row_operands(s, teacher, teacher_ids, labels, ignore_index, unused=loss)
-    block_v, num_warps = _fwd_config(n_rows, n_cols, dev)
+    block_v, num_warps = _fwd_config(n_cols, dev, sub_chunks)
     _kd_fwd_kernel[(n_rows,)](
         *rows,
         loss, stats,

@@ -210,7 +210,7 @@ def _forward_pass(h, ws, g, wt, lbl, opts, rows, stats, sub, group, scale, grads
                 logits_fp32(g[start:stop], wt, None, xt)
                 part = slice(start, stop)
                 lbl_c = None if lbl is None else lbl[part]
-                distill_rows(xs, xt, None, lbl_c, **opts, out=(rows[part], stats[part]))
+                distill_rows(xs, xt, None, lbl_c, **opts, out=(rows[part], stats[part]), sub_chunks=True)
                 if dx is not None:
                     distill_grad_rows(xs, xt, None, lbl_c, stats[part], scale[part], dx[start - g0 : stop - g0],
                                       None, **opts)  # fmt: skip

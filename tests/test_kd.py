@@ -93,3 +93,18 @@ def test_refusals():
         distill_loss(s, s, divergence="jsd", beta=1.5)
     with pytest.raises(ValueError, match="reduction"):
         distill_loss(s, s, reduction="batchsum")
+
+
+def test_the_gpu_launch_config_is_the_callers_not_the_row_counts():
+    # A block or warp count picked by N sets the order a row's sums are taken in, so a row's bits
+    # would depend on the batch around it (kd on an H200: 18 ulp of a loss, 65 of a gradient
+    # between a batch of 2048 rows and its first 1024). Only the caller's sub-chunking picks it.
+    import inspect
+
+    from ligerbench.kernels import distill
+
+    assert list(inspect.signature(distill._fwd_config).parameters) == ["n_cols", "device", "sub_chunks"]
+    cuda = torch.device("cuda")
+    assert distill._fwd_config(128256, cuda, False) == (1024, 4)
+    assert distill._fwd_config(128256, cuda, True) == (8192, 16)
+    assert distill._fwd_config(300, cuda, True) == (512, 16)
