@@ -39,6 +39,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pandas as pd
+from rich.text import Text
 
 from ligerbench import runs, verdict
 from ligerbench.exits import ExitCode, Terminated
@@ -173,6 +174,9 @@ def execute(job: Job, *, quiet: bool, **start) -> ExitCode:
     elif life.stopped_early:
         m = run.manifest
         runs.console.print(f"stopped early (-x/--maxfail): {m['completed']} of {m['planned']} {m['unit']}")
+    elif code == ExitCode.FAILED and not quiet and not (len(df) and df["verdict"].isin(["fail", "error"]).any()):
+        for why in runs.problems(run.env, df):  # no failing row: say what kept it from passing
+            runs.console.print(Text(f"not passed: {why}"), soft_wrap=True)
     if not quiet:
         verdict.say(code, job.tally(life, df), run.path)
     return code

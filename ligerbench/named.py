@@ -79,7 +79,8 @@ def missing_evidence(df: pd.DataFrame, names: list[str], evidence: tuple[str, ..
             out[name] = "no case of this selection ran it"
         else:
             more = f" (and {len(messages) - 3} other reasons)" if len(messages) > 3 else ""
-            out[name] = f"every case was skipped or errored: {'; '.join(messages[:3])}{more}"
+            what = "reported as info, never judged" if mine["verdict"].isin(["info"]).any() else "skipped or errored"
+            out[name] = f"every case was {what}: {'; '.join(messages[:3])}{more}"
     return out
 
 

@@ -266,6 +266,8 @@ def problems(env: dict, records) -> list[str]:
         out.append("it has no records: it checked nothing")
     elif all(v == "skip" for v in _verdicts(records)):
         out.append("every row is a skip: it compared nothing")
+    elif all(v in ("skip", "info") for v in _verdicts(records)):
+        out.append("it judged nothing: every row is reported as info (a figure no limit applies to) or skipped")
     elif m.get("finished") and m.get("rows") is not None and len(records) != m["rows"]:
         out.append(f"its records.csv has {len(records)} rows where the run wrote {m['rows']}: truncated or edited")
     return out

@@ -133,3 +133,21 @@ def test_vp_ce_over_one_simulated_rank_is_the_same_global_problem():
     first = spec.run(bug, problem)
     records = dict(rank_count(lambda q: spec.run(bug, q), problem, first, spec.rows.ranks, spec.rows))
     assert records["ranks1:loss"]["value"] > 1e6, records
+
+
+def test_a_run_of_the_rank_count_suite_alone_reports_and_does_not_pass(tmp_path):
+    # every row it writes is `info` (a distance no limit applies to): a run that judged nothing
+    # says so and exits 1, where it once printed "PASSED: 1 case, 0 checks"
+    from typer.testing import CliRunner
+
+    from ligerbench.cli import app
+
+    out = CliRunner().invoke(app, ["verify", "--kernel", "vp_ce", "--suite", "rank_count", "--preset", "quick",
+                                   "--device", "cpu", "--provider", "ours", "--out", str(tmp_path)])  # fmt: skip
+    assert out.exit_code == 1, out.output
+    said = " ".join(out.output.split())
+    assert "PASSED" not in said and "reported as info, never judged" in said and "it judged nothing" in said
+    (run,) = tmp_path.iterdir()
+    rows = pd.read_csv(run / "records.csv")
+    assert len(rows) and set(rows["verdict"]) == {"info"}
+    assert "judged nothing" in (run / "summary.md").read_text()
