@@ -94,3 +94,23 @@ def test_rows_past_int32_are_only_in_the_past_int32_suite_of_a_gpu_full_grid():
         for name in ("correctness", "gradients", "contracts"):
             assert big[0].id not in {c.id for c in registry.cases_of(suites[name], "full", "cuda")}
         assert registry.cases_of(suites["past_int32"], "quick", "cpu") == []
+
+
+def test_a_batch_that_raises_is_an_error_and_the_other_batches_are_still_measured():
+    # verl's fused head raises on one token: the `alone` batch is its error, the rest are figures
+    def no_single_row(p: _P) -> Outcome:
+        if p.x.shape[0] == 1:
+            raise RuntimeError("one row")
+        return _rowwise(p)
+
+    p = _P(torch.randn(6, 5))
+    rows = dict(batch_invariance(no_single_row, p, no_single_row(p), ROWS, ours=False, describe=str))
+    assert rows["alone:y"]["verdict"] == "error" and "one row" in rows["alone:y"]["message"]
+    assert rows["smaller:y"]["verdict"] == "info" and rows["smaller:y"]["value"] == 0
+    assert rows["position:total"]["verdict"] == "info"
+    try:  # without a describer the call's exception is the caller's
+        batch_invariance(no_single_row, p, no_single_row(p), ROWS, ours=False)
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError("the exception was swallowed")

@@ -172,7 +172,8 @@ def _same_row(quantity: str, spec: KernelSpec, provider: Provider, problem, outc
             return invariance.rank_count(lambda p: spec.run(fn, p), problem, outcome, spec.rows.ranks, spec.rows)
         batches = LAST if quantity == LAST_ROWS else BATCHES
         return invariance.batch_invariance(lambda p: spec.run(fn, p), problem, outcome, spec.rows,
-                                           ours=provider.strict or provider.mutant, batches=batches)  # fmt: skip
+                                           ours=provider.strict or provider.mutant, batches=batches,
+                                           describe=_describe)  # fmt: skip
     except Exception as exc:  # a call that raises is an error row, the run goes on
         return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=0.0, verdict="error",
                                 message=_describe(exc)))]  # fmt: skip

@@ -98,9 +98,12 @@ def determinism(run: Callable[[], object], first, *, promised: bool) -> list[tup
 
 
 def batch_invariance(run: Callable[[object], object], problem, first, rows: Rows, *, ours: bool,
-                     batches: dict = BATCHES) -> list[tuple[str, dict]]:  # fmt: skip
+                     batches: dict = BATCHES, describe: Callable[[BaseException], str] | None = None,
+                     ) -> list[tuple[str, dict]]:  # fmt: skip
     """Run on each batch of `batches` cut from the case's rows; one record per batch and quantity
-    (named `batch:quantity`), comparing each row of the batch with the same row of the case."""
+    (named `batch:quantity`), comparing each row of the batch with the same row of the case. With
+    `describe`, a batch whose call raises is an error record per quantity (its message from
+    `describe`) and the other batches are still measured; without it the exception propagates."""
     n = rows.count(problem)
     out = []
     pairs = []  # (the case's log-probs, the batch's, the counted tokens) of every batch, for the ratio
@@ -108,7 +111,16 @@ def batch_invariance(run: Callable[[object], object], problem, first, rows: Rows
         index = indices(n)
         if batch != REORDERED and n < 2 and batches is BATCHES:
             continue  # one row: every batch but itself is the case's own
-        got = run(rows.take(problem, index))
+        try:
+            got = run(rows.take(problem, index))
+        except Exception as exc:
+            if describe is None:
+                raise
+            why = f"the {batch} batch raised: {describe(exc)}"
+            for name in (n for n in rows.per_row if n in first.values):
+                fields = dict(metric="ulp_max", value=float("nan"), unit="", limit=0.0, verdict="error", message=why)
+                out.append((f"{batch}:{name}", fields))
+            continue
         for name in rows.per_row:
             if name not in first.values:
                 continue
