@@ -79,6 +79,15 @@ def pytest_runtest_protocol(item, nextitem):
     return _on_a_roomy_frame_stack(protocol, item, nextitem)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: a worker per core and one more. Some tests wait rather than compute (a stalled
+    rank's collective timeout, NCCL's watchdog grace, a wall clock, a signal's grace: about a
+    minute of waiting in all); with a worker per core, that core idled meanwhile."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cores + 1
+
+
 @pytest.hookimpl(tryfirst=True, optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     """xdist's load scheduling, its tests sent one at a time (each worker keeps two queued), so
