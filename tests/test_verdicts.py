@@ -227,3 +227,18 @@ def test_a_fail_line_names_the_known_pattern():
     assert "known pattern: a softcap slope that cancels" in messages
     result = _run("flp", "textbook", CANCELS["flp"], strict=True)
     assert "the entropy of a peaked row" in " ".join(result.failures["message"])
+
+
+def test_a_narrowed_run_lists_a_case_only_under_the_suites_with_something_to_check_there():
+    # pref's split-step invariance applies to a few losses: `--suite invariance` on its full grid
+    # once ran every case, formed each float64 truth and wrote no row for 20 of 26 (on an H200)
+    from ligerbench.verify.engine import _quantities_for, make_plan
+
+    registry = default_registry()
+    spec = registry.kernels["pref"]
+    plan = make_plan(registry, kernel="pref", preset="full", device_type="cpu", suites=["invariance"])
+    (suite,) = plan.suites
+    every = list(registry.cases_of(suite, "full", "cpu"))
+    assert 0 < len(plan.cases) < len(every)
+    assert all(_quantities_for(spec, suite, c) for c in plan.cases)
+    assert {c.id for c in every if _quantities_for(spec, suite, c)} == {c.id for c in plan.cases}
