@@ -79,7 +79,7 @@ def missing_evidence(df: pd.DataFrame, names: list[str], evidence: tuple[str, ..
             out[name] = "no case of this selection ran it"
         else:
             more = f" (and {len(messages) - 3} other reasons)" if len(messages) > 3 else ""
-            what = "reported as info, never judged" if mine["verdict"].isin(["info"]).any() else "skipped or errored"
+            what = "reported as info, never judged" if (mine["verdict"] == "info").any() else "skipped or errored"
             out[name] = f"every case was {what}: {'; '.join(messages[:3])}{more}"
     return out
 

@@ -165,21 +165,18 @@ def _same_row(quantity: str, spec: KernelSpec, provider: Provider, problem, outc
         if quantity == invariance.DETERMINISM:
             return invariance.determinism(lambda: spec.run(fn, problem), outcome, promised=provider.deterministic)
         if spec.rows is None:
-            return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=float("nan"),
-                                    verdict="skip", message=f"kernel {spec.name} declares no rows"))]  # fmt: skip
+            return [(quantity, invariance.unmeasured("skip", f"kernel {spec.name} declares no rows", float("nan")))]
         if quantity == invariance.RANK_COUNT:
             if spec.rows.ranks is None:
                 why = f"kernel {spec.name} splits no vocabulary"
-                return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=float("nan"),
-                                        verdict="skip", message=why))]  # fmt: skip
+                return [(quantity, invariance.unmeasured("skip", why, float("nan")))]
             return invariance.rank_count(lambda p: spec.run(fn, p), problem, outcome, spec.rows.ranks, spec.rows)
         batches = LAST if quantity == LAST_ROWS else BATCHES
         return invariance.batch_invariance(lambda p: spec.run(fn, p), problem, outcome, spec.rows,
                                            ours=provider.strict or provider.mutant, batches=batches,
                                            describe=_describe)  # fmt: skip
     except Exception as exc:  # a call that raises is an error row, the run goes on
-        return [(quantity, dict(metric="ulp_max", value=float("nan"), unit="", limit=0.0, verdict="error",
-                                message=_describe(exc)))]  # fmt: skip
+        return [(quantity, invariance.unmeasured("error", _describe(exc)))]
 
 
 def _promised(provider: Provider, problem):

@@ -83,6 +83,11 @@ def _row(name: str, distance: float, promised: bool, detail: str) -> tuple[str, 
     return name, dict(metric="ulp_max", value=distance, unit="ulp", limit=0.0, verdict=verdict, message=message)
 
 
+def unmeasured(verdict: str, message: str, limit: float = 0.0) -> dict:
+    """A same-row record's fields where no distance was measured: a skip, or a call that raised."""
+    return dict(metric="ulp_max", value=float("nan"), unit="", limit=limit, verdict=verdict, message=message)
+
+
 def _ulps(distance: float) -> str:
     return "a NaN or shape on one side only" if math.isinf(distance) else f"up to {distance:.0f} ulp"
 
@@ -117,9 +122,7 @@ def batch_invariance(run: Callable[[object], object], problem, first, rows: Rows
             if describe is None:
                 raise
             why = f"the {batch} batch raised: {describe(exc)}"
-            for name in (n for n in rows.per_row if n in first.values):
-                fields = dict(metric="ulp_max", value=float("nan"), unit="", limit=0.0, verdict="error", message=why)
-                out.append((f"{batch}:{name}", fields))
+            out += [(f"{batch}:{q}", unmeasured("error", why)) for q in rows.per_row if q in first.values]
             continue
         for name in rows.per_row:
             if name not in first.values:
