@@ -177,6 +177,17 @@ def to_frame(rows: list[Record]) -> pd.DataFrame:
     return pd.DataFrame([r.row() for r in rows], columns=columns_of(rows))
 
 
+RECORDS = "records.csv"
+
+
+def records_file(folder: Path) -> Path:
+    """A run folder's rows: records.csv, or records.csv.gz where the folder keeps them compressed
+    (committed runs and baselines past 150 kB, results/README.md); pandas reads either."""
+    plain = Path(folder) / RECORDS
+    packed = plain.with_name(RECORDS + ".gz")
+    return packed if packed.is_file() and not plain.is_file() else plain
+
+
 def read_records(path: Path) -> pd.DataFrame:
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 

@@ -15,7 +15,7 @@ import torch
 
 from ligerbench import tolerance
 from ligerbench.builtin import default_registry
-from ligerbench.records import Record, load_records
+from ligerbench.records import Record, load_records, records_file
 from ligerbench.testing import cases, run_provider
 from ligerbench.verify import diagnose
 from ligerbench.verify.engine import make_plan, run_plan
@@ -114,7 +114,7 @@ def test_a_planted_bug_only_strict_catches_and_one_both_catch():
 
 def test_records_without_the_yardstick_columns_still_load(tmp_path):
     """Runs written before the two verdicts (older baselines, examples) read as they were."""
-    old = pd.read_csv(BASELINES / "verify-ce-quick" / "records.csv").drop(columns=["careful", "textbook", "rule"])
+    old = pd.read_csv(records_file(BASELINES / "verify-ce-quick")).drop(columns=["careful", "textbook", "rule"])
     old.to_csv(tmp_path / "records.csv", index=False)
     records = load_records(tmp_path / "records.csv")
     assert {"careful", "textbook", "rule"} <= set(records.columns) and len(records) == len(old)

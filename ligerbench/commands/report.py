@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from ligerbench import runs
 from ligerbench.exits import ExitCode
+from ligerbench.records import records_file
 from ligerbench.report.build import Unreadable, build, verdict
 
 console = Console(stderr=True)
@@ -40,8 +41,8 @@ def report(
 
       ligerbench report results/<run-id> --json
     """
-    if not (run / "records.csv").is_file():
-        console.print(f"[bold red]report:[/] {escape(str(run))} has no records.csv: not a ligerbench run folder")
+    if not records_file(run).is_file():
+        console.print(f"[bold red]report:[/] {escape(str(run))} has no records.csv (or records.csv.gz): not a ligerbench run folder")
         return ExitCode.USAGE
     try:
         md, page, facts = build(run)

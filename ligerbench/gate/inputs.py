@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ligerbench import kexpr, runs
-from ligerbench.records import load_records
+from ligerbench.records import load_records, records_file
 
 MEASURED = "measured"  # bench's verdict for a real measurement; smoke rows say not_a_measurement
 CHECK = ["suite", "provider", "case", "quantity"]  # one check, in any run kind
@@ -36,11 +36,11 @@ def load(path: Path) -> Run:
     path = Path(path)
     if not path.is_dir():
         raise Unusable(f"{path} is not a folder (expected a run folder with records.csv and env.json)")
-    for name in ("records.csv", "env.json"):
-        if not (path / name).is_file():
-            raise Unusable(f"{path} has no {name}: not a ligerbench run folder")
+    for file in (records_file(path), path / "env.json"):
+        if not file.is_file():
+            raise Unusable(f"{path} has no {file.name}: not a ligerbench run folder")
     try:
-        records = load_records(path / "records.csv")
+        records = load_records(records_file(path))
         env = json.loads((path / "env.json").read_text())
     except (ValueError, KeyError, UnicodeDecodeError, pd.errors.ParserError) as exc:
         raise Unusable(f"{path}: cannot read its records or env.json ({exc})") from exc

@@ -24,7 +24,7 @@ import pandas as pd
 
 from ligerbench import runs
 from ligerbench.plotting import pyplot
-from ligerbench.records import load_records
+from ligerbench.records import load_records, records_file
 from ligerbench.verify import summary
 
 BENCH_METRICS = ("time_ms", "p20_ms", "p80_ms", "ratio_time_ms", "rate", "pct_ceiling", "extra_mib", "peak_mib")
@@ -46,7 +46,7 @@ class Unreadable(Exception):
 
 def _load(run: Path) -> tuple[pd.DataFrame, dict]:
     try:
-        df = load_records(run / "records.csv")
+        df = load_records(records_file(run))
         env_path = run / "env.json"
         env = json.loads(env_path.read_text()) if env_path.is_file() else {}
     except (KeyError, ValueError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:

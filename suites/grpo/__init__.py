@@ -48,10 +48,13 @@ SUITES = (
 )  # fmt: skip
 
 
-# same-row cases (suites/common/same_row.py): one small, the same at full sizes
+# same-row cases (suites/common/same_row.py): one small, the same at full sizes; and a k3 KL case,
+# the estimator Liger's GRPO losses take, so that its providers are measured too
 SAME_ROW_CASES = (
     "grpo/b4/t6/h16/v61/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",
     "grpo/b8/t1024/h4096/v128256/bf16/grpo/is-sequence/kl-k1/temp0.7/eps-asym",
+    "grpo/b4/t6/h16/v61/bf16/dr_grpo/kl-k3/temp1.0/eps-sym/split-accum2",
+    "grpo/b8/t1024/h4096/v128256/bf16/dr_grpo/kl-k3/temp1.0/eps-sym/split-accum2",
 )
 SAME_ROW = same_row_suites("grpo", SAME_ROW_CASES)
 
