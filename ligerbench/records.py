@@ -182,7 +182,7 @@ RECORDS = "records.csv"
 
 def records_file(folder: Path) -> Path:
     """A run folder's rows: records.csv, or records.csv.gz where the folder keeps them compressed
-    (committed runs and baselines past 150 kB, results/README.md); pandas reads either."""
+    (committed runs and baselines past 20 kB, results/README.md); pandas reads either."""
     plain = Path(folder) / RECORDS
     packed = plain.with_name(RECORDS + ".gz")
     return packed if packed.is_file() and not plain.is_file() else plain
