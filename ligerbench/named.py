@@ -74,13 +74,15 @@ def missing_evidence(df: pd.DataFrame, names: list[str], evidence: tuple[str, ..
         mine = df[df["provider"] == name] if len(df) else df
         if len(mine) and mine["verdict"].isin(evidence).any():
             continue
-        messages = list(dict.fromkeys(m for m in mine["message"].astype(str) if m)) if len(mine) else []
-        if not messages:
+        if not len(mine):
             out[name] = "no case of this selection ran it"
-        else:
-            more = f" (and {len(messages) - 3} other reasons)" if len(messages) > 3 else ""
-            what = "reported as info, never judged" if (mine["verdict"] == "info").any() else "skipped or errored"
-            out[name] = f"every case was {what}: {'; '.join(messages[:3])}{more}"
+            continue
+        messages = list(dict.fromkeys(m for m in mine["message"].astype(str) if m))
+        more = f" (and {len(messages) - 3} other reasons)" if len(messages) > 3 else ""
+        what = "reported as info, never judged" if (mine["verdict"] == "info").any() else "skipped or errored"
+        # rows with no message: figures no limit applies to (a same-row distance of 0 ulp, say)
+        why = "; ".join(messages[:3]) + more if messages else f"{len(mine)} rows, none with a limit"
+        out[name] = f"every case was {what}: {why}"
     return out
 
 

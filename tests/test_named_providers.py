@@ -281,3 +281,16 @@ def test_selftest_judges_kills_against_the_named_control(tmp_path, adhoc_file):
 def test_selftest_control_refusals(tmp_path, extra, code):
     result = runner.invoke(app, ["selftest", "--device", "cpu", "--out", str(tmp_path), *extra])
     assert result.exit_code == code, result.output
+
+
+def test_a_named_provider_reported_only_as_info_is_said_so_not_said_unrun():
+    import pandas as pd
+
+    from ligerbench.named import missing_evidence
+
+    rows = pd.DataFrame({"provider": ["ours", "eager", "eager"], "verdict": ["pass", "info", "info"],
+                         "message": ["", "", ""]})  # fmt: skip
+    assert missing_evidence(rows, ["ours", "eager", "liger"]) == {
+        "eager": "every case was reported as info, never judged: 2 rows, none with a limit",
+        "liger": "no case of this selection ran it",
+    }

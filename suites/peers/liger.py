@@ -65,8 +65,21 @@ def _flp_torch_path():
     return call
 
 
+def _cute_path() -> bool:
+    """Whether Liger's frontend takes its CuTe DSL path here: an SM90 GPU with nvidia-cutlass-dsl
+    importable (it checks both when called, and does not fall back by dtype)."""
+    import importlib.util
+
+    return (torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+            and importlib.util.find_spec("cutlass") is not None)  # fmt: skip
+
+
 def flp_supports(case: Case) -> str | None:
-    """What Liger-Kernel 0.8.5's fused NLL + entropy has no parameter for (it would be ignored)."""
+    """What Liger-Kernel 0.8.5's fused NLL + entropy has no parameter for (it would be ignored);
+    and on SM90 with nvidia-cutlass-dsl, the dtypes its CuTe DSL path refuses (TypeError "supports
+    BF16 input and weight only", measured on an H200 2026-11-28)."""
+    if case.dtype != "bf16" and _cute_path():
+        return "Liger's CuTe DSL path (its pick on SM90 with nvidia-cutlass-dsl) takes bf16 only"
     return refusal("Liger's fused NLL + entropy", lacking(case, "softcap", "logit_scale", "bias", "targets"))
 
 
