@@ -93,8 +93,9 @@ def test_audit_runs_only_the_librarys_providers_and_counts_them(fake):
 
     text = (fake / "audit-fakelib.md").read_text()
     assert str(fake / "audit-fakelib.md") in _said(result.output)
-    # provider | kernel | cases | passed | failed | errored | skipped | compared on
-    assert _row(text, "fake_good") == ["fake_good", "kl", "12", "12", "0", "0", "0", "fp32 6/6, bf16 6/6"]
+    # provider | kernel | cases | passed | failed | errored | skipped | compared on | deterministic | rows
+    # (the test kernel declares no same-row suites: nothing measured, "-")
+    assert _row(text, "fake_good") == ["fake_good", "kl", "12", "12", "0", "0", "0", "fp32 6/6, bf16 6/6", "-", "-"]
     # the planted mean: 2 dtypes x 2 kinds of logits under reduction mean
     assert _row(text, "fake_mean_bug")[:7] == ["fake_mean_bug", "kl", "12", "8", "4", "0", "0"]
     assert "other_peer" not in text and "torch_kl" not in text
@@ -120,7 +121,7 @@ def test_never_ran_on_a_dtype_whose_every_case_it_skipped(fake):
     result = _audit(fake, "FakeLib", *SMALL)  # any case
     assert result.exit_code == 0, result.output
     text = (fake / "audit-fakelib.md").read_text()
-    assert _row(text, "fake_fp32_only") == ["fake_fp32_only", "kl", "12", "6", "0", "0", "6", "fp32 6/6, bf16 0/6"]
+    assert _row(text, "fake_fp32_only")[:8] == ["fake_fp32_only", "kl", "12", "6", "0", "0", "6", "fp32 6/6, bf16 0/6"]
     section = text.split("### fake_fp32_only (kl)")[1].split("### ")[0]
     assert "- ran on: fp32 (6 of 6 cases)" in section
     assert "- never ran on bf16 (0 of its 6 cases compared)" in section
@@ -197,3 +198,18 @@ def test_every_failing_check_of_the_committed_audits_is_in_docs_peers():
             if audit.listed_in(passages, provider, quantity, library, names) is None:
                 missing.append(f"{kernel} {provider} {quantity} ({run.parent.parent.name})")
     assert seen > 0 and not missing, missing
+
+
+def test_the_same_row_columns_report_the_largest_distance_and_leave_out_summed_quantities():
+    rows = [  # suite, provider, quantity, value
+        ("determinism", "p", "loss", 0.0), ("determinism", "p", "grad_hidden", 0.0),
+        ("batch_invariance", "p", "alone:loss", 0.0), ("batch_invariance", "p", "smaller:grad_hidden", 3.0),
+        ("batch_invariance", "p", "position:grad_weight", 24000.0),  # summed over rows: left out
+        ("determinism", "q", "loss", 12.0), ("batch_invariance", "q", "alone:loss", float("inf")),
+        ("determinism", "r", "loss", float("nan")),  # a skip or an error: no distance
+    ]  # fmt: skip
+    frame = pd.DataFrame([dict(suite=a, provider=b, quantity=c, value=d, metric="ulp_max") for a, b, c, d in rows])
+    run = audit.KernelRun("k", ["p", "q", "r"], {}, [], frame, path=None, shared=("grad_weight",))
+    assert audit.same_row(run, "p") == ("yes", "no: up to 3 ulp")
+    assert audit.same_row(run, "q") == ("no: up to 12 ulp", "no: a NaN on one side")
+    assert audit.same_row(run, "r") == ("-", "-")

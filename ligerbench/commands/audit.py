@@ -130,6 +130,7 @@ def audit(
                 job.path,
                 incomplete=_incomplete(job.env),
                 known_as={p.name: doc_names(p) for p in plan.providers},
+                shared=_shared(registry, kernel),
             )  # fmt: skip
         )
         if status in (ExitCode.INTERRUPTED, ExitCode.TERMINATED):
@@ -271,6 +272,34 @@ class KernelRun:
     incomplete: str = ""  # why it did not complete ("" when it did)
     # provider -> (its library, the code names its description gives): how docs/peers.md may name it
     known_as: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    # quantities summed over every row (a weight's gradient: Rows.shared), which no provider keeps
+    # bit for bit over a reordered batch: left out of the batch-invariance column
+    shared: tuple[str, ...] = ()
+
+
+def same_row(run: KernelRun, provider: str) -> tuple[str, str]:
+    """The provider's determinism and batch invariance as the same-row suites measured them
+    (ligerbench/verify/invariance.py): "yes" (every distance 0 ulp), "no: up to N ulp", or "-"
+    where the run measured none (a suite not selected, every case skipped). Reported, never a
+    verdict: a peer is judged by what it promises (docs/checks.md)."""
+    df = run.frame
+    mine = df[(df["provider"] == provider) & (df["metric"] == "ulp_max")]
+    mine = mine[pd.to_numeric(mine["value"], errors="coerce").notna()]
+
+    def cell(rows: pd.DataFrame) -> str:
+        if rows.empty:
+            return "-"
+        worst = float(pd.to_numeric(rows["value"]).max())
+        return "yes" if worst == 0 else "no: a NaN on one side" if worst == float("inf") else f"no: up to {worst:.0f} ulp"
+
+    rows = mine[mine["suite"] == "batch_invariance"]
+    per_row = rows[~rows["quantity"].astype(str).str.split(":").str[-1].isin(run.shared)]
+    return cell(mine[mine["suite"] == "determinism"]), cell(per_row)
+
+
+def _shared(registry: Registry, kernel: str) -> tuple[str, ...]:
+    rows = registry.kernel(kernel).rows
+    return tuple(rows.shared) if rows is not None else ()
 
 
 def case_counts(df: pd.DataFrame, provider: str) -> dict[str, int]:
@@ -423,18 +452,21 @@ def audit_markdown(
     parts.append("\n".join(rows) + "\n")
     if left_out:
         parts.append("Not run:\n\n" + "\n".join(f"- {k}: {_cell(v)}" for k, v in left_out.items()) + "\n")
-    summary = ["| provider | kernel | cases | passed | failed | errored | skipped | compared on |",
-               "|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    summary = ["| provider | kernel | cases | passed | failed | errored | skipped | compared on | deterministic "
+               "| rows batch-invariant |", "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results:
         for p in r.providers:
             c = case_counts(r.frame, p)
             on = ", ".join(f"{d} {n}/{total}" for d, (n, total) in compared_by_dtype(r, p).items()) or "-"
+            det, rows_ = same_row(r, p)
             summary.append(f"| {p} | {r.kernel} | {c['cases']} | {c['passed']} | {c['failed']} | {c['errored']} | "
-                           f"{c['skipped']} | {on} |")  # fmt: skip
+                           f"{c['skipped']} | {on} | {det} | {rows_} |")  # fmt: skip
     parts.append(
         "A case counts once: errored if a check of it errored, else failed if one failed, else passed if one "
         'passed; skipped when every check of it was skipped. "Compared on": cases of each dtype compared '
-        "with the float64 truth, of the grid's.\n"
+        'with the float64 truth, of the grid\'s. "Deterministic" and "rows batch-invariant": the same-row '
+        "suites' largest distance in ulp (a second call on the same inputs; a row alone, moved, in a smaller "
+        'and a padded batch), reported, not judged: "-" where none was measured.\n'
     )
     parts.append("\n".join(summary) + "\n")
     if doc_text is None:
