@@ -66,6 +66,12 @@ class Rows:
     counted: Callable[[Any], torch.Tensor] | None = None
     # a vocabulary-parallel kernel's split, for the rank-count suite (Ranks); None: not split
     ranks: Ranks | None = None
+    # the dim a per-row quantity holds its rows on, where not 0 (a vocabulary-parallel outcome's
+    # whole quantities: one per rank on dim 0, the rows on dim 1); the counted tokens stay on 0
+    row_dims: tuple[tuple[str, int], ...] = ()
+
+    def row_dim(self, name: str) -> int:
+        return dict(self.row_dims).get(name, 0)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pytest
 import torch
 
 from ligerbench.problems import Outcome
@@ -114,3 +115,40 @@ def test_a_batch_that_raises_is_an_error_and_the_other_batches_are_still_measure
         pass
     else:
         raise AssertionError("the exception was swallowed")
+
+
+@dataclass
+class _VP:
+    """A vocab-parallel problem's shape: the global problem in `base`, a flat mesh of two ranks."""
+
+    base: _P
+    world: int = 2
+    mesh: object = None
+
+
+def _per_rank(fn):
+    # each rank returns the rows whole (stacked on dim 0, rows on dim 1) and its half of the
+    # gradient's columns (rows on dim 0), as the vocab-parallel kernels' outcomes hold them
+    def run(p: _VP) -> Outcome:
+        y = fn(p.base).values["y"]
+        return Outcome(values={"loss": torch.stack([y[:, 0], y[:, 0]]), "grad": y, "total": y.sum(0)})
+
+    return run
+
+
+def test_a_vocab_parallel_batch_is_cut_from_the_global_problem_and_compared_on_its_row_dims():
+    from ligerbench.suites.vp_ce.mesh import Mesh, vocab_parallel_rows
+
+    rows = vocab_parallel_rows(whole=("loss",), sharded=("grad", "total"), base=ROWS, sharded_rows=("grad",))
+    assert rows.per_row == ("loss", "grad") and rows.shared == ("total",) and rows.row_dim("loss") == 1
+    p = _VP(_P(torch.randn(6, 5)), mesh=Mesh(tp=2))
+    good = dict(batch_invariance(_per_rank(_rowwise), p, _per_rank(_rowwise)(p), rows, ours=False))
+    assert {n: f["value"] for n, f in good.items() if not n.endswith(":total")} == dict.fromkeys(
+        (f"{b}:{q}" for b in ("alone", "position", "smaller", "padded") for q in ("loss", "grad")), 0.0
+    )
+    bad = dict(batch_invariance(_per_rank(_tiled), p, _per_rank(_tiled)(p), rows, ours=False))
+    assert bad["alone:loss"]["value"] > 0 and bad["alone:grad"]["value"] > 0 and bad["position:loss"]["value"] == 0
+    # a mesh's replicas lie on dim 0: no batch is cut there (an error row, the run goes on)
+    with_replicas = _VP(p.base, mesh=Mesh(tp=2, dp=2))
+    with pytest.raises(ValueError, match="flat mesh"):
+        rows.take(with_replicas, torch.tensor([0]))

@@ -129,7 +129,8 @@ def batch_invariance(run: Callable[[object], object], problem, first, rows: Rows
                 continue
             mine = first.values[name]
             theirs = got.values.get(name)
-            expected = mine.index_select(0, index.to(mine.device)) if mine.dim() else mine
+            dim = rows.row_dim(name)
+            expected = mine.index_select(dim, index.to(mine.device)) if mine.dim() > dim else mine
             distance = ulp_distance(expected, theirs)
             detail = f"a row in the {batch} batch differs from the same row in the case's"
             out.append(_row(f"{batch}:{name}", distance, ours and name in rows.promised, detail))

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import Registry, Suite
+from ligerbench.suites.ce import KERNEL as CE
 from ligerbench.suites.ce import has_z_loss
 from ligerbench.suites.ce.grid import REDUCTION_VARIANTS
 from ligerbench.suites.common.registration import kernel_spec
@@ -89,7 +90,7 @@ KERNEL = kernel_spec(
     signature=spec.SIGNATURE,
     peer="gathered",
     bench=bench.SPEC,
-    rows=vocab_parallel_rows(whole=("loss", "z_loss"), sharded=("grad_logits",)),  # the rank-count suite's
+    rows=vocab_parallel_rows(whole=("loss", "z_loss"), sharded=("grad_logits",), base=CE.rows, sharded_rows=("grad_logits",)),
     applies={
         "z_loss": lambda c: has_z_loss(c) and not handed_gathered(c),
         "loss": lambda c: not handed_gathered(c),
@@ -134,7 +135,7 @@ RANK_COUNT_CASES = (
     "vp_ce/n16/v501/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
     "vp_ce/n1024/v32001/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
 )
-SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
+SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES, SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
+from ligerbench.suites.flce import KERNEL as FLCE
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce import head_masks
@@ -116,7 +117,7 @@ KERNEL = kernel_spec(
     peer="gathered",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias or case.logits in head_masks.KINDS},
     bench=bench.SPEC,
-    rows=vocab_parallel_rows(whole=("loss", "z_loss", "grad_hidden"), sharded=("grad_weight", "grad_bias")),
+    rows=vocab_parallel_rows(whole=("loss", "z_loss", "grad_hidden"), sharded=("grad_weight", "grad_bias"), base=FLCE.rows),
     **BACKWARD_COLLECTIVE,
 )
 
@@ -157,7 +158,7 @@ RANK_COUNT_CASES = (
     "vp_flce/n12/v257/h16/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
     "vp_flce/n4096/v32001/h1024/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
 )
-SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
+SAME_ROW = same_row_suites("vp_flce", SAME_ROW_CASES, SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 
 def register(registry: Registry) -> None:

@@ -15,6 +15,7 @@ beside verl's and Liger's tensor-parallel heads (suites/vp_flp/bench.py).
 from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
+from ligerbench.suites.flp import KERNEL as FLP
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
 from ligerbench.suites.vp_ce import head_masks
@@ -38,12 +39,14 @@ KERNEL = kernel_spec(
     peer="gathered",
     bench=bench.SPEC,
     applies={"grad_bias": lambda case: bool(case.bias) or case.logits in ("shifted", *head_masks.KINDS)},
-    # the rank-count suite's: the RL ratio of logp over the counted tokens
+    # the same-row suites' rows (the global problem's, cut as flp cuts them) and, for those and the
+    # rank-count suite, the RL ratio of logp over the counted tokens
     rows=vocab_parallel_rows(
         whole=("logp", "entropy", "grad_hidden"),
         sharded=("grad_weight", "grad_bias"),
         log_prob="logp",
         counted=lambda p: p.base.target != p.base.options["ignore_index"],
+        base=FLP.rows,
     ),
     **BACKWARD_COLLECTIVE,
 )
@@ -72,7 +75,7 @@ RANK_COUNT_CASES = (
     "vp_flp/n12/v257/h16/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w4",
     "vp_flp/n2048/v128256/h1024/bf16/t1.0/cap0.0/s1.0/k1/up-both/random/normal/w4",
 )
-SAME_ROW = same_row_suites("vp_flp", SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
+SAME_ROW = same_row_suites("vp_flp", SAME_ROW_CASES, SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
 
 
 def register(registry: Registry) -> None:
