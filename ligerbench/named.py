@@ -55,7 +55,7 @@ def require_loadable(registry: Registry, kernel: str, names: list[str], device_t
             error = dict(registry.plugin_errors).get(plugin, "")
             reasons[name] = f"{name} was claimed by plugin {plugin!r}, which failed to load ({error})"
             continue
-        reason = registry.provider(kernel, name).unavailable(device_type)
+        reason = registry.provider(kernel, name).unavailable(device_type, ranks_known=False)  # ranks start later
         if reason:
             reasons[name] = reason
     if reasons:

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch.distributed as dist
+
 from ligerbench.axes import Axis
 from ligerbench.cases import Case
 
@@ -92,6 +94,9 @@ class Provider:
     supports: Callable[[Case], str | None] = _always  # a reason it cannot run a case, or None
     mutant: bool = False  # a planted bug, run only when asked for by name (or by selftest)
     bench_only: bool = False  # a bench setting of another provider, not verified
+    # a collective peer that needs a process group of its own (a DTensor mesh over it): simulated
+    # ranks (one process) cannot run it, and it is unavailable there, with that reason
+    real_ranks: bool = False
     # Mutants only: the slices of the case grid where the bug shows, each a dict of Case field ->
     # value or tuple of values, e.g. {"reduction": "none", "ignore_pattern": "leading_run"}.
     # selftest runs the mutant on these cases alone (the whole grid would not fit CI); none
@@ -132,9 +137,13 @@ class Provider:
     def lineage(self) -> str:
         return self.family or self.name
 
-    def unavailable(self, device_type: str) -> str | None:
+    def unavailable(self, device_type: str, *, ranks_known: bool = True) -> str | None:
+        """Why this provider cannot run here, or None. `ranks_known=False`: asked before any rank
+        started (a command checking the names it was given), so real ranks are not judged yet."""
         if device_type not in self.devices:
             return f"{self.name} runs on {', '.join(self.devices)} only"
+        if self.real_ranks and ranks_known and not (dist.is_available() and dist.is_initialized()):
+            return f"{self.name} needs real ranks (--nproc N), not ranks simulated in one process"
         try:
             self.load()
         except ImportError as exc:

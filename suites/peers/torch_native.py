@@ -110,6 +110,35 @@ def chunked_supports(case: Case) -> str | None:
     return None
 
 
+def _loss_parallel():
+    from torch.distributed.tensor.parallel import loss_parallel  # noqa: F401 -- absent: unavailable, said
+
+    from ligerbench.suites.vp_ce.bench import loss_parallel_shard
+
+    return loss_parallel_shard
+
+
+def loss_parallel_supports(case: Case) -> str | None:
+    """What loss_parallel() (torch.distributed.tensor.parallel) refuses or has no parameter for: its
+    docstring's label smoothing "currently not supported"; softcap, z-loss, per-token weights; class
+    weights (it takes them replicated, the contract hands a shard); shards that torch.chunk would
+    not make (V divisible by the ranks); the whole logits handed to every rank."""
+    opts = OPTIONS[case.option]
+    missing = [what for key, what in _LP_LACKS.items() if opts.get(key)]
+    if missing:
+        return f"loss_parallel has no parameter for: {', '.join(missing)}"
+    if case.world and case.v % case.world:
+        return f"loss_parallel needs V divisible by the ranks (V={case.v} over {case.world}); ours runs uneven shards"
+    if case.get("handed", "shards") != "shards":
+        return "loss_parallel takes each rank's shard as a DTensor: a rank handed the whole logits is another call"
+    if case.get("mesh", "flat") != "flat":
+        return "loss_parallel is called here on the tensor-parallel group's own one-dimensional mesh only"
+    return None
+
+
+_LP_LACKS = {"label_smoothing": "label smoothing", "class_weight": "class weights (a shard)",
+             **_LACKS}  # fmt: skip
+
 PROMISED = {"promise": flce_promise, "promise_quote": PROMISE}
 PROVIDERS = (
     Provider(name="torch_native", kernel="flce", **PEER, **PROMISED, load=_flce, supports=flce_supports,
@@ -118,4 +147,7 @@ PROVIDERS = (
     Provider(name="torch_native_chunked", kernel="flce", **PEER, **PROMISED, load=_chunked, supports=chunked_supports,
              description="torch.nn.functional.linear_cross_entropy with options=LinearCrossEntropyOptions() "
              "(its chunked path)"),
+    Provider(name="loss_parallel", kernel="vp_ce", **PEER, load=_loss_parallel, supports=loss_parallel_supports,
+             real_ranks=True, description="PyTorch loss_parallel(): F.cross_entropy on the shard as a DTensor "
+             "Shard(-1) over the group's one-dimensional mesh, forward and backward inside the context"),
 )  # fmt: skip

@@ -128,6 +128,11 @@ SAME_ROW_CASES = (
     "vp_ce/n16/v501/bf16/none/up-ones/none/plain/normal/w2/targets-random",
     "vp_ce/n1024/v32001/bf16/none/up-ones/none/plain/normal/w2/targets-random",
 )
+# an even vocabulary too, so that PyTorch's loss_parallel (shards as torch.chunk makes them) is measured
+EVEN_CASES = (
+    "vp_ce/n16/v500/bf16/none/up-ones/random_10/plain/normal/w2/targets-random",
+    "vp_ce/n1024/v32000/bf16/none/up-ones/random_10/plain/normal/w2/targets-random",
+)
 # rank count (ligerbench/rowwise.py, Ranks): the same-row cases over 1 rank too, and a 4-rank case over 1 and 2
 # (quick, and at the full grid's sizes)
 RANK_COUNT_CASES = (
@@ -135,7 +140,8 @@ RANK_COUNT_CASES = (
     "vp_ce/n16/v501/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
     "vp_ce/n1024/v32001/bf16/none/up-random/leading_run/plain/normal/w4/targets-random",
 )
-SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES, SAME_ROW_CASES, rank_count=RANK_COUNT_CASES)
+SAME_ROW = same_row_suites("vp_ce", SAME_ROW_CASES + EVEN_CASES, SAME_ROW_CASES + EVEN_CASES,
+                           rank_count=RANK_COUNT_CASES)  # fmt: skip
 
 
 def register(registry: Registry) -> None:

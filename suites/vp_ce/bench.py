@@ -218,24 +218,18 @@ class _LossParallel(torch.autograd.Function):
         return x.grad, None, None, None, None, None
 
 
-def _loss_parallel(logits_shard, target, *, group, ignore_index, reduction, label_smoothing):
-    return _LossParallel.apply(logits_shard, target, group, ignore_index, reduction, label_smoothing)
+def loss_parallel_shard(logits_shard, target, *, group, ignore_index, reduction, label_smoothing=0.0,
+                        vocab_start=None, class_weight_shard=None, softcap=None, z_loss_scale=0.0,
+                        token_weight=None):  # fmt: skip
+    """PyTorch's loss_parallel() called with vp_ce's contract (suites/vp_ce/spec.py). `vocab_start`
+    is implied by the shard's place (DTensor's Shard splits like torch.chunk: even shards only);
+    the options it has no parameter for are refused, never dropped (its `supports` skips them)."""
+    if class_weight_shard is not None or softcap or z_loss_scale or token_weight is not None or label_smoothing:
+        raise ValueError("loss_parallel has no class weights, softcap, z-loss, per-token weights or label smoothing")
+    return _LossParallel.apply(logits_shard, target, group, ignore_index, reduction, 0.0)
 
 
-def _load_loss_parallel():
-    from torch.distributed.tensor.parallel import loss_parallel  # noqa: F401 -- unavailable: skipped
-
-    return _loss_parallel
-
-
-VARIANTS = (
-    even_shards_peer(
-        "loss_parallel",
-        "vp_ce",
-        "PyTorch loss_parallel(): F.cross_entropy on a DTensor sharded on the vocab dim",
-        _load_loss_parallel,
-    ),
-)
+VARIANTS = ()  # PyTorch's loss_parallel is a peer of vp_ce in verify and bench: suites/peers/torch_native.py
 
 SOURCE = f"{design_target('vp_ce')}: vocab-parallel CE at N=8192, V=128256, bf16, 2 ranks"
 # the kernel's bench, spelled out as data: alike in shape across kernels, its own in every value

@@ -46,8 +46,8 @@ from ligerbench.suites.common import bench_shapes
 from ligerbench.suites.flce.bench import MATMULS
 from ligerbench.suites.peers.tensor_parallel import summed_over_group
 from ligerbench.suites.vp_ce.bench import (
-    _load_loss_parallel,
     even_shards_peer,
+    loss_parallel_shard,
     rank_shard,
     tiled_head,
     unsplit,
@@ -106,7 +106,9 @@ def _load_single_gpu():
 
 
 def _load_loss_parallel_head():
-    cross_entropy = _load_loss_parallel()
+    from torch.distributed.tensor.parallel import loss_parallel  # noqa: F401 -- unavailable: skipped
+
+    cross_entropy = loss_parallel_shard
 
     def loss_parallel_head(hidden, weight_shard, target, *, group, ignore_index, reduction, label_smoothing):
         logits_shard = summed_over_group(hidden, group) @ weight_shard.t()
