@@ -75,9 +75,10 @@ def _skip_dropped_overflow_checks(it) -> None:
     `options.debug` is set (never, in Triton's interpreter: `InterpreterOptions()`). The check
     changes no value and cannot raise on its way, so without debug it is skipped: 23% of the
     CPU time of the flce verify (our kernels' offsets and indices are int32). With debug set it
-    runs as before. Only the interpreter's own semantic object gets the attribute."""
+    runs as before. Only the interpreter's own semantic object gets the attribute, and only when
+    this Triton's `device_assert` is seen to drop a false condition without debug."""
     semantic = getattr(it, "interpreter_semantic", None)
-    if not hasattr(getattr(semantic, "builder", None), "options"):
+    if not hasattr(getattr(semantic, "builder", None), "options") or not _drops_asserts_without_debug(it, semantic):
         return
 
     def make(check):
@@ -92,6 +93,16 @@ def _skip_dropped_overflow_checks(it) -> None:
     _replace(semantic, "binary_op_sanitize_overflow_impl", make)
 
 
+def _drops_asserts_without_debug(it, semantic) -> bool:
+    try:
+        import numpy as np
+
+        false = it.tl.core.tensor(it.TensorHandle(np.zeros(1, dtype=bool), it.tl.int1), it.tl.int1)
+        return not semantic.builder.options.debug and semantic.device_assert(false, "probe", None) is None
+    except Exception:  # another Triton: keep its own check
+        return False
+
+
 def _reuse_block_shapes(core) -> None:
     """Build each block shape's Triton objects once, not for every block type and tensor.
 
@@ -103,10 +114,13 @@ def _reuse_block_shapes(core) -> None:
     kernel's arguments, never a shape), so a shape of plain ints met before gets the same shape
     tuple, numel and text, and a tensor of such a block type a fresh tuple of the same
     constexprs and tuple type. A shape of anything but ints (constexprs, bools, an empty or an
-    invalid shape: Triton raises) and a type built another way take Triton's own code."""
+    invalid shape: Triton raises) and a type built another way take Triton's own code. Installed
+    only where Triton builds these objects with exactly the attributes set here."""
     block_type, tensor = getattr(core, "block_type", None), getattr(core, "tensor", None)
-    names = ("tuple", "tuple_type", "constexpr", "_type_for_tuple_values")
+    names = ("tuple", "tuple_type", "constexpr", "_type_for_tuple_values", "float32")
     if block_type is None or tensor is None or not all(hasattr(core, n) for n in names):
+        return
+    if not _built_as_expected(core):
         return
     tl_tuple, constexpr = core.tuple, core.constexpr
     shapes: dict[builtins.tuple, tuple] = {}  # ints -> (shape tuple, numel, text)
@@ -154,6 +168,23 @@ def _reuse_block_shapes(core) -> None:
     _replace(tensor, "__init__", make_tensor_init)
 
 
+def _built_as_expected(core) -> bool:
+    """Whether Triton's own block type and tensor have the attributes `_reuse_block_shapes` sets."""
+    try:
+        block = core.block_type(core.float32, [2, 4])
+        t = core.tensor(None, block)
+    except Exception:
+        return False
+    return (
+        set(vars(block)) == {"element_ty", "shape", "numel", "name"}
+        and type(block.shape) is core.tuple
+        and block.name == f"<{block.shape}, {block.element_ty}>"
+        and set(vars(t)) == {"handle", "shape", "numel", "type", "dtype"}
+        and type(t.shape) is core.tuple
+        and all(type(d) is core.constexpr for d in t.shape)
+    )
+
+
 def _same_shape_needs_no_broadcast(it) -> None:
     """Return two blocks of one shape as they are, without Triton's walk over their shapes.
 
@@ -197,7 +228,7 @@ def _same_type_needs_no_promotion(it) -> None:
         return
     kept = {tl.int1, tl.int8, tl.int16, tl.int32, tl.int64, tl.uint8, tl.uint16, tl.uint32, tl.uint64,
             tl.float32, tl.float64}  # fmt: skip
-    kept = {id(t): t for t in kept}  # by identity: a type object equal by name takes Triton's path
+    kept = {id(t): t for t in kept if _promotes_to_itself(semantic, tensor, t)}  # by identity
 
     def make(own):
         @functools.wraps(own)
@@ -210,3 +241,13 @@ def _same_type_needs_no_promotion(it) -> None:
         return type_checking
 
     _replace(semantic, "binary_op_type_checking_impl", make)
+
+
+def _promotes_to_itself(semantic, tensor, dtype) -> bool:
+    """Whether this Triton computes two `dtype` tensors in `dtype` and casts one to it unchanged."""
+    try:
+        same = all(semantic.computation_type_impl(dtype, False, dtype, False, d) is dtype for d in (False, True))
+        value = tensor(None, dtype)
+        return same and semantic.cast(value, dtype) is value
+    except Exception:
+        return False
