@@ -33,6 +33,8 @@ import sys
 
 import torch
 
+from . import interpreter_fast_paths
+
 _STDLIB = ("triton.language.standard", "triton.language.random")
 _locked: str | None = None  # the mode our kernels were decorated in, once they were
 
@@ -59,6 +61,7 @@ def decide(interpret: bool | None = None, *, lock: bool = False) -> str:
         _redecorate_stdlib()
         _skip_repeated_patches()
         _cache_np_dtypes()
+        interpreter_fast_paths.install()
     if lock:
         _locked = want
     return want

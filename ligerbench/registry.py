@@ -253,6 +253,7 @@ class Registry:
     def suites_for(self, kernel: str) -> list[Suite]:
         return [s for s in self.suites.values() if s.kernel == kernel]
 
-    def cases_of(self, suite: Suite, preset: str, device_type: str) -> list[Case]:
-        cases = self.kernels[suite.kernel].grid(preset, device_type)
+    def cases_of(self, suite: Suite, preset: str, device_type: str, grid: list[Case] | None = None) -> list[Case]:
+        """The suite's cases of its kernel's grid (`grid`: that grid, already built by the caller)."""
+        cases = self.kernels[suite.kernel].grid(preset, device_type) if grid is None else grid
         return [c for c in cases if suite.select is None or suite.select(c)]

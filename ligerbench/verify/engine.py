@@ -60,8 +60,10 @@ def make_plan(
     spec = registry.kernels[kernel]
     cases: dict[str, Case] = {}
     suites_of_case: dict[str, list[str]] = {}
+    # the kernel's grid built once for all its suites (a selftest makes a plan per planted bug)
+    grid = spec.grid(preset, device_type) if chosen_suites else []
     for suite in chosen_suites:
-        for case in registry.cases_of(suite, preset, device_type):
+        for case in registry.cases_of(suite, preset, device_type, grid):
             # a suite none of whose quantities applies to the case has nothing to run there: with
             # `--suite` narrowing the run, such a case would form its float64 truth and write no row
             if case_filter(case) and _quantities_for(spec, suite, case):
