@@ -95,7 +95,8 @@ def _venv_seeing_this_environment(venv: Path) -> Path:
     from a venv, it exposes the base interpreter's site-packages, which may hold none of them. The
     paths go in as plain lines of a .pth file, so that environment's own .pth hooks (an editable
     ligerbench among them) do not run: what the venv imports of ours is what was installed in it."""
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    # no pip of its own (ensurepip takes seconds): pip runs from this environment, `--python` the venv's
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     py = venv / "bin" / "python"
     done = subprocess.run(
         [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -113,15 +114,15 @@ def _venv_seeing_this_environment(venv: Path) -> Path:
 @pytest.mark.interpreter
 def test_install_beside_a_distribution_that_owns_kernels(tmp_path):
     py = _venv_seeing_this_environment(tmp_path / "venv")
-    pip = [str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
+    in_venv = [sys.executable, "-m", "pip", "--python", str(py)]
+    pip = [*in_venv, "install", "-q", "--no-deps", "--no-build-isolation", "--no-index"]
 
     def run(*args):
         done = subprocess.run(args, capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
 
-    # the venv's own setuptools (ensurepip's) may predate PEP 660 and lack bdist_wheel; build with
-    # this environment's, which the dev extra pins (setuptools>=70.1 builds wheels by itself)
-    run(str(py), "-m", "pip", "uninstall", "-y", "-q", "setuptools")
+    # the venv has no setuptools of its own: it builds with this environment's, which the dev extra
+    # pins (setuptools>=70.1 builds wheels by itself)
     run(*pip, str(_stand_in_hub(tmp_path / "hub")))
     ours = _our_source(tmp_path / "ours")
     site = tmp_path / "elsewhere"  # not the checkout: imports must come from the environment
@@ -132,7 +133,7 @@ def test_install_beside_a_distribution_that_owns_kernels(tmp_path):
         done = _python(BOTH_IMPORT + RUN_OUR_KERNEL, python=py, cwd=site, env=CPU)
         assert done.returncode == 0, (editable, done.stderr[-3000:])
         assert "ours ok" in done.stdout
-        run(str(py), "-m", "pip", "uninstall", "-y", "-q", "ligerbench")
+        run(*in_venv, "uninstall", "-y", "-q", "ligerbench")
         # uninstalling ours leaves theirs whole
         done = _python("import kernels; assert kernels.OWNER == 'the other distribution'", python=py, cwd=site)
         assert done.returncode == 0, (editable, done.stderr[-2000:])
