@@ -20,7 +20,7 @@ CONVERGE = sorted(p for p in RUNS.glob("converge-*") if p.is_dir())
 
 def _records(run: Path) -> list[dict]:
     plain, packed = run / "records.csv", run / "records.csv.gz"
-    with (plain.open() if plain.exists() else gzip.open(packed, "rt")) as f:
+    with plain.open() if plain.exists() else gzip.open(packed, "rt") as f:
         return list(csv.DictReader(f))
 
 

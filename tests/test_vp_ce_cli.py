@@ -41,7 +41,14 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     assert result.exit_code == 0, result.output
     records, planned = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_ce")
     ours = records[records["provider"] == "ours"]
-    assert set(ours["suite"]) == {"correctness", "gradients", "contracts", "determinism", "batch_invariance", "rank_count"}
+    assert set(ours["suite"]) == {
+        "correctness",
+        "gradients",
+        "contracts",
+        "determinism",
+        "batch_invariance",
+        "rank_count",
+    }
     # over real ranks determinism is reported (info), not promised; so is the rank count
     judged = ours[~ours["suite"].isin(["determinism", "batch_invariance", "rank_count"])]
     assert (judged["verdict"] == "pass").all() and len(judged) >= 3 * len(planned)

@@ -29,7 +29,14 @@ def test_verify_on_two_real_gloo_ranks_passes(tmp_path):
     result, payload = _verify(tmp_path, "--nproc", "2", "--provider", "ours")
     assert result.exit_code == 0, result.output
     records, _ = two_gloo_ranks_records(tmp_path / payload["run_id"], "vp_flce")
-    assert set(records["suite"]) == {"correctness", "gradients", "contracts", "determinism", "batch_invariance", "rank_count"}
+    assert set(records["suite"]) == {
+        "correctness",
+        "gradients",
+        "contracts",
+        "determinism",
+        "batch_invariance",
+        "rank_count",
+    }
     assert {"grad_hidden", "grad_weight", "grad_bias", "loss", "z_loss"} <= set(records["quantity"])
     # over real ranks determinism is reported (info), not promised; so is the rank count (2 ranks vs 1)
     judged = records[~records["suite"].isin(["determinism", "batch_invariance", "rank_count"])]

@@ -290,7 +290,9 @@ def same_row(run: KernelRun, provider: str) -> tuple[str, str]:
         if rows.empty:
             return "-"
         worst = float(pd.to_numeric(rows["value"]).max())
-        return "yes" if worst == 0 else "no: a NaN on one side" if worst == float("inf") else f"no: up to {worst:.0f} ulp"
+        return (
+            "yes" if worst == 0 else "no: a NaN on one side" if worst == float("inf") else f"no: up to {worst:.0f} ulp"
+        )
 
     rows = mine[mine["suite"] == "batch_invariance"]
     per_row = rows[~rows["quantity"].astype(str).str.split(":").str[-1].isin(run.shared)]

@@ -42,7 +42,10 @@ def report(
       ligerbench report results/<run-id> --json
     """
     if not records_file(run).is_file():
-        console.print(f"[bold red]report:[/] {escape(str(run))} has no records.csv (or records.csv.gz): not a ligerbench run folder")
+        console.print(
+            f"[bold red]report:[/] {escape(str(run))} has no records.csv (or records.csv.gz): "
+            "not a ligerbench run folder"
+        )
         return ExitCode.USAGE
     try:
         md, page, facts = build(run)

@@ -18,7 +18,7 @@ import pandas as pd
 from rich.console import Console
 
 from ligerbench import runs, skipped, tables
-from ligerbench.converge.checker import INFO_METRIC, ConvergeCase
+from ligerbench.converge.checker import ConvergeCase
 from ligerbench.converge.models import Preset
 from ligerbench.converge.plot import loss_curves_png
 from ligerbench.distributed import jobs, launch
@@ -153,7 +153,7 @@ def report(df: pd.DataFrame, path: Path, env: dict, *, title: str) -> tuple[str,
     lines = [f"# {title}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     rows, styles = [], []
     for _, r in df.iterrows():
-        verdict = r["verdict"] if r["metric"] != INFO_METRIC else "info"
+        verdict = r["verdict"]  # the Checker records a reported-only row as `info` itself
         cells = [r["case"], r["quantity"], _fmt(r["value"]), _fmt(r["limit"]), verdict, str(r["message"])]
         lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
         rows.append(cells)

@@ -127,8 +127,11 @@ def loss_parallel_supports(case: Case) -> str | None:
     missing = [what for key, what in _LP_LACKS.items() if opts.get(key)]
     if missing:
         return f"loss_parallel has no parameter for: {', '.join(missing)}"
-    if case.world and case.v % case.world:
-        return f"loss_parallel needs V divisible by the ranks (V={case.v} over {case.world}); ours runs uneven shards"
+    from ligerbench.suites.vp_ce.bench import even_shards
+
+    uneven = even_shards(case)
+    if uneven:
+        return f"loss_parallel {uneven}"
     if case.get("handed", "shards") != "shards":
         return "loss_parallel takes each rank's shard as a DTensor: a rank handed the whole logits is another call"
     if case.get("mesh", "flat") != "flat":

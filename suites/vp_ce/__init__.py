@@ -90,7 +90,9 @@ KERNEL = kernel_spec(
     signature=spec.SIGNATURE,
     peer="gathered",
     bench=bench.SPEC,
-    rows=vocab_parallel_rows(whole=("loss", "z_loss"), sharded=("grad_logits",), base=CE.rows, sharded_rows=("grad_logits",)),
+    rows=vocab_parallel_rows(
+        whole=("loss", "z_loss"), sharded=("grad_logits",), base=CE.rows, sharded_rows=("grad_logits",)
+    ),
     applies={
         "z_loss": lambda c: has_z_loss(c) and not handed_gathered(c),
         "loss": lambda c: not handed_gathered(c),

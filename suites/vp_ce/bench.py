@@ -161,7 +161,7 @@ def _points(sweep: str, dtype: str, tokens: int | None, smoke: bool) -> list[Swe
     return [SweepPoint(str(v), float(v), base.replace(n=n, v=v)) for v in (SMOKE_VOCABS if smoke else VOCABS)]
 
 
-def _even_shards(case: Case) -> str | None:
+def even_shards(case: Case) -> str | None:
     if case.world and case.v % case.world:
         return f"needs V divisible by the ranks (V={case.v} over {case.world} ranks); ours runs uneven shards"
     return None
@@ -171,9 +171,7 @@ def even_shards_peer(name: str, kernel: str, description: str, load: Callable[[]
     """A bench-only peer of a vocab-parallel kernel that runs only where V splits evenly over the
     ranks: DTensor's Shard splits like torch.chunk (our shards like tensor_split), and a whole head
     tiled from this rank's shard (tiled_head) is world copies of it."""
-    return Provider(
-        name=name, kernel=kernel, description=description, bench_only=True, load=load, supports=_even_shards
-    )
+    return Provider(name=name, kernel=kernel, description=description, bench_only=True, load=load, supports=even_shards)
 
 
 # ----------------------------------------------------------------------------- PyTorch loss_parallel

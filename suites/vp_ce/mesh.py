@@ -259,20 +259,16 @@ def split_again(problem, count: int):
     return dataclasses.replace(problem, world=count, mesh=Mesh(tp=count, dp=procs // count))
 
 
-def vocab_parallel_rows(whole: tuple[str, ...], sharded: tuple[str, ...], *, log_prob: str = "", counted=None,
-                        base=None, sharded_rows: tuple[str, ...] = ()):  # fmt: skip
+def vocab_parallel_rows(whole: tuple[str, ...], sharded: tuple[str, ...], *, base, log_prob: str = "", counted=None,
+                        sharded_rows: tuple[str, ...] = ()):  # fmt: skip
     """The Rows (ligerbench/rowwise.py) of a vocab-parallel kernel: the split over another number of
-    ranks (Ranks) and, given `base` (the single-GPU kernel's Rows, whose problem is the global
-    one, `problem.base`), the batch of rows cut from the global problem as `base` cuts it. Its
-    per-row quantities: every `whole` one (one per rank on dim 0, the rows on dim 1) and the
-    `sharded_rows` (a gradient of the logits: the rows on dim 0, the shards put back together on
-    dim 1); every other `sharded` one is summed over the rows (a weight's gradient). A flat mesh's
-    problem only: on a mesh the replicas lie one after another on dim 0. No row is promised bit for
-    bit (collectives: docs/checks.md), so every distance is reported as info."""
+    ranks (Ranks), and the batch of rows cut from the global problem (`problem.base`) as `base`,
+    the single-GPU kernel's Rows, cuts it. Its per-row quantities: every `whole` one (one per rank
+    on dim 0, the rows on dim 1) and the `sharded_rows` (a gradient of the logits: the rows on dim
+    0, the shards put back together on dim 1); every other `sharded` one is summed over the rows (a
+    weight's gradient). A flat mesh's problem only: on a mesh the replicas lie one after another on
+    dim 0. No row is promised bit for bit (collectives: docs/checks.md), so every distance is info."""
     from ligerbench.rowwise import Ranks, Rows
-
-    def no_rows(problem, index=None):
-        raise NotImplementedError("a vocab-parallel outcome holds a rank per row of dim 0: no batch of rows is cut")
 
     def take(problem, index):
         if problem.mesh.dp != 1:
@@ -281,8 +277,6 @@ def vocab_parallel_rows(whole: tuple[str, ...], sharded: tuple[str, ...], *, log
 
     ranks = Ranks(split=split_again, replicas=lambda p: p.mesh.dp, world=lambda p: p.world, whole=whole,
                   sharded=sharded)  # fmt: skip
-    if base is None:
-        return Rows(take=no_rows, count=no_rows, per_row=(), log_prob=log_prob, counted=counted, ranks=ranks)
     return Rows(take=take, count=lambda p: base.count(p.base), per_row=(*whole, *sharded_rows), log_prob=log_prob,
                 counted=counted, ranks=ranks, shared=tuple(q for q in sharded if q not in sharded_rows),
                 row_dims=tuple((q, 1) for q in whole))  # fmt: skip

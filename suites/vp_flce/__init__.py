@@ -32,9 +32,9 @@ from __future__ import annotations
 from ligerbench.cases import IGNORE_PATTERNS, OPTIONS, Case
 from ligerbench.registry import Registry, Suite
 from ligerbench.suites.ce import has_z_loss
-from ligerbench.suites.flce import KERNEL as FLCE
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
+from ligerbench.suites.flce import KERNEL as FLCE
 from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, parallel_core, procs_of, vocab_parallel_rows
 from ligerbench.suites.vp_flce import axes, bench, mutants, providers, spec
@@ -117,7 +117,9 @@ KERNEL = kernel_spec(
     peer="gathered",
     applies={"z_loss": has_z_loss, "grad_bias": lambda case: case.bias or case.logits in head_masks.KINDS},
     bench=bench.SPEC,
-    rows=vocab_parallel_rows(whole=("loss", "z_loss", "grad_hidden"), sharded=("grad_weight", "grad_bias"), base=FLCE.rows),
+    rows=vocab_parallel_rows(
+        whole=("loss", "z_loss", "grad_hidden"), sharded=("grad_weight", "grad_bias"), base=FLCE.rows
+    ),
     **BACKWARD_COLLECTIVE,
 )
 

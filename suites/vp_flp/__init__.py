@@ -15,9 +15,9 @@ beside verl's and Liger's tensor-parallel heads (suites/vp_flp/bench.py).
 from __future__ import annotations
 
 from ligerbench.registry import Registry, Suite
-from ligerbench.suites.flp import KERNEL as FLP
 from ligerbench.suites.common.registration import kernel_spec
 from ligerbench.suites.common.same_row import same_row_suites
+from ligerbench.suites.flp import KERNEL as FLP
 from ligerbench.suites.vp_ce import head_masks
 from ligerbench.suites.vp_ce.mesh import BACKWARD_COLLECTIVE, procs_of, vocab_parallel_rows
 from ligerbench.suites.vp_flp import axes, bench, mutants, providers, spec
