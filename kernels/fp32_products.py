@@ -57,10 +57,6 @@ def logits_fp32(h_c: torch.Tensor, w: torch.Tensor, b32: torch.Tensor | None, ou
         out += b32
 
 
-def bytes_per_logit(dtype: torch.dtype) -> int:
-    return 4 if dtype == torch.float32 else 4 + torch.finfo(dtype).bits // 8
-
-
 # Bytes per logit of a chunk whose 16-bit gradient is written into its float32 logits' storage
 # (grad_over_logits): the float32 logit alone.
 SHARED_LOGIT_BYTES = 4
@@ -93,10 +89,3 @@ def grad_under_logits(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         return logits
     rows, v = logits.shape
     return logits.view(dtype).view(rows, 2 * v)[:, :v]
-
-
-def chunk_buffers(n_elements: int, dtype: torch.dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Flat storage for one chunk's float32 logits and their gradient (in the inputs' dtype;
-    the logits' own storage for float32 inputs: the kernel overwrites each block after reading it)."""
-    buf = torch.empty(n_elements, dtype=torch.float32, device=device)
-    return buf, buf if dtype == torch.float32 else torch.empty(n_elements, dtype=dtype, device=device)

@@ -62,9 +62,12 @@ def _store_row_stats(x_row, out, lt, own, m, s_o, gap, w_ptr, cap, SOFTCAP: tl.c
 @device_function
 def _write_row_grad(x_row, g_row, t_here, V, m, log_s, a, g_y, scale, w_ptr, eps_v, cap, BLOCK_V: tl.constexpr,
                     SOFTCAP: tl.constexpr, SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr,
-                    ROUND_BY_HAND: tl.constexpr):  # fmt: skip
+                    ROUND_BY_HAND: tl.constexpr, SYNC: tl.constexpr):  # fmt: skip
     """One read of a row, one write of its gradient: (p_j * a - eps_v * w_j, or g_y at the
-    target) * scale, times the softcap's slope."""
+    target) * scale, times the softcap's slope. The row is walked from its first block, so a
+    16-bit gradient may lie under float32 logits (fp32_products.grad_under_logits) with SYNC: a
+    barrier before each block's store, since a warp ahead would otherwise store over logits a
+    warp behind has yet to load (docs/bugs.md, bug 9)."""
     offs = tl.arange(0, BLOCK_V)
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
@@ -81,6 +84,8 @@ def _write_row_grad(x_row, g_row, t_here, V, m, log_s, a, g_y, scale, w_ptr, eps
         g = tl.where(cols == t_here, g_y, g) * scale
         if SOFTCAP:
             g = g * dx
+        if SYNC:
+            tl.debug_barrier()
         tl.store(g_row + cols, to_store(g, g_row.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
 
 
@@ -115,7 +120,7 @@ def _grad_kernel(
     eps_v_ptr,  # [1] float32: label smoothing / global V (read only if SMOOTH)
     V, cap,
     BLOCK_V: tl.constexpr, SOFTCAP: tl.constexpr, SMOOTH: tl.constexpr, HAS_CLASS_W: tl.constexpr,
-    ROUND_BY_HAND: tl.constexpr,
+    ROUND_BY_HAND: tl.constexpr, SYNC: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
@@ -129,7 +134,7 @@ def _grad_kernel(
         _write_row_grad(
             x_row, g_row, t_here, V, tl.load(m_ptr + row), tl.load(log_s_ptr + row), tl.load(a_ptr + row),
             tl.load(gy_ptr + row), tl.load(scale_ptr + row), w_ptr, eps_v, cap, BLOCK_V, SOFTCAP, SMOOTH,
-            HAS_CLASS_W, ROUND_BY_HAND,
+            HAS_CLASS_W, ROUND_BY_HAND, SYNC,
         )  # fmt: skip
     else:
         _zero_row(g_row, V, g_ptr, BLOCK_V)
@@ -236,6 +241,7 @@ def _finish_kernel(
     WRITE_GRAD: tl.constexpr,
     CHECK: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
+    SYNC: tl.constexpr,
 ):
     """After the all_gather: per row, merge every rank's statistics, store the row's loss and
     z-loss, and write this shard's gradient row (one more read of the row, one write)."""
@@ -322,7 +328,7 @@ def _finish_kernel(
             t_here = tl.where(own, lt, -1)
             _write_row_grad(
                 x_row, g_row, t_here, V, m, log_s, a, g_y, scale, w_ptr, eps_v, cap, BLOCK_V, SOFTCAP, SMOOTH,
-                HAS_CLASS_W, ROUND_BY_HAND,
+                HAS_CLASS_W, ROUND_BY_HAND, SYNC,
             )  # fmt: skip
         else:
             _zero_row(g_row, V, g_ptr, BLOCK_V)
@@ -330,6 +336,14 @@ def _finish_kernel(
 
 def _flags(t: torch.Tensor) -> torch.Tensor:
     return t.to(torch.int8)
+
+
+def _laid_under(grad: torch.Tensor | None, x: torch.Tensor) -> bool:
+    """Whether `grad` is a gradient of another dtype laid in x's own storage (a 16-bit gradient
+    under float32 logits: fp32_products.grad_under_logits), which the row's walk must fence."""
+    if grad is None or grad.dtype == x.dtype or grad.numel() == 0 or x.numel() == 0:
+        return False
+    return grad.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
 
 
 def _row_options(x: torch.Tensor, softcap, smooth: bool, w) -> dict:
@@ -378,6 +392,7 @@ def shard_grad(x, grad, local_t, owned, counted, rows: dict, w, eps_v, softcap) 
         n_cols,
         float(softcap) if softcap else 1.0,
         ROUND_BY_HAND=_INTERPRETED,
+        SYNC=_laid_under(grad, x),
         **_row_options(x, softcap, eps_v is not None, w),
     )
 
@@ -441,5 +456,6 @@ def finish(x, grad, t, tw, gathered, denom, w, loss_rows, z_rows, bad, *, vocab_
         WRITE_GRAD=grad is not None,
         CHECK=bad is not None,
         ROUND_BY_HAND=_INTERPRETED,
+        SYNC=_laid_under(grad, x),
         **_row_options(x, softcap, label_smoothing > 0.0, w),
     )

@@ -25,6 +25,43 @@ def test_every_config_on_simulated_ranks(world, name):
     run_ranks(world, lambda rank, group: check_rank(rank, group, world, name))
 
 
+# The Triton paths a GPU takes, through the interpreter: "fused" (the default there: the statistics
+# kernel and the finishing kernel per chunk) and "triton" (the staged passes, with the merge in
+# PyTorch ops: the path of a variant that replaces OWNS or MERGED); each writes a 16-bit gradient
+# under its float32 logits (the bf16 config). World 2 (uneven shards), 8 (an empty shard).
+@pytest.mark.interpreter
+@pytest.mark.parametrize("passes", ["fused", "triton"])
+@pytest.mark.parametrize("world", [2, 8])
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_every_config_on_the_triton_paths(monkeypatch, passes, world, name):
+    from ligerbench.kernels import vocab_parallel_cross_entropy as vp
+
+    monkeypatch.setattr(vp, "PASSES", passes)
+    run_ranks(world, lambda rank, group: check_rank(rank, group, world, name))
+
+
+def test_the_fused_path_runs_where_asked_and_a_variant_leaves_it(monkeypatch):
+    """PASSES "fused" sends each chunk through the finishing kernel; a variant with FUSED = False
+    (one that replaces OWNS or MERGED: suites/vp_flce/mutants.py) takes the staged steps, where
+    its replaced part runs. A planted failure in the kernel proves which path ran."""
+    from ligerbench.kernels import vocab_parallel_cross_entropy as vp
+    from ligerbench.kernels import vocab_parallel_fused_linear_cross_entropy as vpf
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("finishing kernel reached")
+
+    monkeypatch.setattr(vp, "PASSES", "fused")
+    monkeypatch.setattr(vpf.passes, "finish", broken)
+    h, w, t = torch.randn(6, 4), torch.randn(5, 4), torch.arange(6) % 5
+    with pytest.raises(RuntimeError, match="finishing kernel reached"):
+        vpf.vocab_parallel_fused_linear_cross_entropy(h, w, t)
+    staged = type("Staged", (vpf.VocabParallelFusedLinearCrossEntropyFunction,), {"FUSED": False})
+    monkeypatch.setattr(vp, "PASSES", "torch")  # the staged steps in PyTorch ops (no interpreter)
+    loss, _ = staged.apply(h, w, None, t, None, None, None, 0, -100, "mean", 0.0, None, 0.0, 2**20, None, "auto", True)
+    ref = torch.nn.functional.cross_entropy(h @ w.t(), t)
+    torch.testing.assert_close(loss, ref)
+
+
 @pytest.mark.parametrize(
     "reduction, in_forward, in_backward",
     [
