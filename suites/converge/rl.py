@@ -142,6 +142,15 @@ def _theirs(model, batch, keep, mask):
     return logits_path_logp(model, batch, keep)
 
 
+def _careful(model, batch, keep, mask):
+    """The logits path with the head's math in float32 (the 16-bit model's hidden states and
+    weight, upcast): our op's semantics as model code writes them, the second yardstick."""
+    hidden = model.model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+    head = model.get_output_embeddings()
+    logits = torch.nn.functional.linear(hidden[:, -keep - 1 : -1].float(), head.weight.float())
+    return torch.log_softmax(logits / TEMPERATURE, -1).gather(-1, batch.input_ids[:, -keep:, None]).squeeze(-1)
+
+
 def _ours(calls: list):
     def fn(model, batch, keep, mask):
         calls.append(1)
@@ -174,8 +183,15 @@ def check_rl_trajectory(c: Checker, on_step=None) -> ConvergeResult:
     c.record("flp_active", abs(len(calls) - p.steps), 0, metric="calls_missing", unit="calls",
              message=f"completion_log_probs calls in {p.steps} training steps: {len(calls)}")  # fmt: skip
 
+    careful = None
+    if case.dtype != "fp32":  # in float32 the logits path is this already
+        model = build(case)
+        run = train(model, batches, lr=rl_lr(p), on_step=step_cb("careful"), loss_fn=_loss_fn(data, _careful))
+        careful = (run, eval_logprobs(model, held_out))
+        del model
     truth, truth_lp = _float64_run(case, batches, held_out, data, step_cb("float64"))
-    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out, loss_scale=term_scales(data))
+    judge_trajectory(c, ref, ours, truth, (ref_lp, our_lp, truth_lp), held_out, loss_scale=term_scales(data),
+                     careful=careful)  # fmt: skip
     return ConvergeResult(ref=ref, ours=ours, truth=truth)
 
 
