@@ -28,10 +28,10 @@ def test_every_config_on_simulated_ranks(world, name):
 # The Triton paths a GPU takes, through the interpreter: "fused" (the default there: the statistics
 # kernel and the finishing kernel per chunk) and "triton" (the staged passes, with the merge in
 # PyTorch ops: the path of a variant that replaces OWNS or MERGED); each writes a 16-bit gradient
-# under its float32 logits (the bf16 config). World 2 (uneven shards), 8 (an empty shard).
+# under its float32 logits (the bf16 config). World 2 (uneven shards) and, for the default path,
+# 8 (an empty shard).
 @pytest.mark.interpreter
-@pytest.mark.parametrize("passes", ["fused", "triton"])
-@pytest.mark.parametrize("world", [2, 8])
+@pytest.mark.parametrize("passes, world", [("fused", 2), ("fused", 8), ("triton", 2)])
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_every_config_on_the_triton_paths(monkeypatch, passes, world, name):
     from ligerbench.kernels import vocab_parallel_cross_entropy as vp
