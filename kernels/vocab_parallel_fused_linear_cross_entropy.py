@@ -164,6 +164,7 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         buf = torch.empty(min(chunk, n) * v_local, dtype=torch.float32, device=h.device)
         b32 = None if b is None else b.float()
         finish = cls._fused_finish if cls.FUSED and _passes(h) == "fused" else cls._staged_finish
+        logits = grad = None
         for k, start in enumerate(range(0, n, chunk)):
             stop = min(start + chunk, n)
             h_c = h[start:stop]
@@ -188,10 +189,12 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
                 grad_b = total
             if need_h:
                 torch.mm(grad, w, out=grad_h[start:stop])
-        del buf
+        # the chunk's views go with it: held, they kept its buffer alive beside the float32 sum
+        # below (124 MiB more at the Llama-3-8B head: results/runs/bench-vp_flce-heads-1xh200)
+        del buf, logits, grad
         if need_h:  # the one all_reduce: every rank's share of dh
-            if grad_h.dtype == torch.float32:
-                cls.REDUCE(grad_h, s.group)
+            if grad_h.dtype == torch.float32 or group_rank_size(s.group)[1] == 1:
+                cls.REDUCE(grad_h, s.group)  # (one rank: nothing to sum, nothing to round again)
             else:
                 # each rank's share was rounded to the hidden dtype by its product; the shares are
                 # summed in float32 and the sum rounded once more: a 16-bit all_reduce rounds again
