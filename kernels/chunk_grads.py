@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .cross_entropy import scale_rows_
-from .fp32_products import add_product_fp32
+from .fp32_products import add_product_fp32, grad_times
 
 
 class ChunkGrads:
@@ -36,7 +36,7 @@ class ChunkGrads:
 
     def add(self, start: int, stop: int, h_c: torch.Tensor, grad: torch.Tensor, w: torch.Tensor) -> None:
         if self.grad_h is not None:
-            torch.mm(grad, w, out=self.grad_h[start:stop])
+            grad_times(grad, w, self.grad_h[start:stop])
         if self.grad_w is not None:
             first, self.w_written = not self.w_written, True
             if self.accum == "fp32":

@@ -57,6 +57,20 @@ def logits_fp32(h_c: torch.Tensor, w: torch.Tensor, b32: torch.Tensor | None, ou
         out += b32
 
 
+def grad_times(grad: torch.Tensor, w: torch.Tensor, out: torch.Tensor) -> None:
+    """out = grad @ w for a chunk's gradient `grad` [rows, V] that may lie over or under its
+    float32 logits (grad_over_logits, grad_under_logits: rows 2V elements apart). On CPU such
+    rows are first copied together: PyTorch's CPU bfloat16 matmul (oneDNN's AMX kernel,
+    brg_matmul:avx10_1_512_amx; torch 2.13, oneDNN 3.12) reads each row of a strided left operand
+    past its last column, up to its K block (28 elements more at V=100), and multiplies them by
+    zero padding: when the bytes there (the low half of a float32 logit, read as a bfloat16) are
+    a NaN or an infinity, 0 * NaN makes that whole row of the product NaN. Contiguous rows are
+    read right. On a GPU cuBLAS reads only the view: no copy."""
+    if grad.device.type == "cpu" and grad.dim() == 2 and grad.shape[0] > 0 and grad.stride(0) != grad.shape[1]:
+        grad = torch.empty(grad.shape, dtype=grad.dtype, device=grad.device).copy_(grad)
+    torch.mm(grad, w, out=out)
+
+
 # Bytes per logit of a chunk whose 16-bit gradient is written into its float32 logits' storage
 # (grad_over_logits): the float32 logit alone.
 SHARED_LOGIT_BYTES = 4

@@ -57,7 +57,7 @@ import torch
 
 from .chunking import DEFAULT_CHUNK_BYTES, chunk_size
 from .compile_boundary import opaque
-from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_under_logits, logits_fp32
+from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_times, grad_under_logits, logits_fp32
 from .head_checks import check_head_dtypes
 from .log_probs import (
     N_STATS,
@@ -122,7 +122,7 @@ def _backward_rows(h, weight, b32, t2, stats, dl, de, opts, chunk, need):
         rows = slice(start, stop)
         log_probs_grad_rows(x, t2[rows], stats[rows], _rows(dl, rows), _rows(de, rows), g, **opts)
         if need_h:
-            torch.mm(g, weight, out=grad_h[start:stop])
+            grad_times(g, weight, grad_h[start:stop])
         if need_w:
             add_product_fp32(grad_w, g.t(), h_c, first=start == 0)
         if need_b:

@@ -78,7 +78,7 @@ from . import vocab_parallel_passes as passes
 from .chunk_grads import take_kept_grads
 from .chunking import DEFAULT_CHUNK_BYTES
 from .cross_entropy import CheckTargets, Reduction
-from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_under_logits, logits_fp32
+from .fp32_products import SHARED_LOGIT_BYTES, add_product_fp32, grad_times, grad_under_logits, logits_fp32
 from .fused_linear_cross_entropy import (
     GradWeightAccum,
     _validate,
@@ -188,7 +188,7 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
                 grad_b_carry = (total - grad_b) - term
                 grad_b = total
             if need_h:
-                torch.mm(grad, w, out=grad_h[start:stop])
+                grad_times(grad, w, grad_h[start:stop])
         # the chunk's views go with it: held, they kept its buffer alive beside the float32 sum
         # below (124 MiB more at the Llama-3-8B head: results/runs/bench-vp_flce-heads-1xh200)
         del buf, logits, grad
