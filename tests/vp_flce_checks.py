@@ -31,19 +31,19 @@ CONFIGS = {
 
 def problem(cfg: dict, world: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
-    v = cfg["v"]
-    h = torch.randn(N, H, generator=g)
-    w = torch.randn(v, H, generator=g) / H**0.5 * 2
+    v, n, hd = cfg["v"], cfg.get("n", N), cfg.get("h", H)
+    h = torch.randn(n, hd, generator=g)
+    w = torch.randn(v, hd, generator=g) / hd**0.5 * 2
     b = torch.randn(v, generator=g) if cfg.get("bias") else None
-    t = torch.randint(0, v, (N,), generator=g)
+    t = torch.randint(0, v, (n,), generator=g)
     ignore = cfg.get("ignore_index", -100)
     t[::4] = ignore
     if cfg.get("edges"):
         bounds = [s for s in shard_bounds(v, world) if s[1] > s[0]]
         t[1::4], t[2::4] = bounds[-1][0], bounds[0][1] - 1
     cw = torch.rand(v, generator=g) + 0.2 if cfg.get("class_weight") else None
-    tw = torch.rand(N, generator=g) + 0.1 if cfg.get("token_weight") else None
-    up = torch.rand(N, generator=g) - 0.3 if cfg["reduction"] == "none" else torch.tensor(1.7)
+    tw = torch.rand(n, generator=g) + 0.1 if cfg.get("token_weight") else None
+    up = torch.rand(n, generator=g) - 0.3 if cfg["reduction"] == "none" else torch.tensor(1.7)
     return h, w, b, t, cw, tw, up, ignore
 
 
@@ -56,11 +56,12 @@ def _opts(cfg, ignore):
 
 def _truth(cfg, h, w, b, t, cw, tw, up, ignore, dtype):
     """(loss, z_loss, grad_hidden, grad_weight, grad_bias) of the global problem in `dtype`."""
-    shape = (N,) if not cfg.get("three_d") else (1, N)
+    n, hd = h.shape
+    shape = (n,) if not cfg.get("three_d") else (1, n)
     leaves = [x.to(dtype).requires_grad_(not (i == 0 and cfg.get("frozen_hidden")))
               if x is not None else None for i, x in enumerate((h, w, b))]  # fmt: skip
     loss, z = flce_torch(
-        leaves[0].reshape(*shape, H), leaves[1], t.reshape(shape), bias=leaves[2],
+        leaves[0].reshape(*shape, hd), leaves[1], t.reshape(shape), bias=leaves[2],
         class_weight=None if cw is None else cw.to(dtype),
         token_weight=None if tw is None else tw.to(dtype).reshape(shape),
         **_opts(cfg, ignore),
@@ -70,28 +71,36 @@ def _truth(cfg, h, w, b, t, cw, tw, up, ignore, dtype):
     return (loss.detach().reshape(-1), z.detach().reshape(-1), *grads)
 
 
-def check_rank(rank: int, group, world: int, name: str) -> None:
+def check_rank(rank: int, group, world: int, name: str, *, device: str = "cpu", cfg: dict | None = None) -> None:
     """This rank's loss, z-loss, hidden gradient and weight/bias gradient shards against the float64
-    truth (the tolerance rule: 2x eager's error in the case dtype + one rounding)."""
+    truth (the tolerance rule: 2x eager's error in the case dtype + one rounding). The op runs on
+    `device`; the truth and eager's yardstick on CPU. `cfg`: a config not in CONFIGS (`name`
+    then only names it)."""
     from ligerbench.kernels.vocab_parallel_fused_linear_cross_entropy import vocab_parallel_fused_linear_cross_entropy
 
-    cfg = CONFIGS[name]
+    cfg = CONFIGS[name] if cfg is None else cfg
     dtype = cfg.get("dtype", torch.float32)
     h, w, b, t, cw, tw, up, ignore = problem(cfg, world)
+    n, hd = h.shape
     lo, hi = shard_bounds(cfg["v"], world)[rank]
-    shape = (1, N) if cfg.get("three_d") else (N,)
-    hid = h.to(dtype).reshape(*shape, H).clone().requires_grad_(not cfg.get("frozen_hidden"))
-    ws = w[lo:hi].to(dtype).clone().requires_grad_(True)
-    bs = None if b is None else b[lo:hi].to(dtype).clone().requires_grad_(True)
+    shape = (1, n) if cfg.get("three_d") else (n,)
+
+    def on(x):
+        return None if x is None else x.to(device)
+
+    hid = h.to(dtype).reshape(*shape, hd).to(device, copy=True).requires_grad_(not cfg.get("frozen_hidden"))
+    ws = w[lo:hi].to(dtype).to(device, copy=True).requires_grad_(True)
+    bs = None if b is None else b[lo:hi].to(dtype).to(device, copy=True).requires_grad_(True)
     loss, z = vocab_parallel_fused_linear_cross_entropy(
-        hid, ws, t.reshape(shape), group=group, vocab_start=None if cfg.get("derive_offsets") else lo,
-        bias_shard=bs, class_weight_shard=None if cw is None else cw[lo:hi],
-        token_weight=None if tw is None else tw.reshape(shape), return_z_loss=True,
+        hid, ws, on(t).reshape(shape), group=group, vocab_start=None if cfg.get("derive_offsets") else lo,
+        bias_shard=bs, class_weight_shard=None if cw is None else on(cw[lo:hi]),
+        token_weight=None if tw is None else on(tw).reshape(shape), return_z_loss=True,
         chunk_tokens=cfg.get("chunk_tokens"), grad_weight_accum=cfg.get("accum", "auto"), **_opts(cfg, ignore),
     )  # fmt: skip
-    loss.backward(up.reshape(loss.shape) if loss.dim() else up)
+    loss.backward(on(up).reshape(loss.shape) if loss.dim() else on(up))
     assert loss.dtype == torch.float32
-    got = (loss.reshape(-1), z.reshape(-1), hid.grad, ws.grad, None if bs is None else bs.grad)
+    got = tuple(None if x is None else x.cpu() for x in (loss.reshape(-1), z.reshape(-1), hid.grad, ws.grad,
+                                                         None if bs is None else bs.grad))  # fmt: skip
     ref = _truth(cfg, h.double(), w.double(), None if b is None else b.double(), t,
                  None if cw is None else cw.double(), None if tw is None else tw.double(), up.double(), ignore,
                  torch.float64)  # fmt: skip
