@@ -63,8 +63,8 @@ of ranks, for tests.
 The per-chunk passes are the vocabulary-parallel cross entropy's, chosen as its PASSES says: on
 a GPU its fused path, two Triton kernels around the gather (the statistics pass, which locates
 the targets itself, and the finishing kernel: merge, loss rows, gradient row), so a chunk costs
-the host a handful of launches (8.2 ms to issue a call at the Llama-3-8B head on one H200
-against 35 ms when the merge and the rows were ~70 PyTorch ops a chunk:
+the host a handful of launches (8-12 ms to issue a call at the Llama-3-8B head on one H200,
+in two runs, against 35 ms when the merge and the rows were ~70 PyTorch ops a chunk:
 results/runs/bench-vp_flce-heads-1xh200); on CPU PyTorch ops in float32. The matmuls are cuBLAS.
 """
 

@@ -25,13 +25,20 @@ WIDE = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("world", [1, 2, 3])
-@pytest.mark.parametrize("name", list(CONFIGS))
+def _worlds(configs: dict) -> list[tuple[str, int]]:
+    """Every config at one rank; at 2 and 3 ranks those formed in forward. Reduction "none" forms
+    its gradients in backward, which autograd runs on its CUDA worker thread, where simulated
+    ranks cannot meet for the hidden gradient's all_reduce (vp_flce's spec refuses simulated ranks
+    on a GPU for that reason); real ranks check it: `verify --kernel vp_flce --nproc 2`."""
+    return [(name, world) for name, cfg in configs.items() for world in (1, 2, 3)
+            if world == 1 or cfg["reduction"] != "none"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, world", _worlds(CONFIGS))
 def test_every_config_on_simulated_ranks_on_a_gpu(world, name):
     run_ranks(world, lambda rank, group: check_rank(rank, group, world, name, device="cuda"))
 
 
-@pytest.mark.parametrize("world", [1, 2])
-@pytest.mark.parametrize("name", list(WIDE))
+@pytest.mark.parametrize("name, world", _worlds(WIDE))
 def test_a_wide_vocabulary_in_bf16_on_a_gpu(world, name):
     run_ranks(world, lambda rank, group: check_rank(rank, group, world, name, device="cuda", cfg=WIDE[name]))
