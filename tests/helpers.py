@@ -101,9 +101,21 @@ def once_per_run(tmp_path_factory, name: str, invoke):
     reads the same folder and result (exit_code, output, stdout). A module fixture alone is
     computed once per worker that runs one of its tests: twice when they land on both.
     Returns (the result, the folder)."""
+    from types import SimpleNamespace
+
+    def fields(folder):
+        result = invoke(folder)
+        return {"exit_code": result.exit_code, "output": result.output, "stdout": result.stdout}
+
+    saved, folder = computed_once_per_run(tmp_path_factory, name, fields)
+    return SimpleNamespace(**saved), folder
+
+
+def computed_once_per_run(tmp_path_factory, name: str, compute):
+    """`compute(folder)` (what it returns: JSON) run once per pytest run and shared by every
+    xdist worker, as once_per_run. Returns (what it returned, the folder)."""
     import json
     import os
-    from types import SimpleNamespace
 
     from filelock import FileLock
 
@@ -114,7 +126,5 @@ def once_per_run(tmp_path_factory, name: str, invoke):
     with FileLock(str(root / f"once-{name}.lock")):
         if not saved.exists():
             folder.mkdir()
-            result = invoke(folder)
-            fields = {"exit_code": result.exit_code, "output": result.output, "stdout": result.stdout}
-            saved.write_text(json.dumps(fields))
-    return SimpleNamespace(**json.loads(saved.read_text())), folder
+            saved.write_text(json.dumps(compute(folder)))
+    return json.loads(saved.read_text()), folder

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import datetime
 import gc
+import json
 import time
+import traceback
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -152,6 +155,87 @@ def run_gloo(world: int, target, *args, store: str, timeout_s: float = 120.0) ->
                 if p.is_alive():
                     p.terminate()
             raise TimeoutError(f"gloo ranks still running after {timeout_s} s")
+
+
+# ----------------------------------------------------------------------------- several checks, one launch
+
+PASSED = "passed"
+
+
+def _log_check(folder: str, rank: int, **entry) -> None:
+    with open(Path(folder) / f"rank{rank}.jsonl", "a") as f:
+        f.write(json.dumps({**entry, "at": time.time()}) + "\n")
+
+
+def _checks_on_rank(rank: int, group, world: int, checks: dict, folder: str) -> None:
+    """Each check of `checks` (name: (target, bound in s, *args)) in turn on this rank, each
+    start, pass and failure logged to folder/rank<R>.jsonl. A check that raises ends the run as a
+    lone run_gloo would (the other ranks may be waiting in its collectives); the checks after it
+    do not run."""
+    for name, (target, _, *args) in checks.items():
+        _log_check(folder, rank, check=name, state="started")
+        try:
+            target(rank, group, world, *args)
+        except BaseException:
+            _log_check(folder, rank, check=name, state="failed", error=traceback.format_exc())
+            raise
+        _log_check(folder, rank, check=name, state=PASSED)
+
+
+def _check_log(folder: Path, rank: int) -> list[dict]:
+    path = folder / f"rank{rank}.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def run_gloo_checks(world: int, checks: dict, *, folder: Path, store: str) -> dict[str, str]:
+    """Several checks on ONE set of `world` real gloo ranks (the ranks' start-up, transformers'
+    imports included, paid once), one after the other in the order given: `checks` maps a name
+    to (target, bound in s, *args), each target called as run_gloo calls it. Each check is
+    bounded on its own: a rank still in one past its bound ends the run (the ranks terminated).
+    Returns each check's outcome: PASSED once every rank finished it, else what a rank raised in
+    it, or why it never finished (a check before it failed, the bound ran out)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mp.set_forkserver_preload(PRELOAD)
+    ctx = mp.start_processes(
+        _gloo_rank, args=(world, store, _checks_on_rank, (checks, str(folder))), nprocs=world, join=False,
+        start_method="forkserver",
+    )  # fmt: skip
+    stopped = None  # why the ranks stopped before every check had passed
+    try:
+        while not ctx.join(timeout=1):
+            for rank in range(world):
+                log = _check_log(folder, rank)
+                if log and log[-1]["state"] == "started":
+                    name, bound = log[-1]["check"], checks[log[-1]["check"]][1]
+                    if time.time() - log[-1]["at"] > bound:
+                        stopped = f"rank {rank} was still in check {name} after its bound of {bound} s"
+                        for p in ctx.processes:
+                            if p.is_alive():
+                                p.terminate()
+                        for p in ctx.processes:
+                            p.join(timeout=10)
+                        break
+            if stopped:
+                break
+    except Exception as exc:  # a rank raised (its traceback is in its log too) or died
+        stopped = f"{type(exc).__name__}: {exc}"
+    outcomes = {}
+    logs = {rank: _check_log(folder, rank) for rank in range(world)}
+    ended_in = [e["check"] for r in range(world) for e in logs[r] if e["state"] == "failed"]
+    if ended_in:
+        stopped = f"the launch ended at check {ended_in[0]}, which failed; {stopped}"
+    for name in checks:
+        passed = [r for r in range(world) if any(e["check"] == name and e["state"] == PASSED for e in logs[r])]
+        failed = [
+            (r, e["error"]) for r in range(world) for e in logs[r] if e["check"] == name and e["state"] == "failed"
+        ]
+        if len(passed) == world:
+            outcomes[name] = PASSED
+        elif failed:
+            outcomes[name] = "".join(f"check {name} failed on rank {r}:\n{error}" for r, error in failed)
+        else:
+            outcomes[name] = f"check {name} did not finish on every rank (finished on {passed or 'none'}): {stopped}"
+    return outcomes
 
 
 def check_dtensor(rank: int, group, world: int) -> None:
