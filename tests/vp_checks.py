@@ -201,8 +201,19 @@ def run_gloo_checks(world: int, checks: dict, *, folder: Path, store: str) -> di
         start_method="forkserver",
     )  # fmt: skip
     stopped = None  # why the ranks stopped before every check had passed
+    # the whole launch is bounded too: a rank stuck before its first check (the group's start-up)
+    # logs nothing a check's bound could see
+    deadline = time.time() + sum(check[1] for check in checks.values()) + 120.0
     try:
         while not ctx.join(timeout=1):
+            if time.time() > deadline:
+                stopped = "the launch ran past the sum of its checks' bounds + 120 s"
+                for p in ctx.processes:
+                    if p.is_alive():
+                        p.terminate()
+                for p in ctx.processes:
+                    p.join(timeout=10)
+                break
             for rank in range(world):
                 log = _check_log(folder, rank)
                 if log and log[-1]["state"] == "started":
