@@ -118,6 +118,17 @@ def _layout_row(v_local: int, vocab_start: int, cw, local_t, owned, device) -> t
     return row
 
 
+def _gathered(s, k: int, stats: list, rows: int, device, fill) -> torch.Tensor:
+    """Chunk k's statistics of every rank: stats[k] where forward kept them, else this shard's
+    [rows + 1, N_STATS] filled by `fill`, gathered (the chunk's one collective) and appended."""
+    if k < len(stats):
+        return stats[k]
+    local = torch.empty(rows + 1, N_STATS, dtype=torch.float32, device=device)
+    fill(local)
+    stats.append(all_gather(local, s.group))
+    return stats[-1]
+
+
 class _Shared:
     """What every chunk of one call shares (inputs flattened, ownership, options)."""
 
@@ -219,14 +230,12 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         gather; otherwise the gather is made and appended."""
         eps, softcap, z = s.opts
         lt, own, cnt = s.local_t[start:stop], s.owned[start:stop], s.counted[start:stop]
-        if k < len(stats):
-            gathered = stats[k]
-        else:
-            local = torch.empty(stop - start + 1, N_STATS, dtype=torch.float32, device=logits.device)
+
+        def fill(local):
             local[:-1] = _local_stats(logits, lt, own, s.cw, eps, softcap)
             local[-1] = s.layout_row
-            gathered = all_gather(local, s.group)  # the chunk's one collective
-            stats.append(gathered)
+
+        gathered = _gathered(s, k, stats, stop - start, logits.device, fill)
         merged = cls.MERGED(gathered, stop - start, s.cw is not None, s.rank)
         valid = merged.owners == 1.0
         tw_c = None if tw is None else tw[start:stop]
@@ -246,13 +255,11 @@ class VocabParallelFusedLinearCrossEntropyFunction(torch.autograd.Function):
         neither OWNS nor MERGED, so a variant replacing either sets FUSED = False."""
         eps, softcap, z = s.opts
         t_c = s.t[start:stop]
-        if k < len(stats):
-            gathered = stats[k]
-        else:
-            local = torch.empty(stop - start + 1, N_STATS, dtype=torch.float32, device=logits.device)
+
+        def fill(local):
             passes.located_stats(logits, t_c, s.vocab_start, s.ignore_index, s.cw, eps, softcap, local)
-            gathered = all_gather(local, s.group)  # the chunk's one collective
-            stats.append(gathered)
+
+        gathered = _gathered(s, k, stats, stop - start, logits.device, fill)
         if rows is None:  # backward's pass of reduction "none": the loss rows were stored in forward
             rows, z_rows = torch.empty(2, stop - start, dtype=torch.float32, device=logits.device)
         passes.finish(

@@ -187,6 +187,15 @@ def _check_log(folder: Path, rank: int) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
+def _terminate(ctx) -> None:
+    """End every rank still running, each given 10 s to go."""
+    for p in ctx.processes:
+        if p.is_alive():
+            p.terminate()
+    for p in ctx.processes:
+        p.join(timeout=10)
+
+
 def run_gloo_checks(world: int, checks: dict, *, folder: Path, store: str) -> dict[str, str]:
     """Several checks on ONE set of `world` real gloo ranks (the ranks' start-up, transformers'
     imports included, paid once), one after the other in the order given: `checks` maps a name
@@ -208,11 +217,7 @@ def run_gloo_checks(world: int, checks: dict, *, folder: Path, store: str) -> di
         while not ctx.join(timeout=1):
             if time.time() > deadline:
                 stopped = "the launch ran past the sum of its checks' bounds + 120 s"
-                for p in ctx.processes:
-                    if p.is_alive():
-                        p.terminate()
-                for p in ctx.processes:
-                    p.join(timeout=10)
+                _terminate(ctx)
                 break
             for rank in range(world):
                 log = _check_log(folder, rank)
@@ -220,11 +225,7 @@ def run_gloo_checks(world: int, checks: dict, *, folder: Path, store: str) -> di
                     name, bound = log[-1]["check"], checks[log[-1]["check"]][1]
                     if time.time() - log[-1]["at"] > bound:
                         stopped = f"rank {rank} was still in check {name} after its bound of {bound} s"
-                        for p in ctx.processes:
-                            if p.is_alive():
-                                p.terminate()
-                        for p in ctx.processes:
-                            p.join(timeout=10)
+                        _terminate(ctx)
                         break
             if stopped:
                 break
