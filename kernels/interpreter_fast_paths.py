@@ -37,6 +37,8 @@ def install() -> None:
     _reuse_block_shapes(it.tl.core)
     _same_shape_needs_no_broadcast(it)
     _same_type_needs_no_promotion(it)
+    _call_builtins_directly(it)
+    _walk_each_namespace_once(it)
 
 
 def _replace(owner, name: str, make) -> None:
@@ -251,3 +253,86 @@ def _promotes_to_itself(semantic, tensor, dtype) -> bool:
         return same and semantic.cast(value, dtype) is value
     except Exception:
         return False
+
+
+def _call_builtins_directly(it) -> None:
+    """Call a builtin's own function from its patched name, not through two wrappers.
+
+    Each launch points every builtin of `triton.language` (`tl.exp`, `tensor.__add__`, ...) at a
+    lambda that copies the call's keyword arguments without `_semantic` and calls the builtin's
+    wrapper with the interpreter's semantic object; that wrapper only checks that `_semantic` was
+    given and calls the function it wraps. Every operation of a kernel goes through both: 6% of
+    the main thread of the flce verify (py-spy). Here the patched name calls the wrapped function
+    itself with the same arguments and the same semantic object. Taken only for a member whose
+    code is Triton's builtin wrapper (then `__wrapped__` is the function it calls); any other
+    member goes to Triton's own lambda."""
+    core = it.tl.core
+    builtin = getattr(core, "builtin", None)
+    if builtin is None or getattr(it, "_patch_attr", None) is None or not hasattr(it, "interpreter_semantic"):
+        return
+    try:
+        wrapper_code = builtin(lambda: None).__code__
+    except Exception:  # another Triton
+        return
+
+    def make(own):
+        @functools.wraps(own)
+        def patch_attr(obj, name, member, builder, scope):
+            fn = getattr(member, "__wrapped__", None)
+            if fn is None or getattr(member, "__code__", None) is not wrapper_code:
+                return own(obj, name, member, builder, scope)
+
+            def new_member(*args, **kwargs):
+                kwargs.pop("_semantic", None)
+                return fn(*args, **kwargs, _semantic=it.interpreter_semantic)
+
+            scope.set_attr(obj, name, new_member)
+            return None
+
+        return patch_attr
+
+    _replace(it, "_patch_attr", make)
+
+
+def _walk_each_namespace_once(it) -> None:
+    """List a namespace's builtins once, not on every launch.
+
+    Each launch patches `triton.language`, `tl.math`, `tl.tensor` and the tensor descriptor
+    class, finding their builtins with `inspect.getmembers` (every attribute fetched and sorted):
+    3% of the main thread of the flce verify. The builtins a namespace holds change only when its
+    attributes do, so the names found are kept with the number of attributes of the namespace
+    (its own and, for a class, its bases') and each member's identity; any difference and the
+    namespace is walked again, as Triton walks it. A walk that finds no builtin (the namespace was
+    patched already in this launch, through another module that holds it) patches nothing, as
+    Triton's does, and is not kept."""
+    if getattr(it, "_patch_builtin", None) is None or not hasattr(it.tl.core, "is_builtin"):
+        return
+    import inspect
+
+    is_builtin = it.tl.core.is_builtin
+    known: dict[int, tuple] = {}  # id(namespace) -> (namespace, its size, [(name, builtin)])
+
+    def size(pkg) -> tuple:
+        return tuple(len(vars(c)) for c in pkg.__mro__) if isinstance(pkg, type) else (len(vars(pkg)),)
+
+    def make(own):
+        @functools.wraps(own)
+        def patch_builtin(pkg, builder, scope):
+            entry = known.get(id(pkg))
+            if (
+                entry is None
+                or entry[0] is not pkg
+                or entry[1] != size(pkg)
+                or any(getattr(pkg, name, None) is not member for name, member in entry[2])
+            ):
+                members = [(name, member) for name, member in inspect.getmembers(pkg) if is_builtin(member)]
+                if members:  # none: patched already in this launch (kept only from an unpatched walk)
+                    known[id(pkg)] = (pkg, size(pkg), members)
+            else:
+                members = entry[2]
+            for name, member in members:
+                it._patch_attr(pkg, name, member, builder, scope)
+
+        return patch_builtin
+
+    _replace(it, "_patch_builtin", make)

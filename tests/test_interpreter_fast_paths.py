@@ -19,6 +19,7 @@ pytestmark = pytest.mark.skipif(triton_mode.current() != "interpreter", reason="
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+import triton.language.core as tlc  # noqa: E402
 from triton.runtime import interpreter  # noqa: E402
 
 tritons_own = interpreter_fast_paths.tritons_own
@@ -45,10 +46,10 @@ def _assert_same_bits(run) -> None:
 def test_every_fast_path_is_installed_on_this_triton():
     replaced = {name for _, name, _ in interpreter_fast_paths.REPLACED}
     assert {"binary_op_sanitize_overflow_impl", "__init__", "broadcast_impl_value",
-            "binary_op_type_checking_impl"} <= replaced  # fmt: skip
-    assert len(interpreter_fast_paths.REPLACED) == 5  # both __init__s; install() again adds none
+            "binary_op_type_checking_impl", "_patch_attr", "_patch_builtin"} <= replaced  # fmt: skip
+    assert len(interpreter_fast_paths.REPLACED) == 7  # both __init__s; install() again adds none
     interpreter_fast_paths.install()
-    assert len(interpreter_fast_paths.REPLACED) == 5
+    assert len(interpreter_fast_paths.REPLACED) == 7
 
 
 def test_tritons_own_puts_back_every_function_and_then_ours():
@@ -205,3 +206,28 @@ def test_log_probs_and_distillation_give_tritons_bits():
         return [logp, entropy, x.grad, loss, s.grad]
 
     _assert_same_bits(run)
+
+
+@triton.jit
+def _tensor_methods(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    y = tl.exp(x.to(tlc.float64)).to(tl.float32) + x * 2.0  # tl.tensor's methods, through tl and tl.core
+    tl.store(out_ptr + offs, y.reshape(N) - tl.max(x, 0))
+
+
+def test_a_namespace_patched_twice_in_a_launch_is_patched_again_in_the_next():
+    """A kernel whose module holds both `tl` and `tl.core` has tl.tensor walked twice in each
+    launch, the second time patched already (no builtin found): every launch after the first
+    must still patch its methods (else they raise 'Did you forget to add @triton.jit'), with
+    Triton's bits."""
+    assert "tlc" in _tensor_methods.fn.__globals__
+    x = torch.randn(16, generator=torch.Generator().manual_seed(1))
+
+    def run():
+        out = torch.empty(16)
+        _tensor_methods[(1,)](x, out, N=16)
+        return [out]
+
+    for _ in range(3):
+        _assert_same_bits(run)
