@@ -10,7 +10,9 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from converge_2rank_checks import two_rank_outcomes
 from typer.testing import CliRunner
+from vp_checks import PASSED
 
 from ligerbench.cli import app
 from ligerbench.converge.checker import ConvergeCase
@@ -90,14 +92,19 @@ def _on_two_ranks(tmp_path, *args):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("plan", ["fsdp2", "tp"])
-def test_rl_on_two_real_gloo_ranks_passes(tmp_path, plan):
-    result, payload = _on_two_ranks(tmp_path, "--parallel", plan)
+def test_rl_on_two_real_gloo_ranks_passes(tmp_path):
+    result, payload = _on_two_ranks(tmp_path, "--parallel", "fsdp2")
     assert result.exit_code == 0, result.output
     run = tmp_path / payload["run_id"]
     env = json.loads((run / "env.json").read_text())
     assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
     assert payload["counts"]["pass"] == 6 and payload["counts"]["fail"] == 0  # flp_active, grads@step0, 4 trajectory
+
+
+def test_rl_under_tensor_parallel_passes_on_two_real_gloo_ranks(tmp_path_factory):
+    """Under tp, as the command's ranks run it (tests/converge_2rank_checks.py, one shared launch)."""
+    outcome = two_rank_outcomes(tmp_path_factory)["rl_tp"]
+    assert outcome == PASSED, outcome
 
 
 @pytest.mark.slow

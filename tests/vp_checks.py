@@ -138,7 +138,7 @@ def _gloo_rank(rank: int, world: int, store: str, target, args) -> None:
 # rank spent about 3 CPU seconds importing torch, transformers and our kernels before its check
 # began, on CI's two cores the larger part of a short check. Each rank is still a process of its
 # own, forked from a server that has run nothing but these imports (no thread, no process group).
-PRELOAD = ["torch", "torch.distributed", "vp_checks", "fsdp_checks", "mesh_2d_checks"]
+PRELOAD = ["torch", "torch.distributed", "vp_checks", "fsdp_checks", "mesh_2d_checks", "converge_2rank_checks"]
 
 
 def run_gloo(world: int, target, *args, store: str, timeout_s: float = 120.0) -> None:
