@@ -12,6 +12,7 @@ The single-process yardstick and float64 runs are kept between cases of one mode
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 from ligerbench.converge.checker import ConvergeCase, build
 from ligerbench.converge.models import PRESETS
@@ -45,9 +46,15 @@ def case_of(name: str, world: int) -> ConvergeCase:
     return ConvergeCase("llama-mini", preset, "fp32", patch, parallel=plan, nproc=world, accum=accum)
 
 
+@functools.cache
+def _imports_done() -> None:
+    """transformers' imports (a model built once), before the first collective waits on them."""
+    build(ConvergeCase("llama-mini", PRESET, "fp32", "ce"))
+
+
 def check_case(rank: int, group, world: int, name: str) -> None:
     """One case of CASES on every rank; rank 0 (the one that judges) checks the verdicts."""
-    build(ConvergeCase("llama-mini", PRESET, "fp32", "ce"))  # transformers' imports, before any collective waits
+    _imports_done()
     *_, norm, expected = CASES[name]
     case = case_of(name, world)
     run = converge_rl.run_parallel_case if case.patch == "flp" else converge_parallel.run_parallel_case
