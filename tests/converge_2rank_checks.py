@@ -30,14 +30,18 @@ JUDGED = {"patch_active", "grads@step0", "loss_per_step", "float64_loss_bounded"
 # normalised over all four); tp + ce (the logits vocab-sharded: the vocab-parallel loss); tp + flce
 # (lm_head's weight shard to the vocab-parallel fused kernel); a mean taken per micro-batch, of
 # micro-batches with unequal counted targets (prompt masks, padding), which only accumulation
-# shows; and the policy loss under tp (its log-probs through the vocab-parallel fused path).
+# shows; the policy loss under tp (its log-probs through the vocab-parallel fused path); and the
+# policy loss under fsdp2 with the gradient divided by the world size twice (the loss normalised
+# over every rank's tokens, FSDP2 averaging again).
 CASES = {
     "ddp_ce_accum2": ("ddp", "ce", 4, 2, CORRECT, "pass"),
     "tp_ce": ("tp", "ce", 0, 1, CORRECT, "pass"),
     "tp_flce": ("tp", "flce", 0, 1, CORRECT, "pass"),
     "mean_per_micro_batch": ("ddp", "ce", 4, 2, PARALLEL_MUTANTS["mean_per_micro_batch"], "grads@step0"),
     "rl_tp": ("tp", "flp", 0, 1, CORRECT, "pass"),
-}
+    "rl_grad_divided_by_world_twice": ("fsdp2", "flp", 0, 1, PARALLEL_MUTANTS["grad_divided_by_world_twice"],
+                                       "grads@step0"),
+}  # fmt: skip
 
 
 def case_of(name: str, world: int) -> ConvergeCase:
@@ -72,7 +76,8 @@ def check_case(rank: int, group, world: int, name: str) -> None:
         assert set(verdicts.values()) == {"pass"}, (name, verdicts)
     else:
         assert verdicts[expected] == "fail", (name, verdicts)
-        assert verdicts["patch_active"] == "pass", (name, verdicts)  # the kernel ran; the normalisation is wrong
+        active = "flp_active" if case.patch == "flp" else "patch_active"
+        assert verdicts[active] == "pass", (name, verdicts)  # the kernel ran; the normalisation is wrong
 
 
 # Every case on ONE set of 2 gloo ranks, one after the other (a rank's start-up and the
