@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from helpers import computed_once_per_run
+from helpers import once_per_run
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
 
@@ -34,18 +34,15 @@ def _providers() -> list[str]:
 
 @pytest.fixture
 def dp2_run(tmp_path_factory):
-    """(exit code, the --json payload, the records) of the one shared command."""
-
-    def compute(folder):
-        args = [a for p in _providers() for a in ("--provider", p)]
-        result = runner.invoke(app, ["verify", *DP2, *args, "--out", str(folder)])
-        text = result.stdout
-        assert "{" in text, result.output
-        return {"exit_code": result.exit_code, "output": result.output, "payload": json.loads(text[text.index("{") :])}
-
-    done, folder = computed_once_per_run(tmp_path_factory, "grpo_dp2_ranks", compute)
-    run = folder / done["payload"]["run_id"]
-    return done, run, pd.read_csv(run / "records.csv")
+    """(the CLI's result, its --json payload, the run folder, the records) of the one shared command."""
+    args = [a for p in _providers() for a in ("--provider", p)]
+    result, folder = once_per_run(
+        tmp_path_factory, "grpo_dp2_ranks", lambda out: runner.invoke(app, ["verify", *DP2, *args, "--out", str(out)])
+    )
+    assert "{" in result.stdout, result.output
+    payload = json.loads(result.stdout[result.stdout.index("{") :])
+    run = folder / payload["run_id"]
+    return result, payload, run, pd.read_csv(run / "records.csv")
 
 
 def _planned() -> set[str]:
@@ -54,16 +51,16 @@ def _planned() -> set[str]:
 
 
 def test_the_command_ran_on_two_real_ranks_and_only_the_planted_bug_failed(dp2_run):
-    done, run, records = dp2_run
+    result, payload, run, records = dp2_run
     env = json.loads((run / "env.json").read_text())
     assert env["nproc"] == 2 and env["backend"] == "gloo" and env["launch_returncode"] == 0
-    assert done["exit_code"] == 1, done["output"]  # the planted bug's failures, and nothing else's
-    assert {f["provider"] for f in done["payload"]["failures"]} == {MUTANT}, done["payload"]["failures"]
+    assert result.exit_code == 1, result.output  # the planted bug's failures, and nothing else's
+    assert {f["provider"] for f in payload["failures"]} == {MUTANT}, payload["failures"]
     assert set(records["provider"]) == set(_providers())
 
 
 def test_the_split_gradient_over_two_real_ranks_is_the_whole_batch_gradient(dp2_run):
-    _, _, records = dp2_run
+    *_, records = dp2_run
     ours = records[records["provider"] == "ours"]
     planned = _planned()
     assert set(ours["case"]) == planned and len(planned) >= 4
@@ -74,8 +71,8 @@ def test_the_split_gradient_over_two_real_ranks_is_the_whole_batch_gradient(dp2_
 
 
 def test_a_normaliser_per_rank_fails_on_real_ranks(dp2_run):
-    done, _, _ = dp2_run
-    failed = {(f["suite"], f["case"].split("/")[6]) for f in done["payload"]["failures"] if f["provider"] == MUTANT}
+    _, payload, _, _ = dp2_run
+    failed = {(f["suite"], f["case"].split("/")[6]) for f in payload["failures"] if f["provider"] == MUTANT}
     assert failed == {("invariance", "dapo"), ("invariance", "cispo")}
 
 
@@ -84,7 +81,7 @@ def test_liger_gets_the_count_over_every_process_on_real_ranks(dp2_run):
     hands it the count over every process (suites/peers/liger.py, _liger_num_items). Handed a
     rank's normaliser as it was, its dapo and cispo gradients came out 2x on two ranks (error 1.0)."""
     pytest.importorskip("liger_kernel")
-    _, _, records = dp2_run
+    *_, records = dp2_run
     liger = records[(records["provider"] == LIGER) & (records["suite"] == "invariance")]
     judged = liger[liger["verdict"] != "skip"]
     assert {c.split("/")[6] for c in judged["case"]} >= {"dapo", "cispo"}
