@@ -14,7 +14,8 @@ from helpers import register_plugin
 from ligerbench import registry
 from ligerbench.builtin import default_registry
 from ligerbench.cli import app
-from ligerbench.selftest import killmatrix
+from ligerbench.selftest import engine, killmatrix
+from ligerbench.selftest.kernels import control_cases
 from ligerbench.selftest.model import Mutant, check_targets, targeted
 from ligerbench.suites.ce import axes as ce_axes
 from ligerbench.suites.families.distill_mutants import MUST_KILL as DISTILL_MUST_KILL
@@ -198,15 +199,19 @@ def test_every_kernel_mutant_is_killed(tmp_path, kernel):
         assert table.loc[mutant, "verdict"] == "killed"
         by_default = "survived" if mutant in STRICT_ONLY else "killed"
         assert table.loc[mutant, killmatrix.DEFAULT_VERDICT] == by_default, (mutant, table.loc[mutant].to_dict())
-    # each mutant ran on its targeted slice only, and the control beside it on the same cases
+    # each mutant ran on its targeted slice only, and the control on the cases of the first
+    # killing checks (the evidence), among the cases where a mutant failed a check
     records = pd.read_csv(run / "records.csv")
     ran = records.groupby(["kernel", "provider"])["case"].nunique()
     spec = reg.kernels[kernel]
     union = {c.id for p in reg.mutants_for(kernel) for c in spec.grid("quick", "cpu") if targeted(p)(c)}
-    assert ran[(kernel, spec.control)] == len(union)
     mine = set(records.loc[records["provider"].str.startswith("mutant_"), "case"])
+    assert mine == union
+    mutant_rows = records[records["provider"].str.startswith("mutant_")]
+    failed = set(mutant_rows.loc[mutant_rows["verdict"].isin(["fail", "error"]), "case"])
     control = set(records.loc[records["provider"] == spec.control, "case"])
-    assert mine == control
+    mutants = engine.collect(reg, "cpu")
+    assert set(killmatrix.evidence(records, [m for m in mutants if m.kernel == kernel])["case"]) <= control <= failed
     assert "every mutant killed" in result.stdout
     assert "PASSED" in (run / "kill_matrix.md").read_text()
     if kernel == "ce":
@@ -299,3 +304,41 @@ def test_matrix_is_not_fooled_by_another_mutants_rows():
     table = killmatrix.matrix(df, [MUT, other]).set_index("mutant")
     assert table.loc["m", "verdict"] == "SURVIVED" and table.loc["other", "verdict"] == "killed"
     assert killmatrix.survivors(table.reset_index()) == ["m"]
+
+
+def _row(provider, suite, case, verdict, *, strict_only=False):
+    # strict_only: over the careful limit, within the default one (a formula that cancels)
+    textbook = 1e-3 if strict_only else float("nan")
+    return {"kernel": "k", "provider": provider, "suite": suite, "case": case, "quantity": "loss",
+            "verdict": verdict, "rule": "strict", "value": 1e-5, "limit": 1e-6, "careful": 1e-7,
+            "textbook": textbook}  # fmt: skip
+
+
+def test_the_control_runs_where_a_kill_is_judged_and_on_the_next_case_where_it_fails_too():
+    mutant = Mutant(name="m", campaign="kernels", description="", control="ours", suites=("a", "b"), kernel="k")
+    rows = [
+        _row("m", "a", "c1", "pass"),
+        _row("m", "a", "c2", "fail", strict_only=True),
+        _row("m", "a", "c3", "fail"),
+        _row("m", "b", "c2", "fail", strict_only=True),
+    ]
+    df = pd.DataFrame(rows)
+    # the first failing check of each suite (c2 for both), and the first that fails the default
+    # verdict too (c3); a passed check needs no control
+    assert control_cases(df, [mutant], set()) == {"c2", "c3"}
+    # the control fails suite a's check on c2 and passes the rest: no kill there, so a's next
+    # failing check (c3, run) decides, and b's kill on c2 stands: nothing more to run
+    done = {"c2", "c3"}
+    ran = [_row("ours", "a", "c2", "fail"), _row("ours", "a", "c3", "pass"), _row("ours", "b", "c2", "pass")]
+    assert control_cases(pd.DataFrame(rows + ran), [mutant], done) == set()
+    table = killmatrix.matrix(pd.DataFrame(rows + ran), [mutant]).set_index("mutant")
+    assert (table.loc["m", "a"], table.loc["m", "b"], table.loc["m", killmatrix.DEFAULT_VERDICT]) == (
+        "killed", "killed", "killed")  # fmt: skip
+    # where the control fails c3 too, suite a has nothing left to try: no more cases, a survives
+    ran[1] = _row("ours", "a", "c3", "fail")
+    assert control_cases(pd.DataFrame(rows + ran), [mutant], done) == set()
+    table = killmatrix.matrix(pd.DataFrame(rows + ran), [mutant]).set_index("mutant")
+    assert (table.loc["m", "a"], table.loc["m", "b"], table.loc["m", killmatrix.DEFAULT_VERDICT]) == (
+        "survived", "killed", "survived")  # fmt: skip
+    # and a control that has not run c2 yet is asked for it before c3 is looked at
+    assert control_cases(df, [mutant], {"c3"}) == {"c2"}

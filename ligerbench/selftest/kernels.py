@@ -1,15 +1,17 @@
 """selftest's kernel campaign: every provider registered with `mutant=True`, run by the verify
-engine on the cases its `targets` select (all of the preset's grid when it declares none),
-beside the kernel's control provider (`KernelSpec.control`, our kernel unless a plugin names
-its own, or the one `selftest --control NAME` names: `use_control`) on the same cases and inputs."""
+engine on the cases its `targets` select (all of the preset's grid when it declares none), then
+the kernel's control provider (`KernelSpec.control`, our kernel unless a plugin names its own, or
+the one `selftest --control NAME` names: `use_control`) on the cases that judge its kills, with
+the same inputs (`control_cases`)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 
-from ligerbench.cases import Case
+import pandas as pd
+
 from ligerbench.registry import Campaign, Provider, Registry
+from ligerbench.selftest import killmatrix
 from ligerbench.selftest.model import Context, Mutant, check_targets, describe_targets, targeted
 from ligerbench.verify.engine import make_plan, run_plan
 
@@ -52,29 +54,59 @@ def _kernel_mutants(registry: Registry, device_type: str) -> list[Mutant]:
     return found
 
 
-def _union(providers: list[Provider]) -> Callable[[Case], bool]:
-    filters = [targeted(p) for p in providers]
-    return lambda case: any(f(case) for f in filters)
-
-
 def _run_kernel_mutants(registry: Registry, mutants: list[Mutant], ctx: Context) -> None:
-    by_kernel: dict[str, list[Provider]] = {}
+    by_kernel: dict[str, list[Mutant]] = {}
     for m in mutants:
-        p = registry.provider(m.kernel, m.name)
-        by_kernel.setdefault(p.kernel, []).append(p)
-    for kernel, providers in by_kernel.items():
+        by_kernel.setdefault(m.kernel, []).append(m)
+    for kernel, mine in by_kernel.items():
         control = control_for(registry, kernel, ctx.device.type)
         # planted bugs are variants of our kernels: judged as ours are, by the strict verdict (each
         # row keeps both yardsticks' errors, so the kill matrix also says which the default kills)
         common = dict(kernel=kernel, preset=ctx.preset, device_type=ctx.device.type, strict=True)
         run = dict(run_id=ctx.run_id, seed=ctx.seed, device=ctx.device, writer=ctx.writer)
-        if control is not None:
-            # once over the union of the mutants' slices: every mutant's cases have control rows
-            plan = make_plan(registry, **common, providers=[control.name], case_filter=_union(providers))
-            run_plan(plan, registry, **run, on_case=lambda c, name=control.name: ctx.on_step(f"{name} {c.id}"))
-        for p in providers:
+        for m in mine:
+            p = registry.provider(kernel, m.name)
             plan = make_plan(registry, **common, providers=[p.name], case_filter=targeted(p))
             run_plan(plan, registry, **run, on_case=lambda c, p=p: ctx.on_step(f"{p.name} {c.id}"))
+        if control is None:
+            continue
+        # the control on the cases that judge the kills (`control_cases`), round by round
+        done: set[str] = set()
+        while wanted := control_cases(ctx.writer.frame(), mine, done):
+            done |= wanted
+            plan = make_plan(registry, **common, providers=[control.name], case_filter=lambda c, w=wanted: c.id in w)
+            run_plan(plan, registry, **run, on_case=lambda c, name=control.name: ctx.on_step(f"{name} {c.id}"))
+
+
+def control_cases(df: pd.DataFrame, mutants: list[Mutant], done: set[str]) -> set[str]:
+    """The cases the control must run on next, beyond `done`, for the kill matrix to be what it
+    would be with the control run on every case of every mutant.
+
+    A failing check is a kill only where the control passes it, and the matrix reads, per mutant
+    and suite, whether some failing check is a kill (the evidence table: the first one, in the
+    order the mutant's checks ran), and per mutant whether some kill also fails the default
+    verdict. So each (mutant, suite) needs the control on its first failing check's case, and
+    on the next one's only where the control fails that check; the same for each mutant's
+    failing checks that fail the default verdict. Checks the mutant passes need no control: they
+    are no kill whatever the control does. Our kernel is verified on every case by `verify`; here
+    it is the yardstick of kills (the control ran on every targeted case until 2026-11-29: 60 of
+    the 150 CPU-s of every kernel's selftest, for the same matrix)."""
+    rows = killmatrix.Rows(df)
+    wanted: set[str] = set()
+    for m in mutants:
+        failing = rows.of(m.kernel, m.name)
+        failing = failing[failing["verdict"].isin(["fail", "error"])]
+        groups = [g for _, g in failing.groupby("suite", sort=False)]
+        by_default = [killmatrix.fails_default(r) for _, r in failing.iterrows()]
+        groups.append(failing[by_default] if len(failing) else failing)
+        for group in groups:
+            for _, row in group.iterrows():
+                if row["case"] not in done:
+                    wanted.add(row["case"])
+                    break
+                if rows.control_passes(m.kernel, m.control, row):
+                    break
+    return wanted
 
 
 KERNEL_CAMPAIGN = Campaign(

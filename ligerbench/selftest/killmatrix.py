@@ -27,7 +27,7 @@ from ligerbench.verify.summary import markdown_table
 KILLED, SURVIVED, NOT_APPLICABLE = "killed", "survived", "n/a"
 
 
-class _Rows:
+class Rows:
     """The records split once by (kernel, provider), and each control's checks by (suite, case):
     a kill matrix asks for a mutant's rows and its control's verdicts once per failing check
     (thousands of rows; filtering the whole frame each time was most of a small selftest's
@@ -78,10 +78,10 @@ class _Rows:
 
 def kills(df: pd.DataFrame, mutant: Mutant) -> pd.DataFrame:
     """The mutant's failing (or erroring) checks that its control passes: the evidence of kills."""
-    return _Rows(df).kills(mutant)
+    return Rows(df).kills(mutant)
 
 
-def _cell(rows: _Rows, mutant: Mutant, suite: str, killing: pd.DataFrame) -> str:
+def _cell(rows: Rows, mutant: Mutant, suite: str, killing: pd.DataFrame) -> str:
     if suite not in mutant.suites:
         return NOT_APPLICABLE
     if (killing["suite"] == suite).any():
@@ -93,13 +93,13 @@ def _cell(rows: _Rows, mutant: Mutant, suite: str, killing: pd.DataFrame) -> str
 
 
 def cell(df: pd.DataFrame, mutant: Mutant, suite: str, killing: pd.DataFrame) -> str:
-    return _cell(_Rows(df), mutant, suite, killing)
+    return _cell(Rows(df), mutant, suite, killing)
 
 
 DEFAULT_VERDICT = "default_verdict"
 
 
-def _fails_default(row) -> bool:
+def fails_default(row) -> bool:
     """A killing row fails the default verdict too: an error, a check no yardstick sets (layouts,
     writes, converge's), or an error above the default limit (the strict limit moved from the
     careful yardstick's error to the larger of the two)."""
@@ -111,9 +111,9 @@ def _fails_default(row) -> bool:
     return not row["value"] <= row["limit"] + FACTOR * max(0.0, textbook - careful)
 
 
-def matrix(df: pd.DataFrame | _Rows, mutants: list[Mutant]) -> pd.DataFrame:
+def matrix(df: pd.DataFrame | Rows, mutants: list[Mutant]) -> pd.DataFrame:
     """One row per mutant: its description, a column per suite, and `verdict` (killed/SURVIVED)."""
-    rows_of = df if isinstance(df, _Rows) else _Rows(df)
+    rows_of = df if isinstance(df, Rows) else Rows(df)
     suites = list(dict.fromkeys(s for m in mutants for s in m.suites))
     rows = []
     for m in mutants:
@@ -121,7 +121,7 @@ def matrix(df: pd.DataFrame | _Rows, mutants: list[Mutant]) -> pd.DataFrame:
         cells = {s: _cell(rows_of, m, s, killing) for s in suites}
         killed = any(v == KILLED for v in cells.values())
         verdict = "killed" if killed else "SURVIVED"
-        by_default = KILLED if any(_fails_default(r) for _, r in killing.iterrows()) else SURVIVED
+        by_default = KILLED if any(fails_default(r) for _, r in killing.iterrows()) else SURVIVED
         about = {"about": m.description, "needs": m.needs}
         rows.append({"mutant": m.name, "kernel": m.kernel, **cells, "verdict": verdict,
                      DEFAULT_VERDICT: by_default if killed else NOT_APPLICABLE, **about})  # fmt: skip
@@ -136,7 +136,7 @@ def survivors(table: pd.DataFrame) -> list[str]:
 def control_problems(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
     """Checks the control itself fails or errors on: no kill is counted there, and they say the
     kernel or the check is broken on those cases (verify reports them too)."""
-    rows = _Rows(df)
+    rows = Rows(df)
     controls = dict.fromkeys((m.kernel, m.control) for m in mutants)  # each once, in the mutants' order
     bad = [rows.of(kernel, control) for kernel, control in controls]
     bad = [b[b["verdict"].isin(["fail", "error"])] for b in bad]
@@ -144,9 +144,9 @@ def control_problems(df: pd.DataFrame, mutants: list[Mutant]) -> pd.DataFrame:
     return pd.concat(bad).drop_duplicates() if bad else df.iloc[0:0]
 
 
-def evidence(df: pd.DataFrame | _Rows, mutants: list[Mutant]) -> pd.DataFrame:
+def evidence(df: pd.DataFrame | Rows, mutants: list[Mutant]) -> pd.DataFrame:
     """The first killing check per (mutant, suite): what a reader checks to believe a kill."""
-    rows = df if isinstance(df, _Rows) else _Rows(df)
+    rows = df if isinstance(df, Rows) else Rows(df)
     frames = [rows.kills(m).drop_duplicates("suite") for m in mutants]
     frames = [f for f in frames if len(f)]
     cols = ["provider", "suite", "case", "quantity", "verdict", "value", "limit", "message"]
@@ -154,7 +154,7 @@ def evidence(df: pd.DataFrame | _Rows, mutants: list[Mutant]) -> pd.DataFrame:
 
 
 def markdown(df: pd.DataFrame, mutants: list[Mutant], env: dict, *, title: str) -> str:
-    rows = _Rows(df)
+    rows = Rows(df)
     table = matrix(rows, mutants)
     left = survivors(table)
     status = f"FAILED: {len(left)} mutant(s) survived every suite: {', '.join(left)}" if left else "PASSED"

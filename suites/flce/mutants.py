@@ -11,7 +11,7 @@ import torch
 from ligerbench.registry import Provider
 from ligerbench.suites.ce.spec import ce_torch
 from ligerbench.suites.common import input_mutants, split_step
-from ligerbench.suites.flce.providers import MANY_CHUNKS
+from ligerbench.suites.flce.providers import MANY_CHUNKS, flce_upcast
 
 _CHUNK = 5  # as providers.py SMALL_CHUNK_TOKENS: no grid token count is a multiple
 
@@ -51,18 +51,20 @@ def _targets_transposed(hidden, weight, target, **opts):
 def _wraps_at_64_chunks(hidden, weight, target, *, bias, token_weight, **opts):
     """Per-chunk weight-gradient partials kept in 64 slots indexed by chunk id modulo 64: with
     MANY_CHUNKS chunks, chunk 64 + k overwrites chunk k's partial, so the first chunks never
-    reach the weight gradient (the loss, hidden and bias gradients are right)."""
+    reach the weight gradient (the loss, hidden and bias gradients are right). Emulated as ours
+    over MANY_CHUNKS chunks less the weight gradient of the lost chunks' tokens, formed by the
+    eager provider on those tokens alone (one interpreted call of ours, not two)."""
     n = target.numel()
     per_chunk = -(-n // MANY_CHUNKS)
     chunks = -(-n // per_chunk)
     chunk_of = (torch.arange(n, device=target.device) // per_chunk).reshape(target.shape)
-    kept = (chunk_of >= chunks - 64).float()
-    tw_w = kept if token_weight is None else token_weight * kept
+    lost = (chunk_of < chunks - 64).float()
+    tw_lost = lost if token_weight is None else token_weight * lost
     fixed = dict(chunk_tokens=per_chunk, grad_weight_accum="fp32")
-    main, z = _ours(hidden, weight.detach(), target, bias=bias, token_weight=token_weight, **fixed, **opts)
+    loss, z = _ours(hidden, weight, target, bias=bias, token_weight=token_weight, **fixed, **opts)
     b = None if bias is None else bias.detach()
-    w_path, _ = _ours(hidden.detach(), weight, target, bias=b, token_weight=tw_w, **fixed, **opts)
-    return main + (w_path - w_path.detach()), z
+    gone, _ = flce_upcast(hidden.detach(), weight, target, bias=b, token_weight=tw_lost, **opts)
+    return loss - (gone - gone.detach()), z
 
 
 def _one_chunk_upstream_ignored(hidden, weight, target, **opts):
