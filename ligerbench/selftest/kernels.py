@@ -10,6 +10,7 @@ import dataclasses
 
 import pandas as pd
 
+from ligerbench.records import to_frame
 from ligerbench.registry import Campaign, Provider, Registry
 from ligerbench.selftest import killmatrix
 from ligerbench.selftest.model import Context, Mutant, check_targets, describe_targets, targeted
@@ -65,18 +66,29 @@ def _run_kernel_mutants(registry: Registry, mutants: list[Mutant], ctx: Context)
         common = dict(kernel=kernel, preset=ctx.preset, device_type=ctx.device.type, strict=True)
         run = dict(run_id=ctx.run_id, seed=ctx.seed, device=ctx.device, writer=ctx.writer)
         done: set[str] = set()  # the cases the control has run
+        # the control's plan over every mutant's cases, made once; each round runs a part of it
+        judge = None
+        if control is not None:
+            union = [targeted(registry.provider(kernel, m.name)) for m in mine]
+            judge = make_plan(
+                registry, **common, providers=[control.name], case_filter=lambda c, u=union: any(f(c) for f in u)
+            )
         for m in mine:
             p = registry.provider(kernel, m.name)
             plan = make_plan(registry, **common, providers=[p.name], case_filter=targeted(p))
             run_plan(plan, registry, **run, on_case=lambda c, p=p: ctx.on_step(f"{p.name} {c.id}"))
             # then the control on the cases that judge its kills, round by round, so a run stopped
             # later holds every judgment of the mutants it finished
-            while control is not None and (wanted := control_cases(ctx.writer.frame(), [m], done)):
+            while judge is not None and (wanted := control_cases(_rows_of(ctx, kernel, m, control), [m], done)):
                 done |= wanted
-                plan = make_plan(
-                    registry, **common, providers=[control.name], case_filter=lambda c, w=wanted: c.id in w
-                )
-                run_plan(plan, registry, **run, on_case=lambda c, name=control.name: ctx.on_step(f"{name} {c.id}"))
+                part = dataclasses.replace(judge, cases=tuple(c for c in judge.cases if c.id in wanted))
+                run_plan(part, registry, **run, on_case=lambda c, name=control.name: ctx.on_step(f"{name} {c.id}"))
+
+
+def _rows_of(ctx: Context, kernel: str, mutant: Mutant, control: Provider) -> pd.DataFrame:
+    """The records of the mutant and of its control so far (not the whole run's, each time)."""
+    names = (mutant.name, control.name)
+    return to_frame([r for r in ctx.writer.rows if r.kernel == kernel and r.provider in names])
 
 
 def control_cases(df: pd.DataFrame, mutants: list[Mutant], done: set[str]) -> set[str]:
