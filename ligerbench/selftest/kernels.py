@@ -7,9 +7,11 @@ the same inputs (`control_cases`)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import pandas as pd
 
+from ligerbench.cases import Case
 from ligerbench.records import to_frame
 from ligerbench.registry import Campaign, Provider, Registry
 from ligerbench.selftest import killmatrix
@@ -55,6 +57,11 @@ def _kernel_mutants(registry: Registry, device_type: str) -> list[Mutant]:
     return found
 
 
+def _union(providers: list[Provider]) -> Callable[[Case], bool]:
+    filters = [targeted(p) for p in providers]
+    return lambda case: any(f(case) for f in filters)
+
+
 def _run_kernel_mutants(registry: Registry, mutants: list[Mutant], ctx: Context) -> None:
     by_kernel: dict[str, list[Mutant]] = {}
     for m in mutants:
@@ -69,10 +76,8 @@ def _run_kernel_mutants(registry: Registry, mutants: list[Mutant], ctx: Context)
         # the control's plan over every mutant's cases, made once; each round runs a part of it
         judge = None
         if control is not None:
-            union = [targeted(registry.provider(kernel, m.name)) for m in mine]
-            judge = make_plan(
-                registry, **common, providers=[control.name], case_filter=lambda c, u=union: any(f(c) for f in u)
-            )
+            providers = [registry.provider(kernel, m.name) for m in mine]
+            judge = make_plan(registry, **common, providers=[control.name], case_filter=_union(providers))
         for m in mine:
             p = registry.provider(kernel, m.name)
             plan = make_plan(registry, **common, providers=[p.name], case_filter=targeted(p))
