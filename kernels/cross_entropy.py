@@ -34,6 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .row_tiles import programs, rows_per_program
 from .triton_math import cap_block, load_block, softcap_and_slope, target_nll, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -53,32 +54,42 @@ def _row_stats(
     SMOOTH: tl.constexpr,
     HAS_CLASS_W: tl.constexpr,
     POLICY: tl.constexpr,
+    ROWS: tl.constexpr,
 ):
     """Pass 1 over one row of V columns: running max m, sum of exp(x - m) over the
     non-target classes s_o, and for label smoothing d = sum_j w_j (m - x_j) and sum_j w_j.
+    ROWS 0: one row, x_row a pointer and t a scalar, scalars out; else a tile's rows (x_row and t
+    [ROWS, 1] columns, kernels/row_tiles.py), [ROWS, 1] columns out.
 
     Smoothing needs sum_j w_j (lse - x_j) = W * log_s + d. Every term of d is >= 0, so nothing
     cancels: the older form W * lse - sum_j w_j x_j cancelled (catastrophically for large |x|),
     and a compiler's fused multiply-add turned it into the rounding error of w * x where the
     true value is exactly 0 (V=1: measured -1.7e-7 against an exact 0 on an H100)."""
-    offs = tl.arange(0, BLOCK_V)
-    m = float("-inf")
-    d = 0.0
-    sum_w = 0.0
+    if ROWS == 0:
+        offs = tl.arange(0, BLOCK_V)
+        m = float("-inf")
+        d = 0.0
+        sum_w = 0.0
+        s_v = tl.zeros([BLOCK_V], tl.float32)
+    else:
+        offs = tl.arange(0, BLOCK_V)[None, :]
+        m = tl.full([ROWS, 1], float("-inf"), tl.float32)
+        d = tl.zeros([ROWS, 1], tl.float32)
+        sum_w = tl.zeros([ROWS, 1], tl.float32)
+        s_v = tl.zeros([ROWS, BLOCK_V], tl.float32)
     # Each iteration issues the next block's load before working on this one, so two blocks of
     # reads are in flight. Pass-1 reads ask L2 to keep the row: pass 2 reads it again.
     x_next = load_block(x_row, offs, V, POLICY)
     # One cross-warp reduction a block (the max); the sums stay per lane, rescaled by the block's
     # scalar factor, and are reduced once at the row's end (H100: 5-14% faster than a max and a
     # sum a block at N=4096-16384, V=32000-256000; kernels/NOTES.md, "Cross entropy").
-    s_v = tl.zeros([BLOCK_V], tl.float32)
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
         in_row = cols < V
         x_raw = x_next
         x_next = load_block(x_row, cols + BLOCK_V, V, POLICY)
         x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
-        m_new = tl.maximum(m, tl.max(x, 0))
+        m_new = tl.maximum(m, _row_max(x, ROWS))
         s_v = s_v * tl.exp(m - m_new) + tl.where(cols == t, 0.0, tl.exp(x - m_new))
         if SMOOTH:
             if HAS_CLASS_W:
@@ -87,25 +98,44 @@ def _row_stats(
                 w = tl.where(in_row, 1.0, 0.0)
             # the columns seen so far move up by the max's rise (none seen yet: nothing to move)
             d = tl.where(sum_w > 0.0, d + sum_w * (m_new - m), 0.0)
-            d += tl.sum(w * tl.where(in_row, m_new - x, 0.0), 0)
-            sum_w += tl.sum(w, 0)
+            d += _row_sum(w * tl.where(in_row, m_new - x, 0.0), ROWS)
+            sum_w += _row_sum(w, ROWS)
         m = m_new
-    s_o = tl.sum(s_v, 0)
+    s_o = _row_sum(s_v, ROWS)
     return m, s_o, d, sum_w
+
+
+@device_function
+def _row_max(x, ROWS: tl.constexpr):
+    """Each row's max: of a [BLOCK] row (ROWS 0) a scalar, of a [ROWS, BLOCK] tile a column."""
+    if ROWS == 0:
+        return tl.max(x, 0)
+    else:
+        return tl.max(x, 1, keep_dims=True)
+
+
+@device_function
+def _row_sum(x, ROWS: tl.constexpr):
+    """Each row's sum, as _row_max."""
+    if ROWS == 0:
+        return tl.sum(x, 0)
+    else:
+        return tl.sum(x, 1, keep_dims=True)
 
 
 # _ce_fwd_kernel's arguments, passed through one by one as its launch takes them (do_not_specialize names them)
 @device_function
-def _row_finish(row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr, denom_ptr,
+def _row_finish(row, live, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr, denom_ptr,
                 loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale, has_token_w, zloss, mean,
                 HAS_CLASS_W: tl.constexpr, SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, WRITE_GRAD: tl.constexpr,
                 BLOCK_V: tl.constexpr, ROUND_BY_HAND: tl.constexpr, POLICY: tl.constexpr,
                 SYNC: tl.constexpr):  # fmt: skip
-    """From one row's pass-1 statistics: store its loss, z-loss and lse, then (WRITE_GRAD)
-    pass 2, which writes the row's gradient for an upstream gradient of 1. SYNC (the gradient
-    shares the logits' storage, _sync_level): 1, every warp has read the target's logit before
-    any gradient is stored; 2, also every block before any warp stores its gradient."""
-    offs = tl.arange(0, BLOCK_V)
+    """From the pass-1 statistics of a tile's rows ([ROWS, 1] columns: `row` their ids, `live`
+    those to write): store each row's loss, z-loss and lse, then (WRITE_GRAD) pass 2, which
+    writes its gradient for an upstream gradient of 1. SYNC (the gradient shares the logits'
+    storage, _sync_level): 1, every warp has read the target's logit before any gradient is
+    stored; 2, also every block before any warp stores its gradient."""
+    offs = tl.arange(0, BLOCK_V)[None, :]
     n_blocks = tl.cdiv(V, BLOCK_V)
     # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
     valid = (t >= 0) & (t < V)
@@ -132,10 +162,10 @@ def _row_finish(row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, s
     # has_token_w, zloss, mean: per-row options, runtime flags (0 or 1), not constexprs: each
     # constexpr doubles the variants a varied grid compiles, and these cost a row nothing
     zl = tl.where(zloss != 0, z_scale * lse * lse, 0.0)
-    tw = tl.load(token_w_ptr + row * stride_tw, mask=has_token_w != 0, other=1.0).to(tl.float32)
-    tl.store(loss_ptr + row, tw * (loss + zl))
-    tl.store(zloss_ptr + row, tw * zl)
-    tl.store(lse_ptr + row, lse)
+    tw = tl.load(token_w_ptr + row * stride_tw, mask=tl.where(has_token_w != 0, live, False), other=1.0).to(tl.float32)
+    tl.store(loss_ptr + row, tw * (loss + zl), mask=live)
+    tl.store(zloss_ptr + row, tw * zl, mask=live)
+    tl.store(lse_ptr + row, lse, mask=live)
 
     if WRITE_GRAD:
         # d loss / d x_j = p_j * A - eps / V * w_j  (j != y), with
@@ -182,16 +212,19 @@ def _row_finish(row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, s
             if SYNC == 2:
                 tl.debug_barrier()
             tl.store(
-                g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row, eviction_policy=POLICY
-            )
+                g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=live & in_row,
+                eviction_policy=POLICY,
+            )  # fmt: skip
 
 
 @device_function
-def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
-    offs = tl.arange(0, BLOCK_V)
+def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr, keep):
+    """Zeros over the gradient of the rows at g_row (a pointer, or a tile's [ROWS, 1] column) where
+    `keep` (a flag of the same shape) holds."""
+    offs = tl.arange(0, BLOCK_V)[None, :]
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
-        tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=cols < V)
+        tl.store(g_row + cols, tl.zeros([1, BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=keep & (cols < V))
 
 
 # Ints Triton need not compile a variant for (it specialises each int on == 1 and on divisibility
@@ -204,7 +237,7 @@ def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr):
 # kernel in ce's cold quick verify on an H100, ~0.25 s of Triton's compile each (cProfile:
 # kernels/NOTES.md); on CPU's count 264 -> 118.
 @triton.jit(do_not_specialize=["stride_tw", "ignore_index", "stride_only", "has_token_w", "zloss", "mean",
-                               "only_rescaled"])  # fmt: skip
+                               "only_rescaled", "N"])  # fmt: skip
 def _ce_fwd_kernel(
     # logits [N, V] with rows `stride_x` elements apart; gradient [N, V] (may alias the logits)
     x_ptr,
@@ -241,33 +274,43 @@ def _ce_fwd_kernel(
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
     SYNC: tl.constexpr,  # barriers for a gradient that shares the logits' storage (_sync_level)
+    ROWS: tl.constexpr,  # rows a program (kernels/row_tiles.py)
+    N,  # rows: bounds the last tile
     # only_rescaled: rows whose factor at only_ptr (`stride_only` apart) is exactly 1 are left as
     # they are (their gradient formed already); the others are formed anew (rescale_formed_grad)
     only_ptr,
     stride_only,
     only_rescaled,
 ):
-    """One program per row: pass 1 (statistics), then loss and pass 2 (gradient)."""
-    row = tl.program_id(0).to(tl.int64)  # int64: row * stride exceeds 2**31 at large N * V
-    x_row = x_ptr + row * stride_x
-    g_row = grad_ptr + row * stride_g
-    t = tl.load(tgt_ptr + row).to(tl.int64)
-    factor = tl.load(only_ptr + row * stride_only, mask=only_rescaled != 0, other=0.0).to(tl.float32)
-    if (only_rescaled == 0) | ((factor != 1.0) & (t != ignore_index)):
-        if t == ignore_index:
-            tl.store(loss_ptr + row, 0.0)
-            tl.store(zloss_ptr + row, 0.0)
-            tl.store(lse_ptr + row, 0.0)
-            if WRITE_GRAD:
-                _zero_row(g_row, V, grad_ptr, BLOCK_V)
-        else:
-            m, s_o, d, sum_w = _row_stats(x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W,
-                                          POLICY_KEEP)  # fmt: skip
-            _row_finish(
-                row, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
-                denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale, has_token_w, zloss, mean,
-                HAS_CLASS_W, SMOOTH, SOFTCAP, WRITE_GRAD, BLOCK_V, ROUND_BY_HAND, POLICY_DROP, SYNC,
-            )  # fmt: skip
+    """A tile of rows a program (kernels/row_tiles.py): pass 1 (statistics), then loss and pass
+    2 (gradient). Every per-row value is a [ROWS, 1] column. A tile's rows past N read the last
+    row (their stores are masked off), so the loads need no row mask."""
+    rows = (tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS))[:, None]  # int64: row * stride exceeds 2**31
+    in_n = rows < N
+    rows_c = tl.minimum(rows, N - 1)
+    x_row = x_ptr + rows_c * stride_x
+    g_row = grad_ptr + rows_c * stride_g
+    t = tl.load(tgt_ptr + rows_c).to(tl.int64)
+    # (a flag and a tile's column are combined with tl.where, not &: Triton's interpreter (3.9)
+    # gives `column & scalar flag` int32 data under an int1 type, which a mask then refuses)
+    factor = tl.load(only_ptr + rows_c * stride_only, mask=tl.where(only_rescaled != 0, in_n, False), other=0.0)
+    work = tl.where(only_rescaled == 0, in_n, in_n & (factor.to(tl.float32) != 1.0) & (t != ignore_index))
+    idle = work & (t == ignore_index)
+    live = work & (t != ignore_index)
+    if tl.max(idle.to(tl.int32)) > 0:  # an ignored row: loss 0 and a zero gradient
+        tl.store(loss_ptr + rows, 0.0, mask=idle)
+        tl.store(zloss_ptr + rows, 0.0, mask=idle)
+        tl.store(lse_ptr + rows, 0.0, mask=idle)
+        if WRITE_GRAD:
+            _zero_row(g_row, V, grad_ptr, BLOCK_V, idle)
+    if tl.max(live.to(tl.int32)) > 0:
+        m, s_o, d, sum_w = _row_stats(x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W,
+                                      POLICY_KEEP, ROWS)  # fmt: skip
+        _row_finish(
+            rows, live, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
+            denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale, has_token_w, zloss, mean,
+            HAS_CLASS_W, SMOOTH, SOFTCAP, WRITE_GRAD, BLOCK_V, ROUND_BY_HAND, POLICY_DROP, SYNC,
+        )  # fmt: skip
 
 
 @triton.jit(do_not_specialize=["V", "ignore_index"])  # one target a program
@@ -292,22 +335,25 @@ def _scale_rows_kernel(
     V,
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
+    ROWS: tl.constexpr,  # rows a tile (kernels/row_tiles.py); per-row values are [ROWS, 1] columns
 ):
     pid = tl.program_id(0).to(tl.int64)
     n_programs = tl.num_programs(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK_V)
-    for i in range(0, tl.cdiv(N - pid, n_programs)):
-        row = pid + i * n_programs
-        up = tl.load(up_ptr + row * stride_up).to(tl.float32)
+    offs = tl.arange(0, BLOCK_V)[None, :]
+    for i in range(0, tl.cdiv(tl.cdiv(N, ROWS) - pid, n_programs)):
+        rows = ((pid + i * n_programs) * ROWS + tl.arange(0, ROWS))[:, None]
+        in_n = rows < N
+        up = tl.load(up_ptr + rows * stride_up, mask=in_n, other=1.0).to(tl.float32)
         # The forward already wrote the gradient for an upstream gradient of 1: most rows of a
         # training step need nothing more, and the test is made here, on the device.
-        if up != 1.0:
-            g_row = grad_ptr + row * stride_g
+        scaled = up != 1.0
+        if tl.max(scaled.to(tl.int32)) > 0:
+            g_row = grad_ptr + rows * stride_g
             for b in range(0, tl.cdiv(V, BLOCK_V)):
                 cols = b * BLOCK_V + offs
-                in_row = cols < V
-                g = tl.load(g_row + cols, mask=in_row, other=0.0).to(tl.float32)
-                tl.store(g_row + cols, to_store(g * up, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_row)
+                keep = scaled & (cols < V)
+                g = tl.load(g_row + cols, mask=keep, other=0.0).to(tl.float32)
+                tl.store(g_row + cols, to_store(g * up, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=keep)
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -430,7 +476,8 @@ def cross_entropy_rows(
         return loss, zloss, lse
     block_v, num_warps = _launch_config(n_cols, dev, _CE_MAX_BLOCK_V)
     write_grad = grad_out is not None
-    _ce_fwd_kernel[(n_rows,)](
+    tile = rows_per_program(n_rows, block_v, dev)
+    _ce_fwd_kernel[programs(n_rows, tile)](
         logits,
         logits.stride(0),
         grad_out if write_grad else logits,
@@ -460,6 +507,8 @@ def cross_entropy_rows(
         POLICY_KEEP="evict_last" if _L2_HINTS else "",
         POLICY_DROP="evict_first" if _L2_HINTS else "",
         SYNC=_sync_level(grad_out, logits) if write_grad else 0,
+        ROWS=tile,
+        N=n_rows,
         only_ptr=only_where_not_one if only_where_not_one is not None else loss,
         stride_only=only_where_not_one.stride(0) if only_where_not_one is not None else 0,
         only_rescaled=int(only_where_not_one is not None),
@@ -489,7 +538,8 @@ def scale_rows_(grad: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
     up = upstream.reshape(-1) if upstream.numel() > 1 else upstream.reshape(1)
     stride_up = up.stride(0) if up.numel() > 1 else 0
     block_v, num_warps = _launch_config(n_cols, grad.device)
-    _scale_rows_kernel[(n_rows,)](
+    tile = rows_per_program(n_rows, block_v, grad.device)
+    _scale_rows_kernel[programs(n_rows, tile)](
         grad,
         grad.stride(0),
         up,
@@ -498,6 +548,7 @@ def scale_rows_(grad: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
         n_cols,
         BLOCK_V=block_v,
         ROUND_BY_HAND=_INTERPRETED,
+        ROWS=tile,
         num_warps=num_warps,
     )
     return grad

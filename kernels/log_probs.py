@@ -56,6 +56,7 @@ import triton.language as tl
 
 from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config, _sync_level
+from .row_tiles import programs, rows_per_program
 from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -94,11 +95,19 @@ def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
 
 
 @device_function
-def _count_valid(tgt_row, K, ignore_index):
-    n = 0
+def _count_valid(tgt_rows, K, ignore_index, in_n):
+    """[ROWS]: how many of each row's K targets are not ignore_index (a row past N: none)."""
+    n = in_n.to(tl.int32) * 0
     for k in range(0, K):
-        n += (tl.load(tgt_row + k) != ignore_index).to(tl.int32)
+        n += (tl.load(tgt_rows + k, mask=in_n, other=ignore_index) != ignore_index).to(tl.int32)
     return n
+
+
+@device_function
+def _tile_rows(N, ROWS: tl.constexpr):
+    """This program's rows (int64: row * stride exceeds 2**31 at large N * V) and which are < N."""
+    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    return rows, rows < N
 
 
 # Ints read once a row or compared with a target id (as cross_entropy's ignore_index) get no
@@ -108,8 +117,9 @@ def _count_valid(tgt_row, K, ignore_index):
 # strides and V stay specialised: they let rows be read in 16-byte vectors. Likewise the alignment
 # of the pointers read or written a few elements a row: the fused op hands chunks of rows (views at
 # a row offset), each chunk's alignment compiled a variant of its own (flp quick: 140 variants of
-# these two kernels on a GPU, 66 without either specialisation; lp quick: 77, 46).
-_LP_NOT_SPECIALISED = ["T", "K", "col_start", "ignore_index", "stride_v"]
+# these two kernels on a GPU, 66 without either specialisation; lp quick: 77, 46). N bounds the
+# last tile's rows only.
+_LP_NOT_SPECIALISED = ["T", "K", "col_start", "ignore_index", "stride_v", "N"]
 
 
 @triton.jit(
@@ -133,6 +143,7 @@ def _lp_fwd_kernel(
     # the targets' z [N, K], float32, carried between the launches of a sliced row
     zt_ptr,
     # sizes and options; col_start: the vocabulary id of column 0 (a slice of the vocabulary)
+    N,
     V,
     col_start,
     ignore_index,
@@ -142,36 +153,44 @@ def _lp_fwd_kernel(
     SOFTCAP: tl.constexpr,
     UNIT_STRIDE: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    ROWS: tl.constexpr,  # rows a program (kernels/row_tiles.py): a [ROWS, BLOCK_V] tile
     FIRST: tl.constexpr,  # the row's first slice: start from nothing, else from stats (m, r, u)
     LAST: tl.constexpr,  # the row's last slice: finish (stats (m, r, u / s), logp, entropy)
 ):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
-    tgt_row = tgt_ptr + row * K
-    if _count_valid(tgt_row, K, ignore_index) == 0:
-        if LAST:
-            for k in range(0, K):
-                tl.store(logp_ptr + row * K + k, 0.0)
-            tl.store(ent_ptr + row, 0.0)
-            for i in range(0, 3):
-                tl.store(stats_ptr + row * 3 + i, 0.0)
-    else:
-        offs = tl.arange(0, BLOCK_V)
+    rows, in_n = _tile_rows(N, ROWS)
+    x_base = _row_base(x_ptr, rows, T, stride_b, stride_t)
+    x_rows = x_base[:, None]
+    tgt_rows = tgt_ptr + rows * K
+    n_valid = _count_valid(tgt_rows, K, ignore_index, in_n)
+    if LAST:  # a row whose every target is ignored: logp, entropy and statistics 0
+        idle = in_n & (n_valid == 0)
+        zero = tl.zeros([ROWS], tl.float32)
+        for k in range(0, K):
+            tl.store(logp_ptr + rows * K + k, zero, mask=idle)
+        tl.store(ent_ptr + rows, zero, mask=idle)
+        for i in range(0, 3):
+            tl.store(stats_ptr + rows * 3 + i, zero, mask=idle)
+    live = in_n & (n_valid > 0)
+    if tl.max(live.to(tl.int32), 0) > 0:
+        offs = tl.arange(0, BLOCK_V)[None, :]
         # Per-lane online softmax: each lane keeps its own (m, r, u) over the columns it sees, so
         # the loop has no reduction (four tree reductions per block made this forward 2.7x its
         # read floor on an H100); the lanes are merged once, after the loop.
         if FIRST:
-            m_v = tl.full([BLOCK_V], float("-inf"), tl.float32)
-            r_v = tl.zeros([BLOCK_V], tl.float32)
-            u_v = tl.zeros([BLOCK_V], tl.float32)
+            m_v = tl.full([ROWS, BLOCK_V], float("-inf"), tl.float32)
+            r_v = tl.zeros([ROWS, BLOCK_V], tl.float32)
+            u_v = tl.zeros([ROWS, BLOCK_V], tl.float32)
         else:  # the row's state from its earlier slices enters as lane 0's
             lane0 = offs == 0
-            m_v = tl.where(lane0, tl.load(stats_ptr + row * 3), float("-inf"))
-            r_v = tl.where(lane0, tl.load(stats_ptr + row * 3 + 1), 0.0)
-            u_v = tl.where(lane0, tl.load(stats_ptr + row * 3 + 2), 0.0)
+            m_v = tl.where(lane0, tl.load(stats_ptr + rows * 3, mask=live, other=0.0)[:, None], float("-inf"))
+            r_v = tl.where(lane0, tl.load(stats_ptr + rows * 3 + 1, mask=live, other=0.0)[:, None], 0.0)
+            u_v = tl.where(lane0, tl.load(stats_ptr + rows * 3 + 2, mask=live, other=0.0)[:, None], 0.0)
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
-            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
+            x_raw = tl.load(
+                x_rows + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=live[:, None] & (cols < V),
+                other=float("-inf"),
+            )  # fmt: skip
             z, _ = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
             rise = z > m_v
             # |z - m| against a finite stand-in for a lane that saw nothing yet (m = -inf), and
@@ -185,38 +204,38 @@ def _lp_fwd_kernel(
             u_v = tl.where(rise, e * (u_v + a * (1.0 + r_v)), u_v + e * a)
             r_v = tl.where(rise, e * (1.0 + r_v), r_v + e)
             m_v = tl.maximum(m_v, z)
-        # merge the lanes: every sum below has terms >= 0 only
-        m = tl.max(m_v, 0)
+        # merge each row's lanes: every sum below has terms >= 0 only
+        m = tl.max(m_v, 1)
         seen = m_v > float("-inf")
-        top = (m_v == m) & seen  # the lanes that hold the row's max
+        top = (m_v == m[:, None]) & seen  # the lanes that hold the row's max
         s_v = tl.where(seen, 1.0 + r_v, 0.0)
-        shift = tl.where(seen, m - m_v, 0.0)
+        shift = tl.where(seen, m[:, None] - m_v, 0.0)
         alpha = tl.exp(-shift)
-        r = tl.sum(tl.where(top, r_v, alpha * s_v), 0) + (tl.sum(top.to(tl.float32), 0) - 1.0)
+        r = tl.sum(tl.where(top, r_v, alpha * s_v), 1) + (tl.sum(top.to(tl.float32), 1) - 1.0)
         r = tl.where(m > float("-inf"), r, 0.0)  # nothing finite seen yet: nothing to carry
-        u = tl.sum(alpha * (u_v + shift * s_v), 0)
-        tl.store(stats_ptr + row * 3, m)
-        tl.store(stats_ptr + row * 3 + 1, r)
+        u = tl.sum(alpha * (u_v + shift * s_v), 1)
+        tl.store(stats_ptr + rows * 3, m, mask=live)
+        tl.store(stats_ptr + rows * 3 + 1, r, mask=live)
         if LAST:
             log_s = log1p(r)
             mean_gap = u / (1.0 + r)
-            tl.store(stats_ptr + row * 3 + 2, mean_gap)
-            tl.store(ent_ptr + row, log_s + mean_gap)
+            tl.store(stats_ptr + rows * 3 + 2, mean_gap, mask=live)
+            tl.store(ent_ptr + rows, log_s + mean_gap, mask=live)
         else:
-            tl.store(stats_ptr + row * 3 + 2, u)
+            tl.store(stats_ptr + rows * 3 + 2, u, mask=live)
         for k in range(0, K):
-            t = tl.load(tgt_row + k).to(tl.int64)
+            t = tl.load(tgt_rows + k, mask=live, other=ignore_index).to(tl.int64)
             valid = t != ignore_index
-            here = valid & (t >= col_start) & (t < col_start + V)
-            x_t = tl.load(x_row + (t - col_start) * stride_v, mask=here, other=float("nan"))
+            here = live & valid & (t >= col_start) & (t < col_start + V)
+            x_t = tl.load(x_base + (t - col_start) * stride_v, mask=here, other=float("nan"))
             z_t, _ = _to_z(x_t, scale, cap, inv_t, SOFTCAP)
             if LAST:
                 if not FIRST:  # a target in an earlier slice: its z from then (NaN: in none)
-                    z_t = tl.where(here, z_t, tl.load(zt_ptr + row * K + k))
+                    z_t = tl.where(here, z_t, tl.load(zt_ptr + rows * K + k, mask=live, other=float("nan")))
                 # (z_t - m) - log s: exact for the max, where z_t - lse would round lse first
-                tl.store(logp_ptr + row * K + k, tl.where(valid, (z_t - m) - log_s, 0.0))
+                tl.store(logp_ptr + rows * K + k, tl.where(valid, (z_t - m) - log_s, 0.0), mask=live)
             else:
-                tl.store(zt_ptr + row * K + k, z_t, mask=here)
+                tl.store(zt_ptr + rows * K + k, z_t, mask=here)
 
 
 @triton.jit(
@@ -241,6 +260,7 @@ def _lp_bwd_kernel(
     grad_ptr,
     stride_g,
     # sizes and options; col_start: the vocabulary id of column 0 (a slice of the vocabulary)
+    N,
     V,
     col_start,
     ignore_index,
@@ -252,67 +272,75 @@ def _lp_bwd_kernel(
     SOFTCAP: tl.constexpr,
     UNIT_STRIDE: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    ROWS: tl.constexpr,  # rows a program (kernels/row_tiles.py): a [ROWS, BLOCK_V] tile
     ROUND_BY_HAND: tl.constexpr,
     ONE_TARGET: tl.constexpr,  # K == 1: the target's id and upstream read once a row, not once a block
     SYNC: tl.constexpr,  # the gradient lies over the logits with another element size (a barrier a block)
 ):
-    row = tl.program_id(0).to(tl.int64)
-    x_row = _row_base(x_ptr, row, T, stride_b, stride_t)
-    g_row = grad_ptr + row * stride_g
-    tgt_row = tgt_ptr + row * K
-    offs = tl.arange(0, BLOCK_V)
+    rows, in_n = _tile_rows(N, ROWS)
+    x_rows = _row_base(x_ptr, rows, T, stride_b, stride_t)[:, None]
+    g_rows = (grad_ptr + rows * stride_g)[:, None]
+    tgt_rows = tgt_ptr + rows * K
+    offs = tl.arange(0, BLOCK_V)[None, :]
     out_ty = grad_ptr.dtype.element_ty
-    if _count_valid(tgt_row, K, ignore_index) == 0:
+    n_valid = _count_valid(tgt_rows, K, ignore_index, in_n)
+    live = in_n & (n_valid > 0)
+    if tl.max(live.to(tl.int32), 0) == 0:  # every row of the tile ignored: a zero gradient
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
-            tl.store(g_row + cols, tl.zeros([BLOCK_V], dtype=out_ty), mask=cols < V)
+            tl.store(g_rows + cols, tl.zeros([ROWS, BLOCK_V], dtype=out_ty), mask=in_n[:, None] & (cols < V))
     else:
-        m = tl.load(stats_ptr + row * 3)
-        r = tl.load(stats_ptr + row * 3 + 1)
-        mean_gap = tl.load(stats_ptr + row * 3 + 2)
+        m = tl.load(stats_ptr + rows * 3, mask=live, other=0.0)[:, None]
+        r = tl.load(stats_ptr + rows * 3 + 1, mask=live, other=0.0)[:, None]
+        mean_gap = tl.load(stats_ptr + rows * 3 + 2, mask=live, other=0.0)[:, None]
         log_s = log1p(r)
         one_minus_p_max = r / (1.0 + r)  # 1 - 1/s, exact when s -> 1
-        s_up = 0.0  # S: sum of the upstream over the row's counted targets
+        s_up = tl.zeros([ROWS], tl.float32)  # S: sum of the upstream over the row's counted targets
         if HAS_DLOGP:
             for k in range(0, K):
-                valid = tl.load(tgt_row + k) != ignore_index
-                s_up += tl.where(valid, tl.load(dlogp_ptr + row * K + k), 0.0)
-        d_ent = 0.0
+                valid = tl.load(tgt_rows + k, mask=live, other=ignore_index) != ignore_index
+                s_up += tl.where(valid, tl.load(dlogp_ptr + rows * K + k, mask=live, other=0.0), 0.0)
+        s_up = s_up[:, None]
+        d_ent = tl.zeros([ROWS, 1], tl.float32)
         if HAS_DENT:
-            d_ent = tl.load(dent_ptr + row)
+            d_ent = tl.load(dent_ptr + rows, mask=live, other=0.0)[:, None]
         chain = scale * inv_t
         if ONE_TARGET and HAS_DLOGP:
-            t0 = tl.load(tgt_row).to(tl.int64)
-            d0 = tl.where(t0 != ignore_index, tl.load(dlogp_ptr + row), 0.0)
+            t0 = tl.load(tgt_rows, mask=live, other=ignore_index).to(tl.int64)
+            d0 = tl.where(t0 != ignore_index, tl.load(dlogp_ptr + rows, mask=live, other=0.0), 0.0)[:, None]
+            c0 = (t0 - col_start)[:, None]
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             in_row = cols < V
-            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=in_row, other=float("-inf"))
+            x_raw = tl.load(
+                x_rows + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=live[:, None] & in_row, other=float("-inf")
+            )
             z, slope = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
             zm = z - m
             p = tl.exp(zm - log_s)
-            g = tl.zeros([BLOCK_V], dtype=tl.float32)
+            g = tl.zeros([ROWS, BLOCK_V], dtype=tl.float32)
             if HAS_DLOGP:
-                d_at = tl.zeros([BLOCK_V], dtype=tl.float32)  # D_j
+                d_at = tl.zeros([ROWS, BLOCK_V], dtype=tl.float32)  # D_j
                 if ONE_TARGET:  # (H100, N=8192, V=151936: 2.06 ms against 2.57 reading them each block)
-                    d_at = tl.where(cols == t0 - col_start, d0, 0.0)
+                    d_at = tl.where(cols == c0, d0, 0.0)
                 else:
                     for k in range(0, K):
-                        t = tl.load(tgt_row + k).to(tl.int64)
-                        d_k = tl.load(dlogp_ptr + row * K + k)
+                        t = tl.load(tgt_rows + k, mask=live, other=ignore_index).to(tl.int64)[:, None]
+                        d_k = tl.load(dlogp_ptr + rows * K + k, mask=live, other=0.0)[:, None]
                         d_at += tl.where((cols == t - col_start) & (t != ignore_index), d_k, 0.0)
                 q = tl.where(zm == 0.0, one_minus_p_max, 1.0 - p)
                 g = d_at * q - (s_up - d_at) * p
             if HAS_DENT:
                 g -= d_ent * p * tl.where(p > 0.0, zm + mean_gap, 0.0)
             g = g * slope * chain
+            g = tl.where(live[:, None], g, 0.0)  # a row of the tile whose every target is ignored
             # A 16-bit gradient laid under float32 logits (fp32_products.grad_under_logits) lands
             # on logits of this block and earlier ones; a program's warps run apart, so without
             # the barrier a warp ahead could store over logits a warp behind has yet to load
             # (cross_entropy's pass 2 met that race on an H100: docs/bugs.md, bug 9).
             if SYNC:
                 tl.debug_barrier()
-            tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=in_row)
+            tl.store(g_rows + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=in_n[:, None] & in_row)
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -405,16 +433,19 @@ def log_probs_rows(
     if n_rows == 0:
         return logp, ent, stats
     block_v, num_warps = _config(n_cols, dev, _GPU_FWD)
-    _lp_fwd_kernel[(n_rows,)](
+    tile = rows_per_program(n_rows, block_v, dev)
+    _lp_fwd_kernel[programs(n_rows, tile)](
         *_rows_args(x, target),
         logp,
         ent,
         stats,
         logp if zt is None else zt,
+        n_rows,
         *_z_args(n_cols, col_start, ignore_index, logit_scale, softcap, temperature),
         SOFTCAP=bool(softcap),
         UNIT_STRIDE=x.stride(2) == 1,
         BLOCK_V=block_v,
+        ROWS=tile,
         FIRST=first,
         LAST=last,
         num_warps=num_warps,
@@ -453,19 +484,22 @@ def log_probs_grad_rows(
     dev = logits.device
     gpu = _gpu_bwd(torch.cuda.current_device() if dev.index is None else dev.index) if dev.type == "cuda" else _GPU_BWD
     block_v, num_warps = _config(n_cols, dev, gpu)
-    _lp_bwd_kernel[(n_rows,)](
+    tile = rows_per_program(n_rows, block_v, dev)
+    _lp_bwd_kernel[programs(n_rows, tile)](
         *_rows_args(x, target),
         stats,
         dlogp if dlogp is not None else stats,
         dentropy if dentropy is not None else stats,
         g,
         g.stride(0),
+        n_rows,
         *_z_args(n_cols, col_start, ignore_index, logit_scale, softcap, temperature),
         HAS_DLOGP=dlogp is not None,
         HAS_DENT=dentropy is not None,
         SOFTCAP=bool(softcap),
         UNIT_STRIDE=x.stride(2) == 1,
         BLOCK_V=block_v,
+        ROWS=tile,
         ROUND_BY_HAND=_INTERPRETED,
         ONE_TARGET=k == 1,
         SYNC=_sync_level(grad, logits) == 2,

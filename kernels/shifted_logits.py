@@ -33,7 +33,9 @@ import torch
 import triton
 import triton.language as tl
 
+from .row_tiles import programs, rows_per_program
 from .triton_math import target_nll, to_store  # decides the Triton mode
+from .triton_mode import device_function
 
 # Columns per block (each block's statistics are two floats per row) and of the float32 slice
 # (a multiple of the block; the float32 buffer is [chunk tokens, slice]). On the GPU: 4096-column
@@ -59,7 +61,14 @@ def chunk_row_bytes(n_cols: int, device: torch.device) -> int:
     return 2 * n_cols + 4 * slice_width(n_cols, device)
 
 
-@triton.jit
+@device_function
+def _column_rows(N, ROWS: tl.constexpr):
+    """This program's rows as a [ROWS, 1] column (int64) and which are < N (kernels/row_tiles.py)."""
+    rows = (tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS))[:, None]
+    return rows, rows < N
+
+
+@triton.jit(do_not_specialize=["N"])  # N bounds the last tile's rows only
 def _pack_kernel(
     x_ptr,  # float32 slice [rows, n_cols], rows stride_x apart
     stride_x,
@@ -72,29 +81,33 @@ def _pack_kernel(
     xt_ptr,  # float32 [rows]: the target's logit (written by the block that holds it)
     col0,
     n_cols,
+    N,
     BLOCK: tl.constexpr,
+    ROWS: tl.constexpr,  # rows a program: a [ROWS, BLOCK] tile
 ):
-    row = tl.program_id(0).to(tl.int64)
+    """Program (tile of rows, block): each row's block statistics, its shifted float16 values
+    and, from the block that holds it, its target's logit."""
+    rows, in_n = _column_rows(N, ROWS)
     b = tl.program_id(1)
-    offs = tl.arange(0, BLOCK)
+    offs = tl.arange(0, BLOCK)[None, :]
     cols = b * BLOCK + offs
     inside = cols < n_cols
-    x = tl.load(x_ptr + row * stride_x + cols, mask=inside, other=float("-inf")).to(tl.float32)
-    t = tl.load(tgt_ptr + row).to(tl.int64)
+    x = tl.load(x_ptr + rows * stride_x + cols, mask=in_n & inside, other=float("-inf")).to(tl.float32)
+    t = tl.load(tgt_ptr + rows, mask=in_n, other=-1).to(tl.int64)
     gcols = col0 + cols
-    m = tl.max(x, 0)
-    s = tl.sum(tl.where(inside & (gcols != t), tl.exp(x - m), 0.0), 0)
-    tl.store(y_ptr + row * stride_y + gcols, (x - m).to(tl.float16), mask=inside)
+    m = tl.max(x, 1, keep_dims=True)
+    s = tl.sum(tl.where(inside & (gcols != t), tl.exp(x - m), 0.0), 1, keep_dims=True)
+    tl.store(y_ptr + rows * stride_y + gcols, (x - m).to(tl.float16), mask=in_n & inside)
     blk = col0 // BLOCK + b
-    tl.store(m_ptr + row * stride_st + blk, m)
-    tl.store(s_ptr + row * stride_st + blk, s)
+    tl.store(m_ptr + rows * stride_st + blk, m, mask=in_n)
+    tl.store(s_ptr + rows * stride_st + blk, s, mask=in_n)
     lo = col0 + b * BLOCK
     hit = (t >= lo) & (t < lo + BLOCK) & (t < col0 + n_cols)
-    x_t = tl.sum(tl.where(gcols == t, x, 0.0), 0)
-    tl.store(xt_ptr + row, x_t, mask=hit)
+    x_t = tl.sum(tl.where(gcols == t, x, 0.0), 1, keep_dims=True)
+    tl.store(xt_ptr + rows, x_t, mask=in_n & hit)
 
 
-@triton.jit(do_not_specialize=["NB", "ignore_index", "stride_tw"])  # read once a row
+@triton.jit(do_not_specialize=["NB", "ignore_index", "stride_tw", "N"])  # read once a row
 def _rows_kernel(
     y_ptr,  # float16 chunk [rows, V] (pack_slice), rows stride_y apart; the gradient goes over it
     stride_y,
@@ -113,6 +126,7 @@ def _rows_kernel(
     V,
     NB,
     ignore_index,
+    N,
     HAS_CLASS_W: tl.constexpr,
     HAS_TOKEN_W: tl.constexpr,
     MEAN: tl.constexpr,
@@ -120,50 +134,52 @@ def _rows_kernel(
     BLOCK: tl.constexpr,
     NB_P2: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
+    ROWS: tl.constexpr,  # rows a program: a [ROWS, BLOCK] tile
 ):
-    """Program (row, block): the row's statistics from its blocks'; block 0 stores the loss and
-    lse; with WRITE_GRAD each program writes its block's gradient (upstream gradient 1)."""
-    row = tl.program_id(0).to(tl.int64)
+    """Program (tile of rows, block): each row's statistics from its blocks'; block 0 stores the
+    loss and lse; with WRITE_GRAD each program writes its block's gradient (upstream gradient 1).
+    Every per-row value is a [ROWS, 1] column."""
+    rows, in_n = _column_rows(N, ROWS)
     b = tl.program_id(1)
-    t = tl.load(tgt_ptr + row).to(tl.int64)
+    t = tl.load(tgt_ptr + rows, mask=in_n, other=ignore_index).to(tl.int64)
     ignored = t == ignore_index
     valid = (t >= 0) & (t < V)
-    j = tl.arange(0, NB_P2)
-    mb = tl.load(m_ptr + row * stride_st + j, mask=j < NB, other=float("-inf"))
-    sb = tl.load(s_ptr + row * stride_st + j, mask=j < NB, other=0.0)
-    m = tl.max(mb, 0)
-    s_o = tl.sum(tl.where(j < NB, sb * tl.exp(mb - m), 0.0), 0)
-    x_y = tl.load(xt_ptr + row)  # NaN when no block held the target (out of range)
+    j = tl.arange(0, NB_P2)[None, :]
+    mb = tl.load(m_ptr + rows * stride_st + j, mask=in_n & (j < NB), other=float("-inf"))
+    sb = tl.load(s_ptr + rows * stride_st + j, mask=in_n & (j < NB), other=0.0)
+    m = tl.max(mb, 1, keep_dims=True)
+    s_o = tl.sum(tl.where(j < NB, sb * tl.exp(mb - m), 0.0), 1, keep_dims=True)
+    x_y = tl.load(xt_ptr + rows, mask=in_n, other=float("nan"))  # NaN when no block held the target
     e_y = tl.exp(x_y - m)
     s = s_o + e_y
     log_s = tl.log(s)
     if HAS_CLASS_W:
-        w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
+        w_y = tl.load(class_w_ptr + t, mask=in_n & valid, other=float("nan")).to(tl.float32)
     else:
         w_y = 1.0
     if HAS_TOKEN_W:
-        tw = tl.load(token_w_ptr + row * stride_tw).to(tl.float32)
+        tw = tl.load(token_w_ptr + rows * stride_tw, mask=in_n, other=0.0).to(tl.float32)
     else:
         tw = 1.0
     if b == 0:
         loss = tw * w_y * target_nll(m, s_o, x_y, log_s)
-        tl.store(loss_ptr + row, tl.where(ignored, 0.0, loss))
-        tl.store(lse_ptr + row, tl.where(ignored, 0.0, m + log_s))
+        tl.store(loss_ptr + rows, tl.where(ignored, 0.0, loss), mask=in_n)
+        tl.store(lse_ptr + rows, tl.where(ignored, 0.0, m + log_s), mask=in_n)
     if WRITE_GRAD:
         scale = tw
         if MEAN:
             scale = scale / tl.load(denom_ptr).to(tl.float32)
         scale = tl.where(valid, scale, float("nan"))
-        offs = tl.arange(0, BLOCK)
+        offs = tl.arange(0, BLOCK)[None, :]
         cols = b * BLOCK + offs
         inside = cols < V
-        y = tl.load(y_ptr + row * stride_y + cols, mask=inside, other=float("-inf")).to(tl.float32)
-        m_b = tl.load(m_ptr + row * stride_st + b)
+        y = tl.load(y_ptr + rows * stride_y + cols, mask=in_n & inside, other=float("-inf")).to(tl.float32)
+        m_b = tl.load(m_ptr + rows * stride_st + b, mask=in_n, other=0.0)
         g = tl.exp((y + (m_b - m)) - log_s) * w_y
         # p_y - 1 = -s_o / s exactly: no cancellation on confident rows (docs/bugs.md, bug 6)
         g = tl.where(cols == t, w_y * (-s_o / s), g) * scale
         g = tl.where(ignored, 0.0, g)
-        tl.store(g_ptr + row * stride_y + cols, to_store(g, g_ptr.dtype.element_ty, ROUND_BY_HAND), mask=inside)
+        tl.store(g_ptr + rows * stride_y + cols, to_store(g, g_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_n & inside)
 
 
 _INTERPRETED = type(_pack_kernel).__name__ == "InterpretedFunction"
@@ -192,9 +208,10 @@ def pack_slice(x32: torch.Tensor, y16: torch.Tensor, target: torch.Tensor, stats
         return
     if col0 % stats.block:
         raise ValueError(f"slice start {col0} is not a multiple of the block ({stats.block})")
-    _pack_kernel[(rows, triton.cdiv(n_cols, stats.block))](
+    tile = rows_per_program(rows, stats.block, x32.device)
+    _pack_kernel[programs(rows, tile) + (triton.cdiv(n_cols, stats.block),)](
         x32, x32.stride(0), y16, y16.stride(0), target, stats.m, stats.s, stats.m.stride(0), stats.xt,
-        col0, n_cols, BLOCK=stats.block, num_warps=8 if x32.is_cuda else 4,
+        col0, n_cols, rows, BLOCK=stats.block, ROWS=tile, num_warps=8 if x32.is_cuda else 4,
     )  # fmt: skip
 
 
@@ -219,16 +236,17 @@ def rows_loss_grad(
     if grad is not None and (grad.untyped_storage().data_ptr() != y16.untyped_storage().data_ptr()
                              or grad.stride() != y16.stride() or grad.element_size() != 2):  # fmt: skip
         raise ValueError("the gradient must be the packed chunk's own 2-byte storage")
-    _rows_kernel[(rows, stats.nb if grad is not None else 1)](
+    tile = rows_per_program(rows, stats.block, y16.device)
+    _rows_kernel[programs(rows, tile) + (stats.nb if grad is not None else 1,)](
         y16, y16.stride(0), grad if grad is not None else y16, target,
         stats.m, stats.s, stats.m.stride(0), stats.xt,
         token_weight if token_weight is not None else loss,
         token_weight.stride(0) if token_weight is not None else 0,
         class_weight if class_weight is not None else loss,
         denom if denom is not None else loss,
-        loss, lse, n_cols, stats.nb, ignore_index,
+        loss, lse, n_cols, stats.nb, ignore_index, rows,
         HAS_CLASS_W=class_weight is not None, HAS_TOKEN_W=token_weight is not None, MEAN=denom is not None,
         WRITE_GRAD=grad is not None, BLOCK=stats.block, NB_P2=triton.next_power_of_2(stats.nb),
-        ROUND_BY_HAND=_INTERPRETED, num_warps=8 if y16.is_cuda else 4,
+        ROUND_BY_HAND=_INTERPRETED, ROWS=tile, num_warps=8 if y16.is_cuda else 4,
     )  # fmt: skip
     return loss, lse

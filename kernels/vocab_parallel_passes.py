@@ -36,7 +36,7 @@ def _shard_row_stats(x_row, t_here, V, w_ptr, cap, BLOCK_V: tl.constexpr, SOFTCA
     local id t_here (-1: none here), the smoothing sum sum_j w_j (m - x_j)), in float32: the
     single-GPU kernel's pass 1 (kernels/cross_entropy.py's _row_stats), no L2 hint (the row
     is not read again before every row has been: the gather comes between)."""
-    m, s_o, gap, _ = _row_stats(x_row, w_ptr, t_here, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, "")
+    m, s_o, gap, _ = _row_stats(x_row, w_ptr, t_here, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W, "", 0)
     return m, s_o, gap
 
 
@@ -137,7 +137,7 @@ def _grad_kernel(
             HAS_CLASS_W, ROUND_BY_HAND, SYNC,
         )  # fmt: skip
     else:
-        _zero_row(g_row, V, g_ptr, BLOCK_V)
+        _zero_row(g_row, V, g_ptr, BLOCK_V, True)
 
 
 # ----------------------------------------------------------------------------- the fused path
@@ -331,7 +331,7 @@ def _finish_kernel(
                 HAS_CLASS_W, ROUND_BY_HAND, SYNC,
             )  # fmt: skip
         else:
-            _zero_row(g_row, V, g_ptr, BLOCK_V)
+            _zero_row(g_row, V, g_ptr, BLOCK_V, True)
 
 
 def _flags(t: torch.Tensor) -> torch.Tensor:
