@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .row_tiles import programs, rows_per_program
+from .row_tiles import any_row, lane_full, lanes, programs, row_max, row_sum, rows_per_program, tile_rows
 from .triton_math import cap_block, load_block, softcap_and_slope, target_nll, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -59,24 +59,22 @@ def _row_stats(
     """Pass 1 over one row of V columns: running max m, sum of exp(x - m) over the
     non-target classes s_o, and for label smoothing d = sum_j w_j (m - x_j) and sum_j w_j.
     ROWS 0: one row, x_row a pointer and t a scalar, scalars out; else a tile's rows (x_row and t
-    [ROWS, 1] columns, kernels/row_tiles.py), [ROWS, 1] columns out.
+    [ROWS, 1] columns), [ROWS, 1] columns out (kernels/row_tiles.py).
 
     Smoothing needs sum_j w_j (lse - x_j) = W * log_s + d. Every term of d is >= 0, so nothing
     cancels: the older form W * lse - sum_j w_j x_j cancelled (catastrophically for large |x|),
     and a compiler's fused multiply-add turned it into the rounding error of w * x where the
     true value is exactly 0 (V=1: measured -1.7e-7 against an exact 0 on an H100)."""
+    offs = lanes(BLOCK_V, ROWS)
     if ROWS == 0:
-        offs = tl.arange(0, BLOCK_V)
         m = float("-inf")
         d = 0.0
         sum_w = 0.0
-        s_v = tl.zeros([BLOCK_V], tl.float32)
-    else:
-        offs = tl.arange(0, BLOCK_V)[None, :]
+    else:  # a loop carries its variables' shapes: a tile's are columns from the start
         m = tl.full([ROWS, 1], float("-inf"), tl.float32)
         d = tl.zeros([ROWS, 1], tl.float32)
         sum_w = tl.zeros([ROWS, 1], tl.float32)
-        s_v = tl.zeros([ROWS, BLOCK_V], tl.float32)
+    s_v = lane_full(0.0, BLOCK_V, ROWS)
     # Each iteration issues the next block's load before working on this one, so two blocks of
     # reads are in flight. Pass-1 reads ask L2 to keep the row: pass 2 reads it again.
     x_next = load_block(x_row, offs, V, POLICY)
@@ -89,7 +87,7 @@ def _row_stats(
         x_raw = x_next
         x_next = load_block(x_row, cols + BLOCK_V, V, POLICY)
         x, _ = cap_block(x_raw, in_row, cap, SOFTCAP)
-        m_new = tl.maximum(m, _row_max(x, ROWS))
+        m_new = tl.maximum(m, row_max(x, ROWS))
         s_v = s_v * tl.exp(m - m_new) + tl.where(cols == t, 0.0, tl.exp(x - m_new))
         if SMOOTH:
             if HAS_CLASS_W:
@@ -98,29 +96,11 @@ def _row_stats(
                 w = tl.where(in_row, 1.0, 0.0)
             # the columns seen so far move up by the max's rise (none seen yet: nothing to move)
             d = tl.where(sum_w > 0.0, d + sum_w * (m_new - m), 0.0)
-            d += _row_sum(w * tl.where(in_row, m_new - x, 0.0), ROWS)
-            sum_w += _row_sum(w, ROWS)
+            d += row_sum(w * tl.where(in_row, m_new - x, 0.0), ROWS)
+            sum_w += row_sum(w, ROWS)
         m = m_new
-    s_o = _row_sum(s_v, ROWS)
+    s_o = row_sum(s_v, ROWS)
     return m, s_o, d, sum_w
-
-
-@device_function
-def _row_max(x, ROWS: tl.constexpr):
-    """Each row's max: of a [BLOCK] row (ROWS 0) a scalar, of a [ROWS, BLOCK] tile a column."""
-    if ROWS == 0:
-        return tl.max(x, 0)
-    else:
-        return tl.max(x, 1, keep_dims=True)
-
-
-@device_function
-def _row_sum(x, ROWS: tl.constexpr):
-    """Each row's sum, as _row_max."""
-    if ROWS == 0:
-        return tl.sum(x, 0)
-    else:
-        return tl.sum(x, 1, keep_dims=True)
 
 
 # _ce_fwd_kernel's arguments, passed through one by one as its launch takes them (do_not_specialize names them)
@@ -129,13 +109,13 @@ def _row_finish(row, live, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_
                 loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale, has_token_w, zloss, mean,
                 HAS_CLASS_W: tl.constexpr, SMOOTH: tl.constexpr, SOFTCAP: tl.constexpr, WRITE_GRAD: tl.constexpr,
                 BLOCK_V: tl.constexpr, ROUND_BY_HAND: tl.constexpr, POLICY: tl.constexpr,
-                SYNC: tl.constexpr):  # fmt: skip
-    """From the pass-1 statistics of a tile's rows ([ROWS, 1] columns: `row` their ids, `live`
-    those to write): store each row's loss, z-loss and lse, then (WRITE_GRAD) pass 2, which
-    writes its gradient for an upstream gradient of 1. SYNC (the gradient shares the logits'
-    storage, _sync_level): 1, every warp has read the target's logit before any gradient is
-    stored; 2, also every block before any warp stores its gradient."""
-    offs = tl.arange(0, BLOCK_V)[None, :]
+                SYNC: tl.constexpr, ROWS: tl.constexpr):  # fmt: skip
+    """From the pass-1 statistics of a program's rows (`row` their ids, `live` those to write:
+    kernels/row_tiles.py): store each row's loss, z-loss and lse, then (WRITE_GRAD) pass 2,
+    which writes its gradient for an upstream gradient of 1. SYNC (the gradient shares the
+    logits' storage, _sync_level): 1, every warp has read the target's logit before any
+    gradient is stored; 2, also every block before any warp stores its gradient."""
+    offs = lanes(BLOCK_V, ROWS)
     n_blocks = tl.cdiv(V, BLOCK_V)
     # A target outside [0, V) gives NaN (loss and gradient), never a silent number.
     valid = (t >= 0) & (t < V)
@@ -212,19 +192,19 @@ def _row_finish(row, live, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_
             if SYNC == 2:
                 tl.debug_barrier()
             tl.store(
-                g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=live & in_row,
+                g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=tl.where(live, in_row, False),
                 eviction_policy=POLICY,
             )  # fmt: skip
 
 
 @device_function
-def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr, keep):
-    """Zeros over the gradient of the rows at g_row (a pointer, or a tile's [ROWS, 1] column) where
-    `keep` (a flag of the same shape) holds."""
-    offs = tl.arange(0, BLOCK_V)[None, :]
+def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr, keep, ROWS: tl.constexpr):
+    """Zeros over the gradient of the rows at g_row where `keep` holds (kernels/row_tiles.py)."""
+    offs = lanes(BLOCK_V, ROWS)
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
-        tl.store(g_row + cols, tl.zeros([1, BLOCK_V], dtype=grad_ptr.dtype.element_ty), mask=keep & (cols < V))
+        zeros = tl.zeros_like(cols).to(grad_ptr.dtype.element_ty)
+        tl.store(g_row + cols, zeros, mask=tl.where(keep, cols < V, False))
 
 
 # Ints Triton need not compile a variant for (it specialises each int on == 1 and on divisibility
@@ -274,7 +254,7 @@ def _ce_fwd_kernel(
     POLICY_KEEP: tl.constexpr,  # L2 eviction hint for pass-1 reads ("evict_last" or "")
     POLICY_DROP: tl.constexpr,  # for pass-2 reads and gradient stores ("evict_first" or "")
     SYNC: tl.constexpr,  # barriers for a gradient that shares the logits' storage (_sync_level)
-    ROWS: tl.constexpr,  # rows a program (kernels/row_tiles.py)
+    ROWS: tl.constexpr,  # 0: one row a program; else a tile of rows (kernels/row_tiles.py)
     N,  # rows: bounds the last tile
     # only_rescaled: rows whose factor at only_ptr (`stride_only` apart) is exactly 1 are left as
     # they are (their gradient formed already); the others are formed anew (rescale_formed_grad)
@@ -282,10 +262,10 @@ def _ce_fwd_kernel(
     stride_only,
     only_rescaled,
 ):
-    """A tile of rows a program (kernels/row_tiles.py): pass 1 (statistics), then loss and pass
-    2 (gradient). Every per-row value is a [ROWS, 1] column. A tile's rows past N read the last
-    row (their stores are masked off), so the loads need no row mask."""
-    rows = (tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS))[:, None]  # int64: row * stride exceeds 2**31
+    """One row a program, or a tile of rows (kernels/row_tiles.py): pass 1 (statistics), then
+    loss and pass 2 (gradient). A tile's rows past N read the last row (their stores are masked
+    off), so the loads need no row mask."""
+    rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)  # int64: row * stride exceeds 2**31
     in_n = rows < N
     rows_c = tl.minimum(rows, N - 1)
     x_row = x_ptr + rows_c * stride_x
@@ -297,19 +277,19 @@ def _ce_fwd_kernel(
     work = tl.where(only_rescaled == 0, in_n, in_n & (factor.to(tl.float32) != 1.0) & (t != ignore_index))
     idle = work & (t == ignore_index)
     live = work & (t != ignore_index)
-    if tl.max(idle.to(tl.int32)) > 0:  # an ignored row: loss 0 and a zero gradient
+    if any_row(idle, ROWS):  # an ignored row: loss 0 and a zero gradient
         tl.store(loss_ptr + rows, 0.0, mask=idle)
         tl.store(zloss_ptr + rows, 0.0, mask=idle)
         tl.store(lse_ptr + rows, 0.0, mask=idle)
         if WRITE_GRAD:
-            _zero_row(g_row, V, grad_ptr, BLOCK_V, idle)
-    if tl.max(live.to(tl.int32)) > 0:
+            _zero_row(g_row, V, grad_ptr, BLOCK_V, idle, ROWS)
+    if any_row(live, ROWS):
         m, s_o, d, sum_w = _row_stats(x_row, class_w_ptr, t, V, cap, BLOCK_V, SOFTCAP, SMOOTH, HAS_CLASS_W,
                                       POLICY_KEEP, ROWS)  # fmt: skip
         _row_finish(
             rows, live, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_ptr, stride_tw, class_w_ptr,
             denom_ptr, loss_ptr, zloss_ptr, lse_ptr, V, smoothing, cap, z_scale, has_token_w, zloss, mean,
-            HAS_CLASS_W, SMOOTH, SOFTCAP, WRITE_GRAD, BLOCK_V, ROUND_BY_HAND, POLICY_DROP, SYNC,
+            HAS_CLASS_W, SMOOTH, SOFTCAP, WRITE_GRAD, BLOCK_V, ROUND_BY_HAND, POLICY_DROP, SYNC, ROWS,
         )  # fmt: skip
 
 
@@ -335,23 +315,26 @@ def _scale_rows_kernel(
     V,
     BLOCK_V: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
-    ROWS: tl.constexpr,  # rows a tile (kernels/row_tiles.py); per-row values are [ROWS, 1] columns
+    ROWS: tl.constexpr,  # 0: one row at a time; else a tile of rows (kernels/row_tiles.py)
 ):
     pid = tl.program_id(0).to(tl.int64)
     n_programs = tl.num_programs(0).to(tl.int64)
-    offs = tl.arange(0, BLOCK_V)[None, :]
-    for i in range(0, tl.cdiv(tl.cdiv(N, ROWS) - pid, n_programs)):
-        rows = ((pid + i * n_programs) * ROWS + tl.arange(0, ROWS))[:, None]
+    offs = lanes(BLOCK_V, ROWS)
+    n_tiles = N
+    if ROWS > 0:
+        n_tiles = tl.cdiv(N, ROWS)
+    for i in range(0, tl.cdiv(n_tiles - pid, n_programs)):
+        rows = tile_rows(pid + i * n_programs, ROWS)
         in_n = rows < N
         up = tl.load(up_ptr + rows * stride_up, mask=in_n, other=1.0).to(tl.float32)
         # The forward already wrote the gradient for an upstream gradient of 1: most rows of a
         # training step need nothing more, and the test is made here, on the device.
         scaled = up != 1.0
-        if tl.max(scaled.to(tl.int32)) > 0:
+        if any_row(scaled, ROWS):
             g_row = grad_ptr + rows * stride_g
             for b in range(0, tl.cdiv(V, BLOCK_V)):
                 cols = b * BLOCK_V + offs
-                keep = scaled & (cols < V)
+                keep = tl.where(scaled, cols < V, False)
                 g = tl.load(g_row + cols, mask=keep, other=0.0).to(tl.float32)
                 tl.store(g_row + cols, to_store(g * up, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=keep)
 

@@ -56,7 +56,7 @@ import triton.language as tl
 
 from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config, _sync_level
-from .row_tiles import programs, rows_per_program
+from .row_tiles import any_row, lane_full, lanes, programs, row_max, row_sum, rows_per_program, tile_rows
 from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -96,18 +96,11 @@ def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
 
 @device_function
 def _count_valid(tgt_rows, K, ignore_index, in_n):
-    """[ROWS]: how many of each row's K targets are not ignore_index (a row past N: none)."""
+    """How many of each row's K targets are not ignore_index (a row past N: none)."""
     n = in_n.to(tl.int32) * 0
     for k in range(0, K):
         n += (tl.load(tgt_rows + k, mask=in_n, other=ignore_index) != ignore_index).to(tl.int32)
     return n
-
-
-@device_function
-def _tile_rows(N, ROWS: tl.constexpr):
-    """This program's rows (int64: row * stride exceeds 2**31 at large N * V) and which are < N."""
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    return rows, rows < N
 
 
 # Ints read once a row or compared with a target id (as cross_entropy's ignore_index) get no
@@ -153,44 +146,42 @@ def _lp_fwd_kernel(
     SOFTCAP: tl.constexpr,
     UNIT_STRIDE: tl.constexpr,
     BLOCK_V: tl.constexpr,
-    ROWS: tl.constexpr,  # rows a program (kernels/row_tiles.py): a [ROWS, BLOCK_V] tile
+    ROWS: tl.constexpr,  # 0: one row a program; else a tile of rows (kernels/row_tiles.py)
     FIRST: tl.constexpr,  # the row's first slice: start from nothing, else from stats (m, r, u)
     LAST: tl.constexpr,  # the row's last slice: finish (stats (m, r, u / s), logp, entropy)
 ):
-    rows, in_n = _tile_rows(N, ROWS)
-    x_base = _row_base(x_ptr, rows, T, stride_b, stride_t)
-    x_rows = x_base[:, None]
-    tgt_rows = tgt_ptr + rows * K
+    # a tile's rows past N read the last row; their stores are masked off
+    rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
+    in_n = rows < N
+    rows_c = tl.minimum(rows, N - 1)
+    x_row = _row_base(x_ptr, rows_c, T, stride_b, stride_t)
+    tgt_rows = tgt_ptr + rows_c * K
     n_valid = _count_valid(tgt_rows, K, ignore_index, in_n)
     if LAST:  # a row whose every target is ignored: logp, entropy and statistics 0
         idle = in_n & (n_valid == 0)
-        zero = tl.zeros([ROWS], tl.float32)
         for k in range(0, K):
-            tl.store(logp_ptr + rows * K + k, zero, mask=idle)
-        tl.store(ent_ptr + rows, zero, mask=idle)
+            tl.store(logp_ptr + rows * K + k, 0.0, mask=idle)
+        tl.store(ent_ptr + rows, 0.0, mask=idle)
         for i in range(0, 3):
-            tl.store(stats_ptr + rows * 3 + i, zero, mask=idle)
+            tl.store(stats_ptr + rows * 3 + i, 0.0, mask=idle)
     live = in_n & (n_valid > 0)
-    if tl.max(live.to(tl.int32), 0) > 0:
-        offs = tl.arange(0, BLOCK_V)[None, :]
+    if any_row(live, ROWS):
+        offs = lanes(BLOCK_V, ROWS)
         # Per-lane online softmax: each lane keeps its own (m, r, u) over the columns it sees, so
         # the loop has no reduction (four tree reductions per block made this forward 2.7x its
         # read floor on an H100); the lanes are merged once, after the loop.
         if FIRST:
-            m_v = tl.full([ROWS, BLOCK_V], float("-inf"), tl.float32)
-            r_v = tl.zeros([ROWS, BLOCK_V], tl.float32)
-            u_v = tl.zeros([ROWS, BLOCK_V], tl.float32)
+            m_v = lane_full(float("-inf"), BLOCK_V, ROWS)
+            r_v = lane_full(0.0, BLOCK_V, ROWS)
+            u_v = lane_full(0.0, BLOCK_V, ROWS)
         else:  # the row's state from its earlier slices enters as lane 0's
             lane0 = offs == 0
-            m_v = tl.where(lane0, tl.load(stats_ptr + rows * 3, mask=live, other=0.0)[:, None], float("-inf"))
-            r_v = tl.where(lane0, tl.load(stats_ptr + rows * 3 + 1, mask=live, other=0.0)[:, None], 0.0)
-            u_v = tl.where(lane0, tl.load(stats_ptr + rows * 3 + 2, mask=live, other=0.0)[:, None], 0.0)
+            m_v = tl.where(lane0, tl.load(stats_ptr + rows_c * 3), float("-inf"))
+            r_v = tl.where(lane0, tl.load(stats_ptr + rows_c * 3 + 1), 0.0)
+            u_v = tl.where(lane0, tl.load(stats_ptr + rows_c * 3 + 2), 0.0)
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
-            x_raw = tl.load(
-                x_rows + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=live[:, None] & (cols < V),
-                other=float("-inf"),
-            )  # fmt: skip
+            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
             z, _ = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
             rise = z > m_v
             # |z - m| against a finite stand-in for a lane that saw nothing yet (m = -inf), and
@@ -205,15 +196,15 @@ def _lp_fwd_kernel(
             r_v = tl.where(rise, e * (1.0 + r_v), r_v + e)
             m_v = tl.maximum(m_v, z)
         # merge each row's lanes: every sum below has terms >= 0 only
-        m = tl.max(m_v, 1)
+        m = row_max(m_v, ROWS)
         seen = m_v > float("-inf")
-        top = (m_v == m[:, None]) & seen  # the lanes that hold the row's max
+        top = (m_v == m) & seen  # the lanes that hold the row's max
         s_v = tl.where(seen, 1.0 + r_v, 0.0)
-        shift = tl.where(seen, m[:, None] - m_v, 0.0)
+        shift = tl.where(seen, m - m_v, 0.0)
         alpha = tl.exp(-shift)
-        r = tl.sum(tl.where(top, r_v, alpha * s_v), 1) + (tl.sum(top.to(tl.float32), 1) - 1.0)
+        r = row_sum(tl.where(top, r_v, alpha * s_v), ROWS) + (row_sum(top.to(tl.float32), ROWS) - 1.0)
         r = tl.where(m > float("-inf"), r, 0.0)  # nothing finite seen yet: nothing to carry
-        u = tl.sum(alpha * (u_v + shift * s_v), 1)
+        u = row_sum(alpha * (u_v + shift * s_v), ROWS)
         tl.store(stats_ptr + rows * 3, m, mask=live)
         tl.store(stats_ptr + rows * 3 + 1, r, mask=live)
         if LAST:
@@ -224,18 +215,18 @@ def _lp_fwd_kernel(
         else:
             tl.store(stats_ptr + rows * 3 + 2, u, mask=live)
         for k in range(0, K):
-            t = tl.load(tgt_rows + k, mask=live, other=ignore_index).to(tl.int64)
+            t = tl.load(tgt_rows + k).to(tl.int64)
             valid = t != ignore_index
-            here = live & valid & (t >= col_start) & (t < col_start + V)
-            x_t = tl.load(x_base + (t - col_start) * stride_v, mask=here, other=float("nan"))
+            here = valid & (t >= col_start) & (t < col_start + V)
+            x_t = tl.load(x_row + (t - col_start) * stride_v, mask=here, other=float("nan"))
             z_t, _ = _to_z(x_t, scale, cap, inv_t, SOFTCAP)
             if LAST:
                 if not FIRST:  # a target in an earlier slice: its z from then (NaN: in none)
-                    z_t = tl.where(here, z_t, tl.load(zt_ptr + rows * K + k, mask=live, other=float("nan")))
+                    z_t = tl.where(here, z_t, tl.load(zt_ptr + rows_c * K + k))
                 # (z_t - m) - log s: exact for the max, where z_t - lse would round lse first
                 tl.store(logp_ptr + rows * K + k, tl.where(valid, (z_t - m) - log_s, 0.0), mask=live)
             else:
-                tl.store(zt_ptr + rows * K + k, z_t, mask=here)
+                tl.store(zt_ptr + rows * K + k, z_t, mask=live & here)
 
 
 @triton.jit(
@@ -272,75 +263,76 @@ def _lp_bwd_kernel(
     SOFTCAP: tl.constexpr,
     UNIT_STRIDE: tl.constexpr,
     BLOCK_V: tl.constexpr,
-    ROWS: tl.constexpr,  # rows a program (kernels/row_tiles.py): a [ROWS, BLOCK_V] tile
+    ROWS: tl.constexpr,  # 0: one row a program; else a tile of rows (kernels/row_tiles.py)
     ROUND_BY_HAND: tl.constexpr,
     ONE_TARGET: tl.constexpr,  # K == 1: the target's id and upstream read once a row, not once a block
     SYNC: tl.constexpr,  # the gradient lies over the logits with another element size (a barrier a block)
 ):
-    rows, in_n = _tile_rows(N, ROWS)
-    x_rows = _row_base(x_ptr, rows, T, stride_b, stride_t)[:, None]
-    g_rows = (grad_ptr + rows * stride_g)[:, None]
-    tgt_rows = tgt_ptr + rows * K
-    offs = tl.arange(0, BLOCK_V)[None, :]
+    # a tile's rows past N read the last row; their stores are masked off
+    rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
+    in_n = rows < N
+    rows_c = tl.minimum(rows, N - 1)
+    x_row = _row_base(x_ptr, rows_c, T, stride_b, stride_t)
+    g_row = grad_ptr + rows * stride_g
+    tgt_rows = tgt_ptr + rows_c * K
+    offs = lanes(BLOCK_V, ROWS)
     out_ty = grad_ptr.dtype.element_ty
     n_valid = _count_valid(tgt_rows, K, ignore_index, in_n)
     live = in_n & (n_valid > 0)
-    if tl.max(live.to(tl.int32), 0) == 0:  # every row of the tile ignored: a zero gradient
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
-            cols = b * BLOCK_V + offs
-            tl.store(g_rows + cols, tl.zeros([ROWS, BLOCK_V], dtype=out_ty), mask=in_n[:, None] & (cols < V))
-    else:
-        m = tl.load(stats_ptr + rows * 3, mask=live, other=0.0)[:, None]
-        r = tl.load(stats_ptr + rows * 3 + 1, mask=live, other=0.0)[:, None]
-        mean_gap = tl.load(stats_ptr + rows * 3 + 2, mask=live, other=0.0)[:, None]
+    if any_row(live, ROWS):
+        m = tl.load(stats_ptr + rows_c * 3)
+        r = tl.load(stats_ptr + rows_c * 3 + 1)
+        mean_gap = tl.load(stats_ptr + rows_c * 3 + 2)
         log_s = log1p(r)
         one_minus_p_max = r / (1.0 + r)  # 1 - 1/s, exact when s -> 1
-        s_up = tl.zeros([ROWS], tl.float32)  # S: sum of the upstream over the row's counted targets
+        s_up = tl.where(live, 0.0, 0.0)  # S: sum of the upstream over the row's counted targets
         if HAS_DLOGP:
             for k in range(0, K):
-                valid = tl.load(tgt_rows + k, mask=live, other=ignore_index) != ignore_index
-                s_up += tl.where(valid, tl.load(dlogp_ptr + rows * K + k, mask=live, other=0.0), 0.0)
-        s_up = s_up[:, None]
-        d_ent = tl.zeros([ROWS, 1], tl.float32)
+                valid = tl.load(tgt_rows + k) != ignore_index
+                s_up += tl.where(valid, tl.load(dlogp_ptr + rows_c * K + k), 0.0)
+        d_ent = tl.where(live, 0.0, 0.0)
         if HAS_DENT:
-            d_ent = tl.load(dent_ptr + rows, mask=live, other=0.0)[:, None]
+            d_ent = tl.load(dent_ptr + rows_c)
         chain = scale * inv_t
         if ONE_TARGET and HAS_DLOGP:
-            t0 = tl.load(tgt_rows, mask=live, other=ignore_index).to(tl.int64)
-            d0 = tl.where(t0 != ignore_index, tl.load(dlogp_ptr + rows, mask=live, other=0.0), 0.0)[:, None]
-            c0 = (t0 - col_start)[:, None]
+            t0 = tl.load(tgt_rows).to(tl.int64)
+            d0 = tl.where(t0 != ignore_index, tl.load(dlogp_ptr + rows_c), 0.0)
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             in_row = cols < V
-            x_raw = tl.load(
-                x_rows + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=live[:, None] & in_row, other=float("-inf")
-            )
+            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=in_row, other=float("-inf"))
             z, slope = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
             zm = z - m
             p = tl.exp(zm - log_s)
-            g = tl.zeros([ROWS, BLOCK_V], dtype=tl.float32)
+            g = lane_full(0.0, BLOCK_V, ROWS)
             if HAS_DLOGP:
-                d_at = tl.zeros([ROWS, BLOCK_V], dtype=tl.float32)  # D_j
+                d_at = lane_full(0.0, BLOCK_V, ROWS)  # D_j
                 if ONE_TARGET:  # (H100, N=8192, V=151936: 2.06 ms against 2.57 reading them each block)
-                    d_at = tl.where(cols == c0, d0, 0.0)
+                    d_at = tl.where(cols == t0 - col_start, d0, 0.0)
                 else:
                     for k in range(0, K):
-                        t = tl.load(tgt_rows + k, mask=live, other=ignore_index).to(tl.int64)[:, None]
-                        d_k = tl.load(dlogp_ptr + rows * K + k, mask=live, other=0.0)[:, None]
+                        t = tl.load(tgt_rows + k).to(tl.int64)
+                        d_k = tl.load(dlogp_ptr + rows_c * K + k)
                         d_at += tl.where((cols == t - col_start) & (t != ignore_index), d_k, 0.0)
                 q = tl.where(zm == 0.0, one_minus_p_max, 1.0 - p)
                 g = d_at * q - (s_up - d_at) * p
             if HAS_DENT:
                 g -= d_ent * p * tl.where(p > 0.0, zm + mean_gap, 0.0)
             g = g * slope * chain
-            g = tl.where(live[:, None], g, 0.0)  # a row of the tile whose every target is ignored
+            if ROWS > 0:  # a row of the tile whose every target is ignored
+                g = tl.where(live, g, 0.0)
             # A 16-bit gradient laid under float32 logits (fp32_products.grad_under_logits) lands
             # on logits of this block and earlier ones; a program's warps run apart, so without
             # the barrier a warp ahead could store over logits a warp behind has yet to load
             # (cross_entropy's pass 2 met that race on an H100: docs/bugs.md, bug 9).
             if SYNC:
                 tl.debug_barrier()
-            tl.store(g_rows + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=in_n[:, None] & in_row)
+            tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=tl.where(in_n, in_row, False))
+    else:  # every row ignored: a zero gradient
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            zeros = tl.zeros_like(cols).to(out_ty)
+            tl.store(g_row + cols, zeros, mask=tl.where(in_n, cols < V, False))
 
 
 # ----------------------------------------------------------------------------- launchers

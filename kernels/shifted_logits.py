@@ -33,9 +33,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .row_tiles import programs, rows_per_program
+from .row_tiles import lanes, programs, row_max, row_sum, rows_per_program, tile_rows
 from .triton_math import target_nll, to_store  # decides the Triton mode
-from .triton_mode import device_function
 
 # Columns per block (each block's statistics are two floats per row) and of the float32 slice
 # (a multiple of the block; the float32 buffer is [chunk tokens, slice]). On the GPU: 4096-column
@@ -61,13 +60,6 @@ def chunk_row_bytes(n_cols: int, device: torch.device) -> int:
     return 2 * n_cols + 4 * slice_width(n_cols, device)
 
 
-@device_function
-def _column_rows(N, ROWS: tl.constexpr):
-    """This program's rows as a [ROWS, 1] column (int64) and which are < N (kernels/row_tiles.py)."""
-    rows = (tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS))[:, None]
-    return rows, rows < N
-
-
 @triton.jit(do_not_specialize=["N"])  # N bounds the last tile's rows only
 def _pack_kernel(
     x_ptr,  # float32 slice [rows, n_cols], rows stride_x apart
@@ -83,27 +75,30 @@ def _pack_kernel(
     n_cols,
     N,
     BLOCK: tl.constexpr,
-    ROWS: tl.constexpr,  # rows a program: a [ROWS, BLOCK] tile
+    ROWS: tl.constexpr,  # 0: one row a program; else a tile of rows (kernels/row_tiles.py)
 ):
-    """Program (tile of rows, block): each row's block statistics, its shifted float16 values
-    and, from the block that holds it, its target's logit."""
-    rows, in_n = _column_rows(N, ROWS)
+    """Program (row or tile of rows, block): each row's block statistics, its shifted float16
+    values and, from the block that holds it, its target's logit. A tile's rows past N read the
+    last row; their stores are masked off."""
+    rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
+    in_n = rows < N
+    rows_c = tl.minimum(rows, N - 1)
     b = tl.program_id(1)
-    offs = tl.arange(0, BLOCK)[None, :]
+    offs = lanes(BLOCK, ROWS)
     cols = b * BLOCK + offs
     inside = cols < n_cols
-    x = tl.load(x_ptr + rows * stride_x + cols, mask=in_n & inside, other=float("-inf")).to(tl.float32)
-    t = tl.load(tgt_ptr + rows, mask=in_n, other=-1).to(tl.int64)
+    x = tl.load(x_ptr + rows_c * stride_x + cols, mask=inside, other=float("-inf")).to(tl.float32)
+    t = tl.load(tgt_ptr + rows_c).to(tl.int64)
     gcols = col0 + cols
-    m = tl.max(x, 1, keep_dims=True)
-    s = tl.sum(tl.where(inside & (gcols != t), tl.exp(x - m), 0.0), 1, keep_dims=True)
-    tl.store(y_ptr + rows * stride_y + gcols, (x - m).to(tl.float16), mask=in_n & inside)
+    m = row_max(x, ROWS)
+    s = row_sum(tl.where(inside & (gcols != t), tl.exp(x - m), 0.0), ROWS)
+    tl.store(y_ptr + rows * stride_y + gcols, (x - m).to(tl.float16), mask=tl.where(in_n, inside, False))
     blk = col0 // BLOCK + b
     tl.store(m_ptr + rows * stride_st + blk, m, mask=in_n)
     tl.store(s_ptr + rows * stride_st + blk, s, mask=in_n)
     lo = col0 + b * BLOCK
     hit = (t >= lo) & (t < lo + BLOCK) & (t < col0 + n_cols)
-    x_t = tl.sum(tl.where(gcols == t, x, 0.0), 1, keep_dims=True)
+    x_t = row_sum(tl.where(gcols == t, x, 0.0), ROWS)
     tl.store(xt_ptr + rows, x_t, mask=in_n & hit)
 
 
@@ -134,31 +129,33 @@ def _rows_kernel(
     BLOCK: tl.constexpr,
     NB_P2: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
-    ROWS: tl.constexpr,  # rows a program: a [ROWS, BLOCK] tile
+    ROWS: tl.constexpr,  # 0: one row a program; else a tile of rows (kernels/row_tiles.py)
 ):
-    """Program (tile of rows, block): each row's statistics from its blocks'; block 0 stores the
-    loss and lse; with WRITE_GRAD each program writes its block's gradient (upstream gradient 1).
-    Every per-row value is a [ROWS, 1] column."""
-    rows, in_n = _column_rows(N, ROWS)
+    """Program (row or tile of rows, block): each row's statistics from its blocks'; block 0
+    stores the loss and lse; with WRITE_GRAD each program writes its block's gradient (upstream
+    gradient 1). A tile's rows past N read the last row; their stores are masked off."""
+    rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
+    in_n = rows < N
+    rows_c = tl.minimum(rows, N - 1)
     b = tl.program_id(1)
-    t = tl.load(tgt_ptr + rows, mask=in_n, other=ignore_index).to(tl.int64)
+    t = tl.load(tgt_ptr + rows_c).to(tl.int64)
     ignored = t == ignore_index
     valid = (t >= 0) & (t < V)
-    j = tl.arange(0, NB_P2)[None, :]
-    mb = tl.load(m_ptr + rows * stride_st + j, mask=in_n & (j < NB), other=float("-inf"))
-    sb = tl.load(s_ptr + rows * stride_st + j, mask=in_n & (j < NB), other=0.0)
-    m = tl.max(mb, 1, keep_dims=True)
-    s_o = tl.sum(tl.where(j < NB, sb * tl.exp(mb - m), 0.0), 1, keep_dims=True)
-    x_y = tl.load(xt_ptr + rows, mask=in_n, other=float("nan"))  # NaN when no block held the target
+    j = lanes(NB_P2, ROWS)
+    mb = tl.load(m_ptr + rows_c * stride_st + j, mask=j < NB, other=float("-inf"))
+    sb = tl.load(s_ptr + rows_c * stride_st + j, mask=j < NB, other=0.0)
+    m = row_max(mb, ROWS)
+    s_o = row_sum(tl.where(j < NB, sb * tl.exp(mb - m), 0.0), ROWS)
+    x_y = tl.load(xt_ptr + rows_c)  # NaN when no block held the target
     e_y = tl.exp(x_y - m)
     s = s_o + e_y
     log_s = tl.log(s)
     if HAS_CLASS_W:
-        w_y = tl.load(class_w_ptr + t, mask=in_n & valid, other=float("nan")).to(tl.float32)
+        w_y = tl.load(class_w_ptr + t, mask=valid, other=float("nan")).to(tl.float32)
     else:
         w_y = 1.0
     if HAS_TOKEN_W:
-        tw = tl.load(token_w_ptr + rows * stride_tw, mask=in_n, other=0.0).to(tl.float32)
+        tw = tl.load(token_w_ptr + rows_c * stride_tw).to(tl.float32)
     else:
         tw = 1.0
     if b == 0:
@@ -170,16 +167,19 @@ def _rows_kernel(
         if MEAN:
             scale = scale / tl.load(denom_ptr).to(tl.float32)
         scale = tl.where(valid, scale, float("nan"))
-        offs = tl.arange(0, BLOCK)[None, :]
+        offs = lanes(BLOCK, ROWS)
         cols = b * BLOCK + offs
         inside = cols < V
-        y = tl.load(y_ptr + rows * stride_y + cols, mask=in_n & inside, other=float("-inf")).to(tl.float32)
-        m_b = tl.load(m_ptr + rows * stride_st + b, mask=in_n, other=0.0)
+        y = tl.load(y_ptr + rows_c * stride_y + cols, mask=inside, other=float("-inf")).to(tl.float32)
+        m_b = tl.load(m_ptr + rows_c * stride_st + b)
         g = tl.exp((y + (m_b - m)) - log_s) * w_y
         # p_y - 1 = -s_o / s exactly: no cancellation on confident rows (docs/bugs.md, bug 6)
         g = tl.where(cols == t, w_y * (-s_o / s), g) * scale
         g = tl.where(ignored, 0.0, g)
-        tl.store(g_ptr + rows * stride_y + cols, to_store(g, g_ptr.dtype.element_ty, ROUND_BY_HAND), mask=in_n & inside)
+        tl.store(
+            g_ptr + rows * stride_y + cols, to_store(g, g_ptr.dtype.element_ty, ROUND_BY_HAND),
+            mask=tl.where(in_n, inside, False),
+        )  # fmt: skip
 
 
 _INTERPRETED = type(_pack_kernel).__name__ == "InterpretedFunction"

@@ -137,7 +137,7 @@ def _grad_kernel(
             HAS_CLASS_W, ROUND_BY_HAND, SYNC,
         )  # fmt: skip
     else:
-        _zero_row(g_row, V, g_ptr, BLOCK_V, True)
+        _zero_row(g_row, V, g_ptr, BLOCK_V, True, 0)
 
 
 # ----------------------------------------------------------------------------- the fused path
@@ -331,7 +331,7 @@ def _finish_kernel(
                 HAS_CLASS_W, ROUND_BY_HAND, SYNC,
             )  # fmt: skip
         else:
-            _zero_row(g_row, V, g_ptr, BLOCK_V, True)
+            _zero_row(g_row, V, g_ptr, BLOCK_V, True, 0)
 
 
 def _flags(t: torch.Tensor) -> torch.Tensor:

@@ -60,6 +60,15 @@ def _uses(node: ast.AST, names: set[str]) -> bool:
     return any(_uses(child, names) for child in ast.iter_child_nodes(node))
 
 
+def _uncast_row_ids(node: ast.AST) -> list[ast.AST]:
+    """The `tl.program_id(0)` calls in `node` that no .to(tl.int64) wraps."""
+    if _is_int64_cast(node):
+        return []
+    if _program_id(node) == 0:
+        return [node]
+    return [found for child in ast.iter_child_nodes(node) for found in _uncast_row_ids(child)]
+
+
 def _names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -76,8 +85,7 @@ def problems(source: str, filename: str = "<kernel>") -> list[str]:
         sizes = {a.arg for a in fn.args.args} - constexpr  # strides, sizes and pointers the caller passes
         narrow: set[str] = set()  # names holding a 32-bit program id, or arithmetic on one
         for node in sorted((n for n in ast.walk(fn) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
-            axis = _program_id(node.value)
-            if axis == 0:
+            if _uncast_row_ids(node.value):
                 out.append(f"{filename}:{node.lineno} {fn.name}: the row's program id is read without .to(tl.int64)")
             if _uses(node.value, narrow):
                 narrow |= {t.id for t in node.targets if isinstance(t, ast.Name)}
@@ -116,17 +124,19 @@ def _planted(path: str, old: str, new: str) -> str:
 
 
 def test_a_row_read_in_32_bits_is_rejected():
-    # log_probs' backward with its row left a 32-bit program id: row * stride_g wraps past 2**31
-    source = _planted("log_probs.py", "row = tl.program_id(0).to(tl.int64)", "row = tl.program_id(0)")
+    # log_probs' backward with its rows left a 32-bit program id: rows * stride_g wraps past 2**31
+    source = _planted(
+        "log_probs.py", "tile_rows(tl.program_id(0).to(tl.int64), ROWS)", "tile_rows(tl.program_id(0), ROWS)"
+    )
     found = problems(source, "log_probs.py")
     assert any("without .to(tl.int64)" in f for f in found)
-    assert any("row * stride_g" in f for f in found)
+    assert any("rows * stride_g" in f for f in found)
 
 
 def test_a_block_index_times_a_stride_is_rejected():
     # shifted_logits' block statistics addressed by the column block's 32-bit id times a stride
-    source = _planted("shifted_logits.py", "tl.store(m_ptr + row * stride_st + blk, m)",
-                      "tl.store(m_ptr + row * stride_st + blk * stride_st, m)")  # fmt: skip
+    source = _planted("shifted_logits.py", "tl.store(m_ptr + rows * stride_st + blk, m, mask=in_n)",
+                      "tl.store(m_ptr + rows * stride_st + blk * stride_st, m, mask=in_n)")  # fmt: skip
     found = problems(source, "shifted_logits.py")
     assert any("blk * stride_st" in f for f in found), found
 
