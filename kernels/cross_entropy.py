@@ -34,7 +34,18 @@ import torch
 import triton
 import triton.language as tl
 
-from .row_tiles import any_row, lane_full, lanes, programs, row_max, row_sum, rows_per_program, tile_rows
+from .row_tiles import (
+    any_row,
+    clamp_rows,
+    lane_full,
+    lanes,
+    programs,
+    row_max,
+    row_sum,
+    rows_per_program,
+    tile_rows,
+    within,
+)
 from .triton_math import cap_block, load_block, softcap_and_slope, target_nll, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -192,7 +203,7 @@ def _row_finish(row, live, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_
             if SYNC == 2:
                 tl.debug_barrier()
             tl.store(
-                g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=tl.where(live, in_row, False),
+                g_row + cols, to_store(g, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=within(live, in_row, ROWS),
                 eviction_policy=POLICY,
             )  # fmt: skip
 
@@ -204,7 +215,7 @@ def _zero_row(g_row, V, grad_ptr, BLOCK_V: tl.constexpr, keep, ROWS: tl.constexp
     for b in range(0, tl.cdiv(V, BLOCK_V)):
         cols = b * BLOCK_V + offs
         zeros = tl.zeros_like(cols).to(grad_ptr.dtype.element_ty)
-        tl.store(g_row + cols, zeros, mask=tl.where(keep, cols < V, False))
+        tl.store(g_row + cols, zeros, mask=within(keep, cols < V, ROWS))
 
 
 # Ints Triton need not compile a variant for (it specialises each int on == 1 and on divisibility
@@ -267,7 +278,7 @@ def _ce_fwd_kernel(
     off), so the loads need no row mask."""
     rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)  # int64: row * stride exceeds 2**31
     in_n = rows < N
-    rows_c = tl.minimum(rows, N - 1)
+    rows_c = clamp_rows(rows, N, ROWS)
     x_row = x_ptr + rows_c * stride_x
     g_row = grad_ptr + rows_c * stride_g
     t = tl.load(tgt_ptr + rows_c).to(tl.int64)
@@ -334,7 +345,7 @@ def _scale_rows_kernel(
             g_row = grad_ptr + rows * stride_g
             for b in range(0, tl.cdiv(V, BLOCK_V)):
                 cols = b * BLOCK_V + offs
-                keep = tl.where(scaled, cols < V, False)
+                keep = within(scaled, cols < V, ROWS)
                 g = tl.load(g_row + cols, mask=keep, other=0.0).to(tl.float32)
                 tl.store(g_row + cols, to_store(g * up, grad_ptr.dtype.element_ty, ROUND_BY_HAND), mask=keep)
 

@@ -56,7 +56,18 @@ import triton.language as tl
 
 from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config, _sync_level
-from .row_tiles import any_row, lane_full, lanes, programs, row_max, row_sum, rows_per_program, tile_rows
+from .row_tiles import (
+    any_row,
+    clamp_rows,
+    lane_full,
+    lanes,
+    programs,
+    row_max,
+    row_sum,
+    rows_per_program,
+    tile_rows,
+    within,
+)
 from .triton_math import log1p, softcap_and_slope, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -101,6 +112,16 @@ def _count_valid(tgt_rows, K, ignore_index, in_n):
     for k in range(0, K):
         n += (tl.load(tgt_rows + k, mask=in_n, other=ignore_index) != ignore_index).to(tl.int32)
     return n
+
+
+@device_function
+def _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, idle):
+    """A row whose every target is ignored (where `idle`): logp, entropy and statistics 0."""
+    for k in range(0, K):
+        tl.store(logp_ptr + rows * K + k, 0.0, mask=idle)
+    tl.store(ent_ptr + rows, 0.0, mask=idle)
+    for i in range(0, 3):
+        tl.store(stats_ptr + rows * 3 + i, 0.0, mask=idle)
 
 
 # Ints read once a row or compared with a target id (as cross_entropy's ignore_index) get no
@@ -153,19 +174,14 @@ def _lp_fwd_kernel(
     # a tile's rows past N read the last row; their stores are masked off
     rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
     in_n = rows < N
-    rows_c = tl.minimum(rows, N - 1)
+    rows_c = clamp_rows(rows, N, ROWS)
     x_row = _row_base(x_ptr, rows_c, T, stride_b, stride_t)
     tgt_rows = tgt_ptr + rows_c * K
     n_valid = _count_valid(tgt_rows, K, ignore_index, in_n)
-    if LAST:  # a row whose every target is ignored: logp, entropy and statistics 0
-        idle = in_n & (n_valid == 0)
-        for k in range(0, K):
-            tl.store(logp_ptr + rows * K + k, 0.0, mask=idle)
-        tl.store(ent_ptr + rows, 0.0, mask=idle)
-        for i in range(0, 3):
-            tl.store(stats_ptr + rows * 3 + i, 0.0, mask=idle)
     live = in_n & (n_valid > 0)
     if any_row(live, ROWS):
+        if LAST and ROWS > 0:  # the tile's other rows
+            _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n & (n_valid == 0))
         offs = lanes(BLOCK_V, ROWS)
         # Per-lane online softmax: each lane keeps its own (m, r, u) over the columns it sees, so
         # the loop has no reduction (four tree reductions per block made this forward 2.7x its
@@ -227,6 +243,9 @@ def _lp_fwd_kernel(
                 tl.store(logp_ptr + rows * K + k, tl.where(valid, (z_t - m) - log_s, 0.0), mask=live)
             else:
                 tl.store(zt_ptr + rows * K + k, z_t, mask=live & here)
+    else:
+        if LAST:
+            _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n)
 
 
 @triton.jit(
@@ -271,7 +290,7 @@ def _lp_bwd_kernel(
     # a tile's rows past N read the last row; their stores are masked off
     rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
     in_n = rows < N
-    rows_c = tl.minimum(rows, N - 1)
+    rows_c = clamp_rows(rows, N, ROWS)
     x_row = _row_base(x_ptr, rows_c, T, stride_b, stride_t)
     g_row = grad_ptr + rows * stride_g
     tgt_rows = tgt_ptr + rows_c * K
@@ -327,12 +346,12 @@ def _lp_bwd_kernel(
             # (cross_entropy's pass 2 met that race on an H100: docs/bugs.md, bug 9).
             if SYNC:
                 tl.debug_barrier()
-            tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=tl.where(in_n, in_row, False))
+            tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=within(in_n, in_row, ROWS))
     else:  # every row ignored: a zero gradient
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             zeros = tl.zeros_like(cols).to(out_ty)
-            tl.store(g_row + cols, zeros, mask=tl.where(in_n, cols < V, False))
+            tl.store(g_row + cols, zeros, mask=within(in_n, cols < V, ROWS))
 
 
 # ----------------------------------------------------------------------------- launchers

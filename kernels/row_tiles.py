@@ -54,6 +54,26 @@ def tile_rows(pid, ROWS: tl.constexpr):
 
 
 @device_function
+def clamp_rows(rows, N, ROWS: tl.constexpr):
+    """The rows to read from: a tile's rows past N read the last row (their stores are masked off,
+    so no load needs a row mask); one row a program is always < N."""
+    if ROWS == 0:
+        return rows
+    else:
+        return tl.minimum(rows, N - 1)
+
+
+@device_function
+def within(flag, mask, ROWS: tl.constexpr):
+    """`mask` (a row's lanes) where the row's `flag` holds. One row a program (ROWS 0) is only
+    ever in a branch taken on its flag, or the flag always holds (rows < N): `mask` as it is."""
+    if ROWS == 0:
+        return mask
+    else:
+        return tl.where(flag, mask, False)
+
+
+@device_function
 def lanes(BLOCK: tl.constexpr, ROWS: tl.constexpr):
     """arange(BLOCK), a row's lanes: [BLOCK] (ROWS 0) or [1, BLOCK] (across a tile's rows)."""
     if ROWS == 0:

@@ -33,7 +33,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .row_tiles import lanes, programs, row_max, row_sum, rows_per_program, tile_rows
+from .row_tiles import clamp_rows, lanes, programs, row_max, row_sum, rows_per_program, tile_rows, within
 from .triton_math import target_nll, to_store  # decides the Triton mode
 
 # Columns per block (each block's statistics are two floats per row) and of the float32 slice
@@ -82,7 +82,7 @@ def _pack_kernel(
     last row; their stores are masked off."""
     rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
     in_n = rows < N
-    rows_c = tl.minimum(rows, N - 1)
+    rows_c = clamp_rows(rows, N, ROWS)
     b = tl.program_id(1)
     offs = lanes(BLOCK, ROWS)
     cols = b * BLOCK + offs
@@ -92,7 +92,7 @@ def _pack_kernel(
     gcols = col0 + cols
     m = row_max(x, ROWS)
     s = row_sum(tl.where(inside & (gcols != t), tl.exp(x - m), 0.0), ROWS)
-    tl.store(y_ptr + rows * stride_y + gcols, (x - m).to(tl.float16), mask=tl.where(in_n, inside, False))
+    tl.store(y_ptr + rows * stride_y + gcols, (x - m).to(tl.float16), mask=within(in_n, inside, ROWS))
     blk = col0 // BLOCK + b
     tl.store(m_ptr + rows * stride_st + blk, m, mask=in_n)
     tl.store(s_ptr + rows * stride_st + blk, s, mask=in_n)
@@ -136,7 +136,7 @@ def _rows_kernel(
     gradient 1). A tile's rows past N read the last row; their stores are masked off."""
     rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
     in_n = rows < N
-    rows_c = tl.minimum(rows, N - 1)
+    rows_c = clamp_rows(rows, N, ROWS)
     b = tl.program_id(1)
     t = tl.load(tgt_ptr + rows_c).to(tl.int64)
     ignored = t == ignore_index
@@ -178,7 +178,7 @@ def _rows_kernel(
         g = tl.where(ignored, 0.0, g)
         tl.store(
             g_ptr + rows * stride_y + cols, to_store(g, g_ptr.dtype.element_ty, ROUND_BY_HAND),
-            mask=tl.where(in_n, inside, False),
+            mask=within(in_n, inside, ROWS),
         )  # fmt: skip
 
 
