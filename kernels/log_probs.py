@@ -65,6 +65,7 @@ from .row_tiles import (
     row_max,
     row_sum,
     rows_per_program,
+    store_rows,
     tile_rows,
     within,
 )
@@ -106,11 +107,11 @@ def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
 
 
 @device_function
-def _count_valid(tgt_rows, K, ignore_index, in_n):
-    """How many of each row's K targets are not ignore_index (a row past N: none)."""
-    n = in_n.to(tl.int32) * 0
-    for k in range(0, K):
-        n += (tl.load(tgt_rows + k, mask=in_n, other=ignore_index) != ignore_index).to(tl.int32)
+def _count_valid(tgt_rows, K, ignore_index):
+    """How many of each row's K targets are not ignore_index."""
+    n = (tl.load(tgt_rows) != ignore_index).to(tl.int32)  # K >= 1
+    for k in range(1, K):
+        n += (tl.load(tgt_rows + k) != ignore_index).to(tl.int32)
     return n
 
 
@@ -177,7 +178,7 @@ def _lp_fwd_kernel(
     rows_c = clamp_rows(rows, N, ROWS)
     x_row = _row_base(x_ptr, rows_c, T, stride_b, stride_t)
     tgt_rows = tgt_ptr + rows_c * K
-    n_valid = _count_valid(tgt_rows, K, ignore_index, in_n)
+    n_valid = _count_valid(tgt_rows, K, ignore_index)
     live = in_n & (n_valid > 0)
     if any_row(live, ROWS):
         if LAST and ROWS > 0:  # the tile's other rows
@@ -221,15 +222,15 @@ def _lp_fwd_kernel(
         r = row_sum(tl.where(top, r_v, alpha * s_v), ROWS) + (row_sum(top.to(tl.float32), ROWS) - 1.0)
         r = tl.where(m > float("-inf"), r, 0.0)  # nothing finite seen yet: nothing to carry
         u = row_sum(alpha * (u_v + shift * s_v), ROWS)
-        tl.store(stats_ptr + rows * 3, m, mask=live)
-        tl.store(stats_ptr + rows * 3 + 1, r, mask=live)
+        store_rows(stats_ptr + rows * 3, m, live, ROWS)
+        store_rows(stats_ptr + rows * 3 + 1, r, live, ROWS)
         if LAST:
             log_s = log1p(r)
             mean_gap = u / (1.0 + r)
-            tl.store(stats_ptr + rows * 3 + 2, mean_gap, mask=live)
-            tl.store(ent_ptr + rows, log_s + mean_gap, mask=live)
+            store_rows(stats_ptr + rows * 3 + 2, mean_gap, live, ROWS)
+            store_rows(ent_ptr + rows, log_s + mean_gap, live, ROWS)
         else:
-            tl.store(stats_ptr + rows * 3 + 2, u, mask=live)
+            store_rows(stats_ptr + rows * 3 + 2, u, live, ROWS)
         for k in range(0, K):
             t = tl.load(tgt_rows + k).to(tl.int64)
             valid = t != ignore_index
@@ -240,9 +241,9 @@ def _lp_fwd_kernel(
                 if not FIRST:  # a target in an earlier slice: its z from then (NaN: in none)
                     z_t = tl.where(here, z_t, tl.load(zt_ptr + rows_c * K + k))
                 # (z_t - m) - log s: exact for the max, where z_t - lse would round lse first
-                tl.store(logp_ptr + rows * K + k, tl.where(valid, (z_t - m) - log_s, 0.0), mask=live)
+                store_rows(logp_ptr + rows * K + k, tl.where(valid, (z_t - m) - log_s, 0.0), live, ROWS)
             else:
-                tl.store(zt_ptr + rows * K + k, z_t, mask=live & here)
+                tl.store(zt_ptr + rows * K + k, z_t, mask=within(live, here, ROWS))
     else:
         if LAST:
             _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n)
@@ -296,7 +297,7 @@ def _lp_bwd_kernel(
     tgt_rows = tgt_ptr + rows_c * K
     offs = lanes(BLOCK_V, ROWS)
     out_ty = grad_ptr.dtype.element_ty
-    n_valid = _count_valid(tgt_rows, K, ignore_index, in_n)
+    n_valid = _count_valid(tgt_rows, K, ignore_index)
     live = in_n & (n_valid > 0)
     if any_row(live, ROWS):
         m = tl.load(stats_ptr + rows_c * 3)

@@ -74,6 +74,16 @@ def within(flag, mask, ROWS: tl.constexpr):
 
 
 @device_function
+def store_rows(ptr, value, flag, ROWS: tl.constexpr):
+    """Each row's `value` at `ptr` where the row's `flag` holds; one row a program (ROWS 0) only
+    stores in a branch taken on its flag: unmasked, as a one-row kernel stores."""
+    if ROWS == 0:
+        tl.store(ptr, value)
+    else:
+        tl.store(ptr, value, mask=flag)
+
+
+@device_function
 def lanes(BLOCK: tl.constexpr, ROWS: tl.constexpr):
     """arange(BLOCK), a row's lanes: [BLOCK] (ROWS 0) or [1, BLOCK] (across a tile's rows)."""
     if ROWS == 0:
