@@ -43,6 +43,7 @@ from .row_tiles import (
     row_max,
     row_sum,
     rows_per_program,
+    store_rows,
     tile_rows,
     within,
 )
@@ -154,9 +155,9 @@ def _row_finish(row, live, t, m, s_o, d, sum_w, x_row, g_row, grad_ptr, token_w_
     # constexpr doubles the variants a varied grid compiles, and these cost a row nothing
     zl = tl.where(zloss != 0, z_scale * lse * lse, 0.0)
     tw = tl.load(token_w_ptr + row * stride_tw, mask=tl.where(has_token_w != 0, live, False), other=1.0).to(tl.float32)
-    tl.store(loss_ptr + row, tw * (loss + zl), mask=live)
-    tl.store(zloss_ptr + row, tw * zl, mask=live)
-    tl.store(lse_ptr + row, lse, mask=live)
+    store_rows(loss_ptr + row, tw * (loss + zl), live, ROWS)
+    store_rows(zloss_ptr + row, tw * zl, live, ROWS)
+    store_rows(lse_ptr + row, lse, live, ROWS)
 
     if WRITE_GRAD:
         # d loss / d x_j = p_j * A - eps / V * w_j  (j != y), with
@@ -289,9 +290,9 @@ def _ce_fwd_kernel(
     idle = work & (t == ignore_index)
     live = work & (t != ignore_index)
     if any_row(idle, ROWS):  # an ignored row: loss 0 and a zero gradient
-        tl.store(loss_ptr + rows, 0.0, mask=idle)
-        tl.store(zloss_ptr + rows, 0.0, mask=idle)
-        tl.store(lse_ptr + rows, 0.0, mask=idle)
+        store_rows(loss_ptr + rows, 0.0, idle, ROWS)
+        store_rows(zloss_ptr + rows, 0.0, idle, ROWS)
+        store_rows(lse_ptr + rows, 0.0, idle, ROWS)
         if WRITE_GRAD:
             _zero_row(g_row, V, grad_ptr, BLOCK_V, idle, ROWS)
     if any_row(live, ROWS):

@@ -57,7 +57,7 @@ import triton.language as tl
 from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config, _sync_level
 from .row_tiles import (
-    any_row,
+    all_zero,
     clamp_rows,
     lane_full,
     lanes,
@@ -107,22 +107,25 @@ def _col_offsets(cols, stride_v, UNIT_STRIDE: tl.constexpr):
 
 
 @device_function
-def _count_valid(tgt_rows, K, ignore_index):
+def _count_valid(tgt_rows, K, ignore_index, ROWS: tl.constexpr):
     """How many of each row's K targets are not ignore_index."""
-    n = (tl.load(tgt_rows) != ignore_index).to(tl.int32)  # K >= 1
-    for k in range(1, K):
+    if ROWS == 0:
+        n = 0
+    else:  # a loop carries its variables' shapes: a tile's count is a column from the start
+        n = tl.zeros([ROWS, 1], tl.int32)
+    for k in range(0, K):
         n += (tl.load(tgt_rows + k) != ignore_index).to(tl.int32)
     return n
 
 
 @device_function
-def _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, idle):
+def _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, idle, ROWS: tl.constexpr):
     """A row whose every target is ignored (where `idle`): logp, entropy and statistics 0."""
     for k in range(0, K):
-        tl.store(logp_ptr + rows * K + k, 0.0, mask=idle)
-    tl.store(ent_ptr + rows, 0.0, mask=idle)
+        store_rows(logp_ptr + rows * K + k, 0.0, idle, ROWS)
+    store_rows(ent_ptr + rows, 0.0, idle, ROWS)
     for i in range(0, 3):
-        tl.store(stats_ptr + rows * 3 + i, 0.0, mask=idle)
+        store_rows(stats_ptr + rows * 3 + i, 0.0, idle, ROWS)
 
 
 # Ints read once a row or compared with a target id (as cross_entropy's ignore_index) get no
@@ -178,11 +181,14 @@ def _lp_fwd_kernel(
     rows_c = clamp_rows(rows, N, ROWS)
     x_row = _row_base(x_ptr, rows_c, T, stride_b, stride_t)
     tgt_rows = tgt_ptr + rows_c * K
-    n_valid = _count_valid(tgt_rows, K, ignore_index)
+    n_valid = _count_valid(tgt_rows, K, ignore_index, ROWS)
     live = in_n & (n_valid > 0)
-    if any_row(live, ROWS):
+    if all_zero(n_valid, ROWS):  # every target ignored
+        if LAST:
+            _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n, ROWS)
+    else:
         if LAST and ROWS > 0:  # the tile's other rows
-            _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n & (n_valid == 0))
+            _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n & (n_valid == 0), ROWS)
         offs = lanes(BLOCK_V, ROWS)
         # Per-lane online softmax: each lane keeps its own (m, r, u) over the columns it sees, so
         # the loop has no reduction (four tree reductions per block made this forward 2.7x its
@@ -244,9 +250,6 @@ def _lp_fwd_kernel(
                 store_rows(logp_ptr + rows * K + k, tl.where(valid, (z_t - m) - log_s, 0.0), live, ROWS)
             else:
                 tl.store(zt_ptr + rows * K + k, z_t, mask=within(live, here, ROWS))
-    else:
-        if LAST:
-            _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n)
 
 
 @triton.jit(
@@ -297,20 +300,29 @@ def _lp_bwd_kernel(
     tgt_rows = tgt_ptr + rows_c * K
     offs = lanes(BLOCK_V, ROWS)
     out_ty = grad_ptr.dtype.element_ty
-    n_valid = _count_valid(tgt_rows, K, ignore_index)
+    n_valid = _count_valid(tgt_rows, K, ignore_index, ROWS)
     live = in_n & (n_valid > 0)
-    if any_row(live, ROWS):
+    if all_zero(n_valid, ROWS):  # every target ignored: a zero gradient
+        for b in range(0, tl.cdiv(V, BLOCK_V)):
+            cols = b * BLOCK_V + offs
+            zeros = tl.zeros_like(cols).to(out_ty)
+            tl.store(g_row + cols, zeros, mask=within(in_n, cols < V, ROWS))
+    else:
         m = tl.load(stats_ptr + rows_c * 3)
         r = tl.load(stats_ptr + rows_c * 3 + 1)
         mean_gap = tl.load(stats_ptr + rows_c * 3 + 2)
         log_s = log1p(r)
         one_minus_p_max = r / (1.0 + r)  # 1 - 1/s, exact when s -> 1
-        s_up = tl.where(live, 0.0, 0.0)  # S: sum of the upstream over the row's counted targets
+        if ROWS == 0:  # S: sum of the upstream over the row's counted targets
+            s_up = 0.0
+            d_ent = 0.0
+        else:
+            s_up = tl.zeros([ROWS, 1], tl.float32)
+            d_ent = tl.zeros([ROWS, 1], tl.float32)
         if HAS_DLOGP:
             for k in range(0, K):
                 valid = tl.load(tgt_rows + k) != ignore_index
                 s_up += tl.where(valid, tl.load(dlogp_ptr + rows_c * K + k), 0.0)
-        d_ent = tl.where(live, 0.0, 0.0)
         if HAS_DENT:
             d_ent = tl.load(dent_ptr + rows_c)
         chain = scale * inv_t
@@ -348,11 +360,6 @@ def _lp_bwd_kernel(
             if SYNC:
                 tl.debug_barrier()
             tl.store(g_row + cols, to_store(g, out_ty, ROUND_BY_HAND), mask=within(in_n, in_row, ROWS))
-    else:  # every row ignored: a zero gradient
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
-            cols = b * BLOCK_V + offs
-            zeros = tl.zeros_like(cols).to(out_ty)
-            tl.store(g_row + cols, zeros, mask=within(in_n, cols < V, ROWS))
 
 
 # ----------------------------------------------------------------------------- launchers

@@ -120,6 +120,15 @@ def row_sum(x, ROWS: tl.constexpr):
 
 
 @device_function
+def all_zero(count, ROWS: tl.constexpr):
+    """Whether `count` is 0 for every row of the program (a tile's rows past N count as the last)."""
+    if ROWS == 0:
+        return count == 0
+    else:
+        return tl.max(count) == 0
+
+
+@device_function
 def any_row(flag, ROWS: tl.constexpr):
     """Whether `flag` holds for some row of the program."""
     if ROWS == 0:
