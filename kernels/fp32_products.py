@@ -83,7 +83,9 @@ def grad_over_logits(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     a row, reads a block of logits before writing any gradient and walks the row from its last
     block to its first, as cross_entropy's pass 2 does: the gradient of columns [c, c+B) lands
     in bytes 2V+2c .. 2V+2c+2B of the row, above every logit byte still to be read (those of
-    columns < c end at byte 4c <= 2V + 2c). One program per row, so rows never meet."""
+    columns < c end at byte 4c <= 2V + 2c). Each row's gradient lies in its own row's bytes, so
+    rows never meet (one a program on a GPU; a tile's rows under the interpreter run each
+    operation together: kernels/row_tiles.py)."""
     if dtype == torch.float32:
         return logits
     rows, v = logits.shape
@@ -96,7 +98,8 @@ def grad_under_logits(logits: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     The gradient of columns [c, c+B) lands in bytes 2c .. 2c+2B, over the logits of columns
     < (c+B)/2 <= c (for c >= B), read already; the first block (c = 0) overwrites only logits of
     its own, which it reads before it writes; the logits still to be read (columns >= c+B) start
-    at byte 4c+4B, above every byte written so far. One program per row, so rows never meet;
+    at byte 4c+4B, above every byte written so far. Each row's gradient lies in its own bytes, so
+    rows never meet (kernels/row_tiles.py);
     within a program the kernel puts a barrier before each block's store (its warps run apart:
     docs/bugs.md, bug 9)."""
     if dtype == torch.float32:

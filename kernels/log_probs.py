@@ -26,7 +26,8 @@ Semantics (this op and kernels/fused_linear_log_probs.py, where x = hidden @ wei
 
 Design (cost model: forward reads the logits once, backward reads them once and writes the
 gradient once: 3 passes over N * V):
-- forward, one program per row: an online softmax over vocabulary blocks keeps the max m, the
+- forward, one program per row (on a GPU; a tile of rows under the interpreter:
+  kernels/row_tiles.py): an online softmax over vocabulary blocks keeps the max m, the
   sum of exp(z - m) over all columns but one copy of the max (r, so log sum = log1p(r) keeps
   its digits for confident rows: docs/bugs.md, bug 6) and u = sum exp(z - m) (m - z), which
   has no cancellation (every term >= 0). Each lane of the block keeps its own (m, r, u); the
@@ -34,7 +35,7 @@ gradient once: 3 passes over N * V):
   stores (m, r, u / s) per row: all backward needs besides the logits and the targets. A row
   may also come in vocabulary slices, one launch each (the fused linear op): the running
   (m, r, u) and the targets' z then carry over between launches.
-- backward, one program per row, from the upstream gradients dlogp [.., K] and dH (either may
+- backward, one program per row (the same), from the upstream gradients dlogp [.., K] and dH (either may
   be None): with p = softmax(z), D_j = sum of dlogp_k over the targets equal to j, S = sum_k
   dlogp_k,
       dL/dz_j = D_j (1 - p_j) - (S - D_j) p_j - dH p_j ((z_j - m) + u / s)
