@@ -25,6 +25,9 @@ import math
 
 _ABSENT = object()
 REPLACED: list[tuple[object, str, object]] = []  # (owner, name, Triton's own value or _ABSENT)
+# Called as tritons_own() swaps functions either way: a language kept patched (triton_mode) is
+# released, so the next launch patches it with the functions then in place.
+ON_SWAP: list = []
 
 
 def install() -> None:
@@ -56,6 +59,8 @@ def _replace(owner, name: str, make) -> None:
 def tritons_own():
     """Triton's own functions in place of every fast path while the block runs."""
     ours = [(owner, name, getattr(owner, name)) for owner, name, _ in REPLACED]
+    for release in ON_SWAP:
+        release()
     for owner, name, own in REPLACED:
         if own is _ABSENT:
             delattr(owner, name)
@@ -64,6 +69,8 @@ def tritons_own():
     try:
         yield
     finally:
+        for release in ON_SWAP:
+            release()
         for owner, name, new in ours:
             setattr(owner, name, new)
 
