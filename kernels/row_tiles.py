@@ -5,7 +5,8 @@ helpers that let one kernel body serve both forms:
   A row's values are scalars and its lanes a [BLOCK] vector: the code Triton compiles is that of a
   one-row kernel. (A [1, BLOCK] tile compiled slower on an H200: cross entropy's forward with
   its gradient 1.89 ms against 1.50 at N=8192, V=128256; the 2-byte chunk's rows kernel 34 ms
-  against 0.58.)
+  against 0.58. The one-row form runs at the one-row kernels' speed, with their bits: probe
+  `ab_gpu.py`, results/README.md#where-the-probes-went.)
 - ROWS >= 1, under Triton's interpreter: a tile of rows `program_id * ROWS + arange(ROWS)`,
   a row's values a [ROWS, 1] column and its lanes a [1, BLOCK] row, each row reduced along its
   own axis only, so a row's numbers do not depend on ROWS or on its neighbours.
