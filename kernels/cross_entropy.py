@@ -368,9 +368,10 @@ _CE_MAX_BLOCK_V = 8192
 _L2_HINTS = True
 
 
-def _launch_config(n_cols: int, device: torch.device, max_block: int = _MAX_BLOCK_V) -> tuple[int, int]:
-    """(BLOCK_V, num_warps) for rows of n_cols columns."""
-    block_v = min(triton.next_power_of_2(max(n_cols, 1)), max_block)
+def _launch_config(n_cols: int, device: torch.device, max_block: int | None = None) -> tuple[int, int]:
+    """(BLOCK_V, num_warps) for rows of n_cols columns, blocks of at most `max_block` columns
+    (default _MAX_BLOCK_V, read at the call: a test may cut it to make a row span blocks)."""
+    block_v = min(triton.next_power_of_2(max(n_cols, 1)), _MAX_BLOCK_V if max_block is None else max_block)
     if device.type == "cuda":
         num_warps = 16 if block_v >= 4096 else (8 if block_v >= 1024 else 4)
     else:  # Triton's interpreter ignores warps

@@ -59,6 +59,7 @@ from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config, _sync_level
 from .row_tiles import (
     all_zero,
+    any_row,
     clamp_rows,
     lane_full,
     lanes,
@@ -191,44 +192,64 @@ def _lp_fwd_kernel(
         if LAST and ROWS > 0:  # the tile's other rows
             _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, in_n & (n_valid == 0), ROWS)
         offs = lanes(BLOCK_V, ROWS)
-        # Per-lane online softmax: each lane keeps its own (m, r, u) over the columns it sees, so
-        # the loop has no reduction (four tree reductions per block made this forward 2.7x its
-        # read floor on an H100); the lanes are merged once, after the loop.
+        lane0 = offs == 0
+        # The running max m is the row's, one cross-warp max a block; the sums stay per lane:
+        # r_v, exp(z - m) over the columns below m, and u_v, exp(z - m) (m - z); c counts the
+        # columns equal to m (exactly 1 each, kept out of r so that log s = log1p(r) keeps its
+        # digits). A block wholly below m (after the row's first blocks, nearly every one) takes
+        # the short path: no rescale, no tie. (The per-lane (m, r, u) this replaced had each
+        # element pay both branches of a rise: instruction-bound at 58% of an H200's copy rate.)
+        r_v = lane_full(0.0, BLOCK_V, ROWS)
+        u_v = lane_full(0.0, BLOCK_V, ROWS)
         if FIRST:
-            m_v = lane_full(float("-inf"), BLOCK_V, ROWS)
-            r_v = lane_full(0.0, BLOCK_V, ROWS)
-            u_v = lane_full(0.0, BLOCK_V, ROWS)
-        else:  # the row's state from its earlier slices enters as lane 0's
-            lane0 = offs == 0
-            m_v = tl.where(lane0, tl.load(stats_ptr + rows_c * 3), float("-inf"))
+            if ROWS == 0:
+                m = float("-inf")
+                c = 0.0
+            else:  # a loop carries its variables' shapes: a tile's are columns from the start
+                m = tl.full([ROWS, 1], float("-inf"), tl.float32)
+                c = tl.zeros([ROWS, 1], tl.float32)
+        else:  # the row's state from its earlier slices: m, r (lane 0), u (lane 0), the max's copy
+            m = tl.load(stats_ptr + rows_c * 3)
             r_v = tl.where(lane0, tl.load(stats_ptr + rows_c * 3 + 1), 0.0)
             u_v = tl.where(lane0, tl.load(stats_ptr + rows_c * 3 + 2), 0.0)
+            c = tl.where(m > float("-inf"), 1.0, 0.0)
+        x_next = tl.load(x_row + _col_offsets(offs, stride_v, UNIT_STRIDE), mask=offs < V, other=float("-inf"))
         for b in range(0, tl.cdiv(V, BLOCK_V)):
-            cols = b * BLOCK_V + offs
-            x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=cols < V, other=float("-inf"))
+            # the next block's load goes out before this block's arithmetic
+            x_raw = x_next
+            cols_next = (b + 1) * BLOCK_V + offs
+            x_next = tl.load(
+                x_row + _col_offsets(cols_next, stride_v, UNIT_STRIDE), mask=cols_next < V, other=float("-inf")
+            )
             z, _ = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
-            rise = z > m_v
-            # |z - m| against a finite stand-in for a lane that saw nothing yet (m = -inf), and
-            # clamped: -inf on either side (padding, lanes past V) gives e = 0 and e * a = 0,
-            # never 0 * inf or -inf + inf
-            m_f = tl.maximum(m_v, -3.0e38)
-            a = tl.minimum(tl.where(rise, z - m_f, m_f - z), 3.0e38)
-            e = tl.exp(-a)
-            # a new lane max: the old sum (its max included) moves down by e and the new max's
-            # own 1 stays out of r; else the column joins r (a tie with the max as exactly 1)
-            u_v = tl.where(rise, e * (u_v + a * (1.0 + r_v)), u_v + e * a)
-            r_v = tl.where(rise, e * (1.0 + r_v), r_v + e)
-            m_v = tl.maximum(m_v, z)
-        # merge each row's lanes: every sum below has terms >= 0 only
-        m = row_max(m_v, ROWS)
-        seen = m_v > float("-inf")
-        top = (m_v == m) & seen  # the lanes that hold the row's max
-        s_v = tl.where(seen, 1.0 + r_v, 0.0)
-        shift = tl.where(seen, m - m_v, 0.0)
-        alpha = tl.exp(-shift)
-        r = row_sum(tl.where(top, r_v, alpha * s_v), ROWS) + (row_sum(top.to(tl.float32), ROWS) - 1.0)
+            m_b = row_max(z, ROWS)
+            if any_row(m_b >= m, ROWS):  # the block reaches the running max: a rise, ties, or both
+                m_new = tl.maximum(m, m_b)
+                rise = (m_new > m) & (m > float("-inf"))  # nothing finite seen yet: nothing to move
+                alpha = tl.where(rise, tl.exp(m - m_new), 1.0)
+                gap = tl.where(rise, m_new - m, 0.0)
+                # what was seen moves down by alpha, its gaps up by the rise; the old max's copies
+                # (c of them, 1 each) become ordinary columns at alpha, entered in lane 0
+                moved = tl.where(rise, c, 0.0)
+                u_v = alpha * (u_v + gap * r_v) + tl.where(lane0, alpha * gap * moved, 0.0)
+                r_v = alpha * r_v + tl.where(lane0, alpha * moved, 0.0)
+                c = tl.where(m_new > m, 0.0, c)
+                m = m_new
+                # -inf on either side (padding, lanes past V) gives e = 0 and e * a = 0
+                a = tl.minimum(tl.maximum(m, -3.0e38) - z, 3.0e38)
+                e = tl.exp(-a)
+                tie = z == tl.where(m > float("-inf"), m, float("nan"))
+                c += row_sum(tie.to(tl.float32), ROWS)
+                r_v += tl.where(tie, 0.0, e)
+                u_v += tl.where(tie, 0.0, e * a)
+            else:  # every column below m (so m is finite): no rescale, no tie
+                a = tl.minimum(m - z, 3.0e38)
+                e = tl.exp(-a)
+                r_v += e
+                u_v += e * a
+        r = row_sum(r_v, ROWS) + (c - 1.0)
         r = tl.where(m > float("-inf"), r, 0.0)  # nothing finite seen yet: nothing to carry
-        u = row_sum(alpha * (u_v + shift * s_v), ROWS)
+        u = row_sum(u_v, ROWS)
         store_rows(stats_ptr + rows * 3, m, live, ROWS)
         store_rows(stats_ptr + rows * 3 + 1, r, live, ROWS)
         if LAST:
@@ -327,9 +348,27 @@ def _lp_bwd_kernel(
         if HAS_DENT:
             d_ent = tl.load(dent_ptr + rows_c)
         chain = scale * inv_t
-        if ONE_TARGET and HAS_DLOGP:
-            t0 = tl.load(tgt_rows).to(tl.int64)
-            d0 = tl.where(t0 != ignore_index, tl.load(dlogp_ptr + rows_c), 0.0)
+        if ONE_TARGET or not HAS_DLOGP:
+            # Every column but the target's: dL/dz_j = -p_j (S + dH ((z_j - m) + u / s)), a
+            # product and a sum an element; the target's own column (1 - p there, r / (1 + r) at
+            # the max) is formed once a row from its logit and put in its place. (The general form
+            # below, D_j and both terms at every column, ran an H200's backward at 79% of its
+            # copy rate, instruction-bound without multiply-add fusion.)
+            neg_s = -s_up
+            neg_d = -d_ent
+            if HAS_DLOGP:
+                t0 = tl.load(tgt_rows).to(tl.int64)
+                valid0 = t0 != ignore_index
+                d0 = tl.where(valid0, tl.load(dlogp_ptr + rows_c), 0.0)
+                t_col = tl.where(valid0, t0 - col_start, -1)  # outside these columns: no column's
+                here = (t_col >= 0) & (t_col < V)
+                x_t = tl.load(x_row + tl.where(here, t_col, 0) * stride_v, mask=here, other=0.0)
+                z_t, _ = _to_z(x_t, scale, cap, inv_t, SOFTCAP)
+                zm_t = z_t - m
+                p_t = tl.exp(zm_t - log_s)
+                g_t = d0 * tl.where(zm_t == 0.0, one_minus_p_max, 1.0 - p_t) - (s_up - d0) * p_t
+                if HAS_DENT:
+                    g_t -= d_ent * p_t * tl.where(p_t > 0.0, zm_t + mean_gap, 0.0)
         for b in range(0, tl.cdiv(V, BLOCK_V)):
             cols = b * BLOCK_V + offs
             in_row = cols < V
@@ -337,20 +376,23 @@ def _lp_bwd_kernel(
             z, slope = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
             zm = z - m
             p = tl.exp(zm - log_s)
-            g = lane_full(0.0, BLOCK_V, ROWS)
-            if HAS_DLOGP:
-                d_at = lane_full(0.0, BLOCK_V, ROWS)  # D_j
-                if ONE_TARGET:  # (H100, N=8192, V=151936: 2.06 ms against 2.57 reading them each block)
-                    d_at = tl.where(cols == t0 - col_start, d0, 0.0)
+            if ONE_TARGET or not HAS_DLOGP:
+                if HAS_DENT:  # a p that underflows to 0 contributes exactly 0, never 0 * -inf
+                    g = tl.where(p > 0.0, p * (neg_s + neg_d * (zm + mean_gap)), 0.0)
                 else:
-                    for k in range(0, K):
-                        t = tl.load(tgt_rows + k).to(tl.int64)
-                        d_k = tl.load(dlogp_ptr + rows_c * K + k)
-                        d_at += tl.where((cols == t - col_start) & (t != ignore_index), d_k, 0.0)
+                    g = p * neg_s
+                if HAS_DLOGP:
+                    g = tl.where(cols == t_col, g_t, g)
+            else:
+                d_at = lane_full(0.0, BLOCK_V, ROWS)  # D_j
+                for k in range(0, K):
+                    t = tl.load(tgt_rows + k).to(tl.int64)
+                    d_k = tl.load(dlogp_ptr + rows_c * K + k)
+                    d_at += tl.where((cols == t - col_start) & (t != ignore_index), d_k, 0.0)
                 q = tl.where(zm == 0.0, one_minus_p_max, 1.0 - p)
                 g = d_at * q - (s_up - d_at) * p
-            if HAS_DENT:
-                g -= d_ent * p * tl.where(p > 0.0, zm + mean_gap, 0.0)
+                if HAS_DENT:
+                    g -= d_ent * p * tl.where(p > 0.0, zm + mean_gap, 0.0)
             g = g * slope * chain
             if ROWS > 0:  # a row of the tile whose every target is ignored
                 g = tl.where(live, g, 0.0)

@@ -2,14 +2,15 @@
 
 Sizes: N = 8 rows (Triton's interpreter costs ~20 ms per row, block and pass); V = 257 is
 prime, so every block has masked lanes. The `small_blocks` fixture cuts blocks to 128 columns
-where a test needs a row to span several blocks (the online softmax's merge: the GPU's
-4096-wide blocks hold every CPU-sized row in one)."""
+where a test needs a row to span several blocks (the running max's rises and ties between
+blocks: the GPU's 2048-wide blocks hold every CPU-sized row in one)."""
 
 import pytest
 import torch
 from lp_checks import IGNORE, OPTION_GRID, UPSTREAM_GRID, check, make_target, make_upstream, reference
 
 from ligerbench.kernels import cross_entropy as ce_module
+from ligerbench.kernels import log_probs as lp_module
 from ligerbench.kernels.log_probs import log_probs
 
 N, V = 8, 257
@@ -115,9 +116,14 @@ def test_layouts(device, layout, dtype):
 # logits kinds: random normal, confident rows, near-uniform rows with exact ties, shifted by
 # +-200, a vocabulary padded with -inf columns (with the softcap on: tanh(-inf) must not give
 # the padding mass); dtype: float32 and bf16
+# form: the interpreter's tiles of rows, or one row a program, the form a GPU compiles
+# (kernels/row_tiles.py), whose forward takes its short path on blocks below the running max
 @pytest.mark.parametrize("kind", ["normal", "peaked", "flat", "up200", "down200", "neg_inf_padding"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_logits_kinds(device, small_blocks, kind, dtype):
+@pytest.mark.parametrize("form", ["tiles", "one_row"])
+def test_logits_kinds(device, small_blocks, kind, dtype, form, monkeypatch):
+    if form == "one_row":
+        monkeypatch.setattr(lp_module, "rows_per_program", lambda *args: 0)
     softcap = 5.0 if kind == "neg_inf_padding" else None
     (_, _, (grad,)), _ = _case(device, kind=kind, dtype=dtype, temperature=0.6, softcap=softcap, seed=5)
     if kind == "neg_inf_padding":

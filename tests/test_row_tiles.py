@@ -84,6 +84,10 @@ def _lp_run(k: int, sliced: bool, under: bool):
     torch.manual_seed(1)
     n, v = 29, 257
     x = 3 * torch.randn(n, v)
+    # a row's max met again in a later block (with the row's 64-column blocks below): no rise, a
+    # tie; and a rise to a max that a third block ties
+    x[1, [10, 200]] = 12.0
+    x[2, [5, 150, 250]] = torch.tensor([11.0, 12.0, 12.0])
     t = torch.randint(0, v, (n, k))
     t[::3, 0] = -100
     t[::5] = -100  # rows with every target ignored
@@ -103,7 +107,10 @@ def _lp_run(k: int, sliced: bool, under: bool):
 
 
 @pytest.mark.parametrize("k, sliced, under", [(1, False, False), (3, False, True), (2, True, False)])
-def test_log_probs_same_bits_in_both_forms(k, sliced, under, one_row_a_program):
+@pytest.mark.parametrize("block", [None, 64])
+def test_log_probs_same_bits_in_both_forms(k, sliced, under, block, one_row_a_program, monkeypatch):
+    if block:  # rows over several blocks: the forward's running max, rises and ties between blocks
+        monkeypatch.setattr(ce, "_MAX_BLOCK_V", block)
     tiles = _lp_run(k, sliced, under)
     one_row_a_program()
     assert _same(tiles, _lp_run(k, sliced, under))
