@@ -30,8 +30,10 @@ gradient once: 3 passes over N * V):
   kernels/row_tiles.py): an online softmax over vocabulary blocks keeps the max m, the
   sum of exp(z - m) over all columns but one copy of the max (r, so log sum = log1p(r) keeps
   its digits for confident rows: docs/bugs.md, bug 6) and u = sum exp(z - m) (m - z), which
-  has no cancellation (every term >= 0). Each lane of the block keeps its own (m, r, u); the
-  lanes merge once per row (no reduction inside the loop). Then entropy = log s + u / s. It
+  has no cancellation (every term >= 0). m is the row's, one cross-warp max a block; the sums
+  stay per lane and the columns equal to m are counted, not summed. A block below m (nearly
+  every block after a row's first few) costs an exponential and two sums an element; a block
+  that reaches m rescales the sums by a scalar. Then entropy = log s + u / s. It
   stores (m, r, u / s) per row: all backward needs besides the logits and the targets. A row
   may also come in vocabulary slices, one launch each (the fused linear op): the running
   (m, r, u) and the targets' z then carry over between launches.
@@ -416,17 +418,20 @@ def _lp_bwd_kernel(
 # the float64 reference do). Its cost was not measured apart (the kernels are memory-bound).
 
 
-# Launch configs on a GPU, measured (H200, bf16, V=151936, N=8192; lp_split.py,
-# results/README.md#where-the-probes-went): the forward is instruction-bound (the per-lane online
-# softmax, no FMA), and 2048-column blocks over 8 warps ran it in 1.28 ms against 1.48 ms at 4096
-# over 16 (ce's config); the backward ran 1.66 ms at 4096 over 8 against 1.75 ms over 16. Splitting
-# a row's backward over several programs did not help (1.97 ms at 4 blocks a program). The
-# interpreter keeps ce's. The backward's best config differs by GPU: on an H100 (after the single
-# target was read once a row; bwd_config_probe.py, results/README.md#where-the-probes-went) 4096
-# over 16 ran 1.79 ms against 1.95 over 8 (TRL's backward ~1.9), though on a second H100 the two
-# were equal (1.797, 1.794); the H200 figures above are from before that change. The backward writes
-# each column from that column alone, so its config changes no bit.
-_GPU_FWD = (2048, 8)
+# Launch configs on a GPU, measured on an H200 (lp_cfg.py and lp_var.py, results/README.md#where-
+# the-probes-went; ms at bf16 V=151936, N = 2048 / 8192, and float32 8192 x 8192, a fused head's
+# slice). The forward, with one cross-warp max a block, runs best on few warps: 1024 columns over 4
+# warps 0.222 / 0.804 / 0.080 against 0.235 / 0.878 / 0.100 over 8 warps at 2048 (the config of
+# the per-lane forward before it, which ran 1.010 at 8192); loads two blocks ahead ran slower. The
+# backward, one product an element, runs near the copy rate: 4096 over 8, 0.336 / 1.215 / 0.141
+# (8192 over 16: 0.318 / 1.211 / 0.159; loading a block ahead changed it by under the noise of
+# one process, ~5%). Splitting a row's backward over several programs did not help (1.97 ms at 4
+# blocks a program, the older kernel; lp_split.py). The interpreter keeps ce's. The backward's
+# best config differed by GPU before its rewrite: on an H100 (bwd_config_probe.py) 4096 over 16
+# ran 1.79 ms against 1.95 over 8, though on a second H100 the two were equal (1.797, 1.794); not
+# re-measured since. The backward writes each column from that column alone, so its config
+# changes no bit; the forward's lanes and block max follow its config, so its bits do.
+_GPU_FWD = (1024, 4)
 _GPU_BWD = (4096, 8)
 _GPU_BWD_BY_NAME = (("H100", (4096, 16)),)  # (part of torch.cuda.get_device_name, config)
 
