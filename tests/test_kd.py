@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from ligerbench.kernels import cross_entropy as ce_module
 from ligerbench.kernels.distill import distill_loss
 from ligerbench.suites.families import distill as semantics
 
@@ -55,6 +56,28 @@ def test_matches_float64(divergence, beta, k, reduction):
     torch.testing.assert_close(gs.double(), rs, rtol=1e-5, atol=1e-7)
     torch.testing.assert_close(gt.double(), rt, rtol=1e-5, atol=1e-7)
     assert gs[1].abs().max() == 0 and gt[1].abs().max() == 0  # the ignored row
+
+
+# 64-column blocks (a GPU's are 1024-8192 wide, so every CPU-sized row would sit in one): each
+# side's running max rises and ties between blocks; a row's max met again in a later block, a row
+# of equal logits, a padded start with a whole block of -inf (confident rows: the verify suites,
+# whose rule allows what float32 logits cost a tiny divergence)
+@pytest.mark.interpreter
+@pytest.mark.parametrize("divergence, beta", [("forward_kl", 0.5), ("reverse_kl", 0.5), ("jsd", 0.3), ("tvd", 0.5)])
+def test_rows_over_several_blocks(divergence, beta, monkeypatch):
+    monkeypatch.setattr(ce_module, "_MAX_BLOCK_V", 64)
+    s, t, _, labels = _inputs()
+    s[0, [3, 200]] = 6.0
+    t[0, [70, 250]] = 9.0
+    s[2] = 0.5
+    t[2, 130] = 3.0
+    s[4, :70] = float("-inf")
+    t[4, :70] = float("-inf")
+    opts = dict(divergence=divergence, beta=beta, temperature=1.3, reduction="none", teacher_grad=True)
+    (loss, gs, gt), (ref, rs, rt) = _both(s, t, None, labels, **opts)
+    torch.testing.assert_close(loss, ref, rtol=2e-6, atol=1e-7)
+    torch.testing.assert_close(gs.double(), rs, rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(gt.double(), rt, rtol=1e-5, atol=1e-7)
 
 
 @pytest.mark.interpreter
