@@ -178,6 +178,7 @@ def _lp_fwd_kernel(
     ROWS: tl.constexpr,  # 0: one row a program; else a tile of rows (kernels/row_tiles.py)
     FIRST: tl.constexpr,  # the row's first slice: start from nothing, else from stats (m, r, u)
     LAST: tl.constexpr,  # the row's last slice: finish (stats (m, r, u / s), logp, entropy)
+    RAW: tl.constexpr,  # compare the raw logits (FIRST without a softcap), not z
 ):
     # a tile's rows past N read the last row; their stores are masked off
     rows = tile_rows(tl.program_id(0).to(tl.int64), ROWS)
@@ -201,6 +202,13 @@ def _lp_fwd_kernel(
         # digits). A block wholly below m (after the row's first blocks, nearly every one) takes
         # the short path: no rescale, no tie. (The per-lane (m, r, u) this replaced had each
         # element pay both branches of a rise: instruction-bound at 58% of an H200's copy rate.)
+        # The columns are compared as w: the raw logits where z = c x (c = scale / T > 0, so w's
+        # max is z's and m = c max(x) exactly as z rounds it), which saves the product an element
+        # and leaves m_w - w exact for 16-bit logits; z itself with a softcap, or where a row's
+        # earlier slices hand over m as z. Gaps are in w's units (u = unit * sum e gap) and the
+        # exponentials exp2(-gap * k), k = unit * log2(e).
+        unit = scale * inv_t if RAW else 1.0
+        k = unit * 1.4426950408889634
         r_v = lane_full(0.0, BLOCK_V, ROWS)
         u_v = lane_full(0.0, BLOCK_V, ROWS)
         if FIRST:
@@ -223,13 +231,16 @@ def _lp_fwd_kernel(
             x_next = tl.load(
                 x_row + _col_offsets(cols_next, stride_v, UNIT_STRIDE), mask=cols_next < V, other=float("-inf")
             )
-            z, _ = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
-            m_b = row_max(z, ROWS)
+            if RAW:
+                w = x_raw.to(tl.float32)
+            else:
+                w, _ = _to_z(x_raw, scale, cap, inv_t, SOFTCAP)
+            m_b = row_max(w, ROWS)
             if any_row(m_b >= m, ROWS):  # the block reaches the running max: a rise, ties, or both
                 m_new = tl.maximum(m, m_b)
                 rise = (m_new > m) & (m > float("-inf"))  # nothing finite seen yet: nothing to move
-                alpha = tl.where(rise, tl.exp(m - m_new), 1.0)
                 gap = tl.where(rise, m_new - m, 0.0)
+                alpha = tl.exp2(-(gap * k))
                 # what was seen moves down by alpha, its gaps up by the rise; the old max's copies
                 # (c of them, 1 each) become ordinary columns at alpha, entered in lane 0
                 moved = tl.where(rise, c, 0.0)
@@ -237,21 +248,23 @@ def _lp_fwd_kernel(
                 r_v = alpha * r_v + tl.where(lane0, alpha * moved, 0.0)
                 c = tl.where(m_new > m, 0.0, c)
                 m = m_new
-                # -inf on either side (padding, lanes past V) gives e = 0 and e * a = 0
-                a = tl.minimum(tl.maximum(m, -3.0e38) - z, 3.0e38)
-                e = tl.exp(-a)
-                tie = z == tl.where(m > float("-inf"), m, float("nan"))
+                # -inf on either side (padding, lanes past V) gives e = 0 and e * d = 0
+                d = tl.minimum(tl.maximum(m, -3.0e38) - w, 3.0e38)
+                e = tl.exp2(-(d * k))
+                tie = w == tl.where(m > float("-inf"), m, float("nan"))
                 c += row_sum(tie.to(tl.float32), ROWS)
-                r_v += tl.where(tie, 0.0, e)
-                u_v += tl.where(tie, 0.0, e * a)
-            else:  # every column below m (so m is finite): no rescale, no tie
-                a = tl.minimum(m - z, 3.0e38)
-                e = tl.exp(-a)
+                e = tl.where(tie, 0.0, e)
                 r_v += e
-                u_v += e * a
+                u_v = tl.fma(e, d, u_v)  # as the short path: the same bits for a row whichever it takes
+            else:  # every column below m (so m is finite): no rescale, no tie
+                d = tl.minimum(m - w, 3.0e38)
+                e = tl.exp2(-(d * k))
+                r_v += e
+                u_v = tl.fma(e, d, u_v)
         r = row_sum(r_v, ROWS) + (c - 1.0)
         r = tl.where(m > float("-inf"), r, 0.0)  # nothing finite seen yet: nothing to carry
-        u = row_sum(u_v, ROWS)
+        u = row_sum(u_v, ROWS) * unit
+        m = m * unit  # as _to_z rounds the max's z: the same product of the same two numbers
         store_rows(stats_ptr + rows * 3, m, live, ROWS)
         store_rows(stats_ptr + rows * 3 + 1, r, live, ROWS)
         if LAST:
@@ -515,6 +528,7 @@ def log_probs_rows(
         ROWS=tile,
         FIRST=first,
         LAST=last,
+        RAW=first and not softcap,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
     )
