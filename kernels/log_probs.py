@@ -429,6 +429,7 @@ def _lp_bwd_kernel(
 # (logp -1.2e-6 where the truth is -6e-18), and the backward's z - m for the max missed its
 # exact 1 - p. Every z must be rounded once, the same way everywhere (as the interpreter and
 # the float64 reference do). Its cost was not measured apart (the kernels are memory-bound).
+# The forward's u, a sum of terms >= 0 and no z, takes an explicit tl.fma: one rounding a term.
 
 
 # Launch configs on a GPU, measured on an H200 (lp_cfg.py and lp_var.py, results/README.md#where-
@@ -444,7 +445,8 @@ def _lp_bwd_kernel(
 # ran 1.79 ms against 1.95 over 8, though on a second H100 the two were equal (1.797, 1.794); not
 # re-measured since. The backward writes each column from that column alone, so its config
 # changes no bit; the forward's lanes and block max follow its config, so its bits do.
-_GPU_FWD = (1024, 4)
+_GPU_FWD_BLOCK_BYTES = 4096  # a forward block's bytes of logits: 2048 bf16 columns, 1024 float32
+_GPU_FWD_WARPS = 4
 _GPU_BWD = (4096, 8)
 _GPU_BWD_BY_NAME = (("H100", (4096, 16)),)  # (part of torch.cuda.get_device_name, config)
 
@@ -512,7 +514,7 @@ def log_probs_rows(
     col_start, first, last, zt = (0, True, True, None) if slices is None else slices
     if n_rows == 0:
         return logp, ent, stats
-    block_v, num_warps = _config(n_cols, dev, _GPU_FWD)
+    block_v, num_warps = _config(n_cols, dev, (_GPU_FWD_BLOCK_BYTES // x.element_size(), _GPU_FWD_WARPS))
     tile = rows_per_program(n_rows, block_v, dev)
     _lp_fwd_kernel[programs(n_rows, tile)](
         *_rows_args(x, target),
