@@ -432,12 +432,14 @@ def _lp_bwd_kernel(
 # The forward's u, a sum of terms >= 0 and no z, takes an explicit tl.fma: one rounding a term.
 
 
-# Launch configs on a GPU, measured on an H200 (lp_cfg.py and lp_var.py, results/README.md#where-
-# the-probes-went; ms at bf16 V=151936, N = 2048 / 8192, and float32 8192 x 8192, a fused head's
-# slice). The forward, with one cross-warp max a block, runs best on few warps: 1024 columns over 4
-# warps 0.222 / 0.804 / 0.080 against 0.235 / 0.878 / 0.100 over 8 warps at 2048 (the config of
-# the per-lane forward before it, which ran 1.010 at 8192); loads two blocks ahead ran slower. The
-# backward, one product an element, runs near the copy rate: 4096 over 8, 0.336 / 1.215 / 0.141
+# Launch configs on a GPU, measured on an H200 (lp_cfg.py, lp_var.py, lp_cfg2.py: results/README.md
+# #where-the-probes-went). The forward, with one cross-warp max a block, runs best on 4 warps and
+# 4 KiB of logits a block: on the raw logits (lp_cfg2.py, ms at bf16 V=151936, N = 2048 / 4096 /
+# 8192) 2048 columns 0.185 / 0.348 / 0.713 against 1024 columns 0.201 / 0.374 / 0.731 and 4096
+# columns 0.231 / 0.443 / 0.878; float32 8192 x 8192, a fused head's slice, 1024 columns 0.077
+# against 2048 columns 0.088. (The per-lane forward before it ran 1.010 at N=8192 at 2048 over 8
+# warps; loads two blocks ahead ran slower.) The backward, one product an element, runs near the
+# copy rate: 4096 over 8, 0.336 / 1.215 at N = 2048 / 8192 and 0.141 at float32 8192 x 8192
 # (8192 over 16: 0.318 / 1.211 / 0.159; loading a block ahead changed it by under the noise of
 # one process, ~5%). Splitting a row's backward over several programs did not help (1.97 ms at 4
 # blocks a program, the older kernel; lp_split.py). The interpreter keeps ce's. The backward's
