@@ -142,6 +142,7 @@ def _store_ignored_rows(logp_ptr, ent_ptr, stats_ptr, rows, K, idle, ROWS: tl.co
 # these two kernels on a GPU, 66 without either specialisation; lp quick: 77, 46). N bounds the
 # last tile's rows only.
 _LP_NOT_SPECIALISED = ["T", "K", "col_start", "ignore_index", "stride_v", "N"]
+_LP_BWD_NOT_SPECIALISED = _LP_NOT_SPECIALISED + ["blocks_per_program"]
 
 
 @triton.jit(
@@ -290,7 +291,7 @@ def _lp_fwd_kernel(
 
 
 @triton.jit(
-    do_not_specialize=_LP_NOT_SPECIALISED,
+    do_not_specialize=_LP_BWD_NOT_SPECIALISED,
     do_not_specialize_on_alignment=["tgt_ptr", "stats_ptr", "dlogp_ptr", "dent_ptr"],
 )
 def _lp_bwd_kernel(
@@ -318,6 +319,9 @@ def _lp_bwd_kernel(
     scale,
     cap,
     inv_t,
+    # program (i, j) writes the blocks [j * blocks_per_program, (j + 1) * blocks_per_program)
+    # of its rows: a row over several programs where rows alone would leave the GPU part idle
+    blocks_per_program,
     HAS_DLOGP: tl.constexpr,
     HAS_DENT: tl.constexpr,
     SOFTCAP: tl.constexpr,
@@ -339,8 +343,10 @@ def _lp_bwd_kernel(
     out_ty = grad_ptr.dtype.element_ty
     n_valid = _count_valid(tgt_rows, K, ignore_index, ROWS)
     live = in_n & (n_valid > 0)
+    b_lo = tl.program_id(1) * blocks_per_program
+    b_hi = tl.minimum(b_lo + blocks_per_program, tl.cdiv(V, BLOCK_V))
     if all_zero(n_valid, ROWS):  # every target ignored: a zero gradient
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
+        for b in range(b_lo, b_hi):
             cols = b * BLOCK_V + offs
             zeros = tl.zeros_like(cols).to(out_ty)
             tl.store(g_row + cols, zeros, mask=within(in_n, cols < V, ROWS))
@@ -376,7 +382,8 @@ def _lp_bwd_kernel(
                 valid0 = t0 != ignore_index
                 d0 = tl.where(valid0, tl.load(dlogp_ptr + rows_c), 0.0)
                 t_col = tl.where(valid0, t0 - col_start, -1)  # outside these columns: no column's
-                here = (t_col >= 0) & (t_col < V)
+                # read only by the program that writes its column (the rest would load it for nothing)
+                here = (t_col >= b_lo * BLOCK_V) & (t_col < tl.minimum(b_hi * BLOCK_V, V))
                 x_t = tl.load(x_row + tl.where(here, t_col, 0) * stride_v, mask=here, other=0.0)
                 z_t, _ = _to_z(x_t, scale, cap, inv_t, SOFTCAP)
                 zm_t = z_t - m
@@ -384,7 +391,7 @@ def _lp_bwd_kernel(
                 g_t = d0 * tl.where(zm_t == 0.0, one_minus_p_max, 1.0 - p_t) - (s_up - d0) * p_t
                 if HAS_DENT:
                     g_t -= d_ent * p_t * tl.where(p_t > 0.0, zm_t + mean_gap, 0.0)
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
+        for b in range(b_lo, b_hi):
             cols = b * BLOCK_V + offs
             in_row = cols < V
             x_raw = tl.load(x_row + _col_offsets(cols, stride_v, UNIT_STRIDE), mask=in_row, other=float("-inf"))
@@ -453,10 +460,27 @@ _GPU_BWD = (4096, 8)
 _GPU_BWD_BY_NAME = (("H100", (4096, 16)),)  # (part of torch.cuda.get_device_name, config)
 
 
+# The backward's programs wanted a multiprocessor: below it, a row's blocks go to several programs
+# (its columns are independent there). TO BE MEASURED.
+_GPU_BWD_PROGRAMS_PER_SM = 32
+_CPU_BWD_PROGRAMS = 0  # under the interpreter a row stays whole (tests raise it to split rows)
+
+
 @functools.cache
 def _gpu_bwd(index: int) -> tuple[int, int]:
     name = torch.cuda.get_device_name(index)
     return next((config for part, config in _GPU_BWD_BY_NAME if part in name), _GPU_BWD)
+
+
+@functools.cache
+def _gpu_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _blocks_per_program(n_programs: int, n_blocks: int, wanted: int) -> int:
+    """A row's blocks a program: all of them, or fewer so that about `wanted` programs run."""
+    split = min(n_blocks, max(1, -(-wanted // max(n_programs, 1))))
+    return -(-n_blocks // split)
 
 
 def _config(n_cols: int, device: torch.device, gpu: tuple[int, int]) -> tuple[int, int]:
@@ -567,10 +591,20 @@ def log_probs_grad_rows(
         return grad
     g = grad.reshape(n_rows, n_cols)  # a view: grad is dense along its rows
     dev = logits.device
-    gpu = _gpu_bwd(torch.cuda.current_device() if dev.index is None else dev.index) if dev.type == "cuda" else _GPU_BWD
+    sync = _sync_level(grad, logits)
+    if dev.type == "cuda":
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        gpu, wanted = _gpu_bwd(index), _GPU_BWD_PROGRAMS_PER_SM * _gpu_sms(index)
+    else:
+        gpu, wanted = _GPU_BWD, _CPU_BWD_PROGRAMS
     block_v, num_warps = _config(n_cols, dev, gpu)
     tile = rows_per_program(n_rows, block_v, dev)
-    _lp_bwd_kernel[programs(n_rows, tile)](
+    (n_programs,) = programs(n_rows, tile)
+    n_blocks = triton.cdiv(n_cols, block_v)
+    # a gradient over logits of another element size stores onto other blocks' logits: one
+    # program a row, whose barrier orders them
+    per_program = n_blocks if sync == 2 else _blocks_per_program(n_programs, n_blocks, wanted)
+    _lp_bwd_kernel[(n_programs, triton.cdiv(n_blocks, per_program))](
         *_rows_args(x, target),
         stats,
         dlogp if dlogp is not None else stats,
@@ -579,6 +613,7 @@ def log_probs_grad_rows(
         g.stride(0),
         n_rows,
         *_z_args(n_cols, col_start, ignore_index, logit_scale, softcap, temperature),
+        per_program,
         HAS_DLOGP=dlogp is not None,
         HAS_DENT=dentropy is not None,
         SOFTCAP=bool(softcap),
@@ -587,7 +622,7 @@ def log_probs_grad_rows(
         ROWS=tile,
         ROUND_BY_HAND=_INTERPRETED,
         ONE_TARGET=k == 1,
-        SYNC=_sync_level(grad, logits) == 2,
+        SYNC=sync == 2,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
     )

@@ -233,3 +233,45 @@ def test_torch_compile_around_the_caller_gives_the_same_numbers(device):
         results.append((value.detach(), logp.detach(), entropy.detach(), leaf.grad))
     for eager, comp in zip(*results, strict=True):
         assert torch.equal(eager, comp)
+
+
+# A row's backward over several programs (its blocks split, as a GPU does where rows alone would
+# leave multiprocessors idle): blocks a program 1 and 3 of a 1000-column row's 8; one target
+# or 3, ignore patterns with whole ignored rows, through logp, entropy or both; the gradient
+# in a buffer of its own or over the logits in place (the target's logit must be read before
+# any program writes it). Every bit is the whole row's.
+@pytest.mark.parametrize("per_program", [1, 3])
+@pytest.mark.parametrize("k", [None, 3])
+@pytest.mark.parametrize("pattern", ["random", "all"])
+@pytest.mark.parametrize("upstream", ["logp", "entropy", "both"])
+@pytest.mark.parametrize("form", ["tiles", "one_row"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_row_split_over_programs_gives_the_whole_rows_bits(
+    device, small_blocks, per_program, k, pattern, upstream, form, in_place, monkeypatch
+):
+    if form == "one_row":
+        monkeypatch.setattr(lp_module, "rows_per_program", lambda *args: 0)
+    v = 1000
+    gen = torch.Generator().manual_seed(per_program + 17 * (k or 1))
+    target = make_target((N,), k, v, pattern, gen).to(device)
+    t2 = target.reshape(N, -1)
+    x = (torch.randn(N, v, generator=gen) * 3).to(device)
+    x[torch.arange(N), t2[:, 0].clamp(min=0)] = 12.0  # a target at the max: the r / (1 + r) column
+    opts = dict(temperature=0.6, softcap=None, logit_scale=1.0, ignore_index=IGNORE)
+    _, _, stats = lp_module.log_probs_rows(x, t2, **opts)
+    dlogp = torch.randn(t2.shape, generator=gen).to(device) if upstream != "entropy" else None
+    dent = torch.randn(N, generator=gen).to(device) if upstream != "logp" else None
+
+    def grad(wanted):
+        monkeypatch.setattr(lp_module, "_CPU_BWD_PROGRAMS", wanted)
+        if in_place:
+            out = x.clone()
+            return lp_module.log_probs_grad_rows(out, t2, stats, dlogp, dent, out, **opts)
+        return lp_module.log_probs_grad_rows(x, t2, stats, dlogp, dent, torch.empty_like(x), **opts)
+
+    whole = grad(0)
+    n_programs = lp_module.programs(N, lp_module.rows_per_program(N, 128, x.device))[0]
+    split = grad(n_programs * -(-8 // per_program))
+    assert lp_module._blocks_per_program(n_programs, 8, n_programs * -(-8 // per_program)) == per_program
+    assert torch.isfinite(whole).all() and whole.abs().sum() > 0 or pattern == "all"
+    assert torch.equal(split, whole)
