@@ -460,9 +460,13 @@ _GPU_BWD = (4096, 8)
 _GPU_BWD_BY_NAME = (("H100", (4096, 16)),)  # (part of torch.cuda.get_device_name, config)
 
 
-# The backward's programs wanted a multiprocessor: below it, a row's blocks go to several programs
-# (its columns are independent there). TO BE MEASURED.
-_GPU_BWD_PROGRAMS_PER_SM = 32
+# The backward's programs wanted a multiprocessor: with fewer rows, a row's blocks go to several
+# programs (each column's gradient is its own, so no bit moves). On an H200 (lp_bwd_split.py, bf16
+# V=151936, 4096 over 8, ms at N = 1024 / 2048 / 4096 / 8192): one program a row 0.177 / 0.334 /
+# 0.629 / 1.227, 64 a multiprocessor 0.161 / 0.310 / 0.612 / 1.216 (16 and 32 between them; float32
+# alike, 0.354 -> 0.312 at 1024). 16 warps ran 1.195-1.201 at 8192, but the fused heads' float32
+# slices, where a row stays whole (below), ran best over 8.
+_GPU_BWD_PROGRAMS_PER_SM = 64
 _CPU_BWD_PROGRAMS = 0  # under the interpreter a row stays whole (tests raise it to split rows)
 
 
