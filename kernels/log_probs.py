@@ -207,9 +207,10 @@ def _lp_fwd_kernel(
         # max is z's and m = c max(x) exactly as z rounds it), which saves the product an element
         # and leaves m_w - w exact for 16-bit logits; z itself with a softcap, or where a row's
         # earlier slices hand over m as z. Gaps are in w's units (u = unit * sum e gap) and the
-        # exponentials exp2(-gap * k), k = unit * log2(e).
+        # exponentials exp2(gap * nk), nk = -unit * log2(e): the bits of exp2(-(gap * k)), a
+        # rounding being symmetric in sign, without the negation an element it compiled to.
         unit = scale * inv_t if RAW else 1.0
-        k = unit * 1.4426950408889634
+        nk = -(unit * 1.4426950408889634)
         r_v = lane_full(0.0, BLOCK_V, ROWS)
         u_v = lane_full(0.0, BLOCK_V, ROWS)
         if FIRST:
@@ -241,7 +242,7 @@ def _lp_fwd_kernel(
                 m_new = tl.maximum(m, m_b)
                 rise = (m_new > m) & (m > float("-inf"))  # nothing finite seen yet: nothing to move
                 gap = tl.where(rise, m_new - m, 0.0)
-                alpha = tl.exp2(-(gap * k))
+                alpha = tl.exp2(gap * nk)
                 # what was seen moves down by alpha, its gaps up by the rise; the old max's copies
                 # (c of them, 1 each) become ordinary columns at alpha, entered in lane 0
                 moved = tl.where(rise, c, 0.0)
@@ -251,7 +252,7 @@ def _lp_fwd_kernel(
                 m = m_new
                 # -inf on either side (padding, lanes past V) gives e = 0 and e * d = 0
                 d = tl.minimum(tl.maximum(m, -3.0e38) - w, 3.0e38)
-                e = tl.exp2(-(d * k))
+                e = tl.exp2(d * nk)
                 tie = w == tl.where(m > float("-inf"), m, float("nan"))
                 c += row_sum(tie.to(tl.float32), ROWS)
                 e = tl.where(tie, 0.0, e)
@@ -259,7 +260,7 @@ def _lp_fwd_kernel(
                 u_v = tl.fma(e, d, u_v)  # as the short path: the same bits for a row whichever it takes
             else:  # every column below m (so m is finite): no rescale, no tie
                 d = tl.minimum(m - w, 3.0e38)
-                e = tl.exp2(-(d * k))
+                e = tl.exp2(d * nk)
                 r_v += e
                 u_v = tl.fma(e, d, u_v)
         r = row_sum(r_v, ROWS) + (c - 1.0)
