@@ -477,6 +477,16 @@ def _gpu_bwd(index: int) -> tuple[int, int]:
     return next((config for part, config in _GPU_BWD_BY_NAME if part in name), _GPU_BWD)
 
 
+_GPU_FWD_MAXNREG = None  # registers a thread, capped on a GPU (None: the compiler's choice)
+_GPU_BWD_MAXNREG = None
+
+
+def _register_cap(device: torch.device, cap: int | None) -> dict:
+    """The launch option that caps a thread's registers on a GPU (more programs a multiprocessor);
+    it moves no bit, the code being the same."""
+    return {"maxnreg": cap} if cap and device.type == "cuda" else {}
+
+
 @functools.cache
 def _gpu_sms(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
@@ -564,6 +574,7 @@ def log_probs_rows(
         RAW=first and not softcap,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
+        **_register_cap(dev, _GPU_FWD_MAXNREG),
     )
     return logp, ent, stats
 
@@ -630,6 +641,7 @@ def log_probs_grad_rows(
         SYNC=sync == 2,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
+        **_register_cap(dev, _GPU_BWD_MAXNREG),
     )
     return grad
 
