@@ -477,14 +477,24 @@ def _gpu_bwd(index: int) -> tuple[int, int]:
     return next((config for part, config in _GPU_BWD_BY_NAME if part in name), _GPU_BWD)
 
 
-_GPU_FWD_MAXNREG = None  # registers a thread, capped on a GPU (None: the compiler's choice)
-_GPU_BWD_MAXNREG = None
+# The forward's registers a thread where rows are few: the compiler's 93 (bf16, 16 columns a
+# thread) leave 5 programs a multiprocessor, so 1024 rows make 1.6 waves of a row's 75 dependent
+# blocks. Capped at 72 (6 spilled) 7 fit. On an H200 (lp_regs.py, bf16 V=151936, ms at N = 1024 /
+# 2048 / 8192): no cap 0.115 / 0.184 / 0.653, 72 0.095 / 0.175 / 0.665, 80 and 96 no better,
+# 64 and below slower (16-46 spilled); float32 alike at every cap to 56. A cap moves no bit (the
+# same code, allocated otherwise), so a row's numbers do not depend on the rows beside it. Only
+# the variant measured takes it: 16-bit logits on the raw-logit path (float32 blocks hold 8
+# columns a thread, 62 registers; a softcap's variant was not measured).
+_GPU_FWD_FEW_ROWS = 16  # rows a multiprocessor, or fewer: the cap below
+_GPU_FWD_FEW_ROWS_MAXNREG = 72
 
 
-def _register_cap(device: torch.device, cap: int | None) -> dict:
-    """The launch option that caps a thread's registers on a GPU (more programs a multiprocessor);
-    it moves no bit, the code being the same."""
-    return {"maxnreg": cap} if cap and device.type == "cuda" else {}
+def _fwd_register_cap(n_rows: int, x: torch.Tensor, raw: bool) -> dict:
+    """The forward's launch option capping a thread's registers on a GPU, where rows are few."""
+    if x.device.type != "cuda" or x.element_size() != 2 or not raw:
+        return {}
+    index = torch.cuda.current_device() if x.device.index is None else x.device.index
+    return {"maxnreg": _GPU_FWD_FEW_ROWS_MAXNREG} if n_rows <= _GPU_FWD_FEW_ROWS * _gpu_sms(index) else {}
 
 
 @functools.cache
@@ -557,6 +567,7 @@ def log_probs_rows(
         return logp, ent, stats
     block_v, num_warps = _config(n_cols, dev, (_GPU_FWD_BLOCK_BYTES // x.element_size(), _GPU_FWD_WARPS))
     tile = rows_per_program(n_rows, block_v, dev)
+    raw = first and not softcap
     _lp_fwd_kernel[programs(n_rows, tile)](
         *_rows_args(x, target),
         logp,
@@ -571,10 +582,10 @@ def log_probs_rows(
         ROWS=tile,
         FIRST=first,
         LAST=last,
-        RAW=first and not softcap,
+        RAW=raw,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
-        **_register_cap(dev, _GPU_FWD_MAXNREG),
+        **_fwd_register_cap(n_rows, x, raw),
     )
     return logp, ent, stats
 
@@ -641,7 +652,6 @@ def log_probs_grad_rows(
         SYNC=sync == 2,
         num_warps=num_warps,
         enable_fp_fusion=False,  # see _NO_FP_FUSION
-        **_register_cap(dev, _GPU_BWD_MAXNREG),
     )
     return grad
 
