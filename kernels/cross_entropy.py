@@ -366,7 +366,6 @@ _INTERPRETED = type(_ce_fwd_kernel).__name__ == "InterpretedFunction"
 _MAX_BLOCK_V = 4096
 _CE_MAX_BLOCK_V = 8192
 _L2_HINTS = True
-_CE_GPU_MAXNREG = None  # registers a thread of the cross-entropy kernel, capped on a GPU (None: the compiler's)
 
 
 def _launch_config(n_cols: int, device: torch.device, max_block: int | None = None) -> tuple[int, int]:
@@ -510,7 +509,6 @@ def cross_entropy_rows(
         stride_only=only_where_not_one.stride(0) if only_where_not_one is not None else 0,
         only_rescaled=int(only_where_not_one is not None),
         num_warps=num_warps,
-        **({"maxnreg": _CE_GPU_MAXNREG} if _CE_GPU_MAXNREG and dev.type == "cuda" else {}),
     )
     return loss, zloss, lse
 
