@@ -37,9 +37,10 @@ gradient once: 3 passes over N * V):
   stores (m, r, u / s) per row: all backward needs besides the logits and the targets. A row
   may also come in vocabulary slices, one launch each (the fused linear op): the running
   (m, r, u) and the targets' z then carry over between launches.
-- backward, one program per row (the same), from the upstream gradients dlogp [.., K] and dH (either may
-  be None): with p = softmax(z), D_j = sum of dlogp_k over the targets equal to j, S = sum_k
-  dlogp_k,
+- backward, one program per row (the same; on a GPU with few rows, a row's blocks over several
+  programs: each column's gradient is its own), from the upstream gradients dlogp [.., K] and
+  dH (either may be None): with p = softmax(z), D_j = sum of dlogp_k over the targets equal to
+  j, S = sum_k dlogp_k,
       dL/dz_j = D_j (1 - p_j) - (S - D_j) p_j - dH p_j ((z_j - m) + u / s)
   where (z_j - m) + u / s = log p_j + H with log s cancelled exactly, 1 - p_j at the max is
   r / (1 + r) (no cancellation when p -> 1) and a p_j that underflows to 0 contributes
@@ -449,8 +450,9 @@ def _lp_bwd_kernel(
 # warps; loads two blocks ahead ran slower.) The backward, one product an element, runs near the
 # copy rate: 4096 over 8, 0.336 / 1.215 at N = 2048 / 8192 and 0.141 at float32 8192 x 8192
 # (8192 over 16: 0.318 / 1.211 / 0.159; loading a block ahead changed it by under the noise of
-# one process, ~5%). Splitting a row's backward over several programs did not help (1.97 ms at 4
-# blocks a program, the older kernel; lp_split.py). The interpreter keeps ce's. The backward's
+# one process, ~5%). Splitting every row's backward into programs of 4 blocks did not help (1.97 ms
+# at N=8192, the older kernel; lp_split.py); splitting rows only where they are few does (below).
+# The interpreter keeps ce's. The backward's
 # best config differed by GPU before its rewrite: on an H100 (bwd_config_probe.py) 4096 over 16
 # ran 1.79 ms against 1.95 over 8, though on a second H100 the two were equal (1.797, 1.794); not
 # re-measured since. The backward writes each column from that column alone, so its config
