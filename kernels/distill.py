@@ -70,6 +70,7 @@ import triton.language as tl
 from .compile_boundary import opaque
 from .cross_entropy import _INTERPRETED, _launch_config
 from .log_probs import _col_offsets, _row_base, _view_3d
+from .row_tiles import blocks_per_program, multiprocessors
 from .triton_math import log1p, to_store  # decides the Triton mode
 from .triton_mode import device_function
 
@@ -296,11 +297,16 @@ def _kd_bwd_kernel(
     V,
     col_start,  # the vocabulary id of column 0 (the fused op's vocabulary slices)
     inv_t, beta, log_1mb, log_b,
+    # program (i, j) writes the blocks [j * blocks_per_program, (j + 1) * blocks_per_program) of
+    # row i (each column's gradient is its own); program (i, 0) also the top-K teacher's K
+    blocks_per_program,
     DIV: tl.constexpr, TOPK: tl.constexpr, HAS_LABELS: tl.constexpr, TEACHER_GRAD: tl.constexpr,
     UNIT_S: tl.constexpr, UNIT_T: tl.constexpr, BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr,
     ROUND_BY_HAND: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
+    b_lo = tl.program_id(1) * blocks_per_program
+    b_hi = tl.minimum(b_lo + blocks_per_program, tl.cdiv(V, BLOCK_V))
     offs = tl.arange(0, BLOCK_V)
     gs_row = gs_ptr + row * stride_gs
     gt_row = gt_ptr + row * stride_gt
@@ -310,14 +316,14 @@ def _kd_bwd_kernel(
     if HAS_LABELS:
         ignored = tl.load(lbl_ptr + row) == ignore_index
     if ignored:
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
+        for b in range(b_lo, b_hi):
             cols = b * BLOCK_V + offs
             tl.store(gs_row + cols, tl.zeros([BLOCK_V], dtype=s_ty), mask=cols < V)
             if TEACHER_GRAD and not TOPK:
                 tl.store(gt_row + cols, tl.zeros([BLOCK_V], dtype=t_ty), mask=cols < V)
         if TEACHER_GRAD and TOPK:
             kk = tl.arange(0, BLOCK_K)
-            tl.store(gt_row + kk, tl.zeros([BLOCK_K], dtype=t_ty), mask=kk < K)
+            tl.store(gt_row + kk, tl.zeros([BLOCK_K], dtype=t_ty), mask=kk < tl.where(b_lo == 0, K, 0))
     else:
         s_row = _row_base(s_ptr, row, T, s_sb, s_st)
         m_s = tl.load(stats_ptr + row * 6).to(tl.float32)
@@ -330,7 +336,7 @@ def _kd_bwd_kernel(
         c_row = _row_gap(m_s, ls_s, m_t, ls_t)
         ls_s = ls_s.to(tl.float32)
         ls_t = ls_t.to(tl.float32)
-        for b in range(0, tl.cdiv(V, BLOCK_V)):
+        for b in range(b_lo, b_hi):
             cols = b * BLOCK_V + offs
             in_row = cols < V
             xs = tl.load(s_row + _col_offsets(cols, s_sv, UNIT_S), mask=in_row, other=float("-inf")).to(tl.float32)
@@ -357,7 +363,7 @@ def _kd_bwd_kernel(
             lp = (xs * inv_t - m_s) - ls_s
             lq = (xt * inv_t - m_t) - ls_t
             _, gt = _grads(lp, lq, _gap(xs, xt, inv_t, c_row), log_1mb, log_b, beta, aux_s, aux_t, DIV)
-            tl.store(gt_row + kk, to_store(gt * chain, t_ty, ROUND_BY_HAND), mask=kk < K)
+            tl.store(gt_row + kk, to_store(gt * chain, t_ty, ROUND_BY_HAND), mask=kk < tl.where(b_lo == 0, K, 0))
 
 
 # ----------------------------------------------------------------------------- launchers
@@ -457,6 +463,12 @@ def distill_rows(
     return loss, stats
 
 
+# The backward's programs wanted a multiprocessor: with fewer rows (a fused head's sub-chunks of
+# 128), a row's blocks go to several programs; no bit moves. TO BE MEASURED.
+_GPU_BWD_PROGRAMS_PER_SM = 16
+_CPU_BWD_PROGRAMS = 0  # under the interpreter a row stays whole (tests raise it to split rows)
+
+
 def distill_grad_rows(
     student: torch.Tensor,
     teacher: torch.Tensor,
@@ -486,13 +498,18 @@ def distill_grad_rows(
     rows, flags = _row_operands(s, teacher, teacher_ids, labels, ignore_index, unused=stats)
     gs = grad_student.reshape(n_rows, n_cols)
     gt = None if grad_teacher is None else grad_teacher.reshape(n_rows, -1)
-    block_v, num_warps = _launch_config(n_cols, student.device)
-    _kd_bwd_kernel[(n_rows,)](
+    dev = student.device
+    block_v, num_warps = _launch_config(n_cols, dev)
+    n_blocks = triton.cdiv(n_cols, block_v)
+    wanted = _GPU_BWD_PROGRAMS_PER_SM * multiprocessors(dev) if dev.type == "cuda" else _CPU_BWD_PROGRAMS
+    per_program = blocks_per_program(n_rows, n_blocks, wanted)
+    _kd_bwd_kernel[(n_rows, triton.cdiv(n_blocks, per_program))](
         *rows,
         stats, scale,
         gs, gs.stride(0),
         gs if gt is None else gt, 0 if gt is None else gt.stride(0),
         n_cols, col_start, 1.0 / temperature, beta, log_1mb, log_b,
+        per_program,
         DIV=div, **flags, TEACHER_GRAD=gt is not None, BLOCK_V=block_v, ROUND_BY_HAND=_INTERPRETED,
         num_warps=num_warps,
         enable_fp_fusion=False,

@@ -63,9 +63,11 @@ from .cross_entropy import _INTERPRETED, _launch_config, _sync_level
 from .row_tiles import (
     all_zero,
     any_row,
+    blocks_per_program,
     clamp_rows,
     lane_full,
     lanes,
+    multiprocessors,
     programs,
     row_max,
     row_sum,
@@ -495,19 +497,7 @@ def _fwd_register_cap(n_rows: int, x: torch.Tensor, raw: bool) -> dict:
     """The forward's launch option capping a thread's registers on a GPU, where rows are few."""
     if x.device.type != "cuda" or x.element_size() != 2 or not raw:
         return {}
-    index = torch.cuda.current_device() if x.device.index is None else x.device.index
-    return {"maxnreg": _GPU_FWD_FEW_ROWS_MAXNREG} if n_rows <= _GPU_FWD_FEW_ROWS * _gpu_sms(index) else {}
-
-
-@functools.cache
-def _gpu_sms(index: int) -> int:
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def _blocks_per_program(n_programs: int, n_blocks: int, wanted: int) -> int:
-    """A row's blocks a program: all of them, or fewer so that about `wanted` programs run."""
-    split = min(n_blocks, max(1, -(-wanted // max(n_programs, 1))))
-    return -(-n_blocks // split)
+    return {"maxnreg": _GPU_FWD_FEW_ROWS_MAXNREG} if n_rows <= _GPU_FWD_FEW_ROWS * multiprocessors(x.device) else {}
 
 
 def _config(n_cols: int, device: torch.device, gpu: tuple[int, int]) -> tuple[int, int]:
@@ -622,8 +612,8 @@ def log_probs_grad_rows(
     dev = logits.device
     sync = _sync_level(grad, logits)
     if dev.type == "cuda":
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        gpu, wanted = _gpu_bwd(index), _GPU_BWD_PROGRAMS_PER_SM * _gpu_sms(index)
+        gpu = _gpu_bwd(torch.cuda.current_device() if dev.index is None else dev.index)
+        wanted = _GPU_BWD_PROGRAMS_PER_SM * multiprocessors(dev)
     else:
         gpu, wanted = _GPU_BWD, _CPU_BWD_PROGRAMS
     block_v, num_warps = _config(n_cols, dev, gpu)
@@ -632,7 +622,7 @@ def log_probs_grad_rows(
     n_blocks = triton.cdiv(n_cols, block_v)
     # a gradient over logits of another element size stores onto other blocks' logits: one
     # program a row, whose barrier orders them
-    per_program = n_blocks if sync == 2 else _blocks_per_program(n_programs, n_blocks, wanted)
+    per_program = n_blocks if sync == 2 else blocks_per_program(n_programs, n_blocks, wanted)
     _lp_bwd_kernel[(n_programs, triton.cdiv(n_blocks, per_program))](
         *_rows_args(x, target),
         stats,

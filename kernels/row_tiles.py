@@ -18,6 +18,8 @@ helpers that let one kernel body serve both forms:
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -43,6 +45,25 @@ def rows_per_program(n_rows: int, block_v: int, device: torch.device) -> int:
 def programs(n_rows: int, rows: int) -> tuple[int]:
     """The grid of a row kernel: one program per `rows` rows (ROWS 0: one a row)."""
     return (triton.cdiv(n_rows, max(rows, 1)),)
+
+
+@functools.cache
+def _multiprocessors(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def multiprocessors(device: torch.device) -> int:
+    """The multiprocessors of a GPU `device`."""
+    return _multiprocessors(torch.cuda.current_device() if device.index is None else device.index)
+
+
+def blocks_per_program(n_programs: int, n_blocks: int, wanted: int) -> int:
+    """For a kernel whose every column is its own (a backward given the row's statistics): a
+    row's `n_blocks` blocks a program, all of them, or fewer so that about `wanted` programs run
+    where `n_programs` (one a row, or a tile's) are fewer. The grid's second axis is then
+    cdiv(n_blocks, this)."""
+    split = min(n_blocks, max(1, -(-wanted // max(n_programs, 1))))
+    return -(-n_blocks // split)
 
 
 @device_function

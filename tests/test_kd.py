@@ -131,3 +131,31 @@ def test_the_gpu_launch_config_is_the_callers_not_the_row_counts():
     assert distill._fwd_config(128256, cuda, False) == (1024, 4)
     assert distill._fwd_config(128256, cuda, True) == (8192, 16)
     assert distill._fwd_config(300, cuda, True) == (512, 16)
+
+
+# A row's backward over several programs (as a GPU does with a fused head's 128-row sub-chunks):
+# blocks a program 1 and 2 of a 300-column row's 5 (64-column blocks); a full and a top-K teacher
+# (its K gradients written by one program of the row), an ignored row. Every bit is the whole
+# row's, the student's gradient and the teacher's.
+@pytest.mark.interpreter
+@pytest.mark.parametrize("per_program", [1, 2])
+@pytest.mark.parametrize("k", [None, 5])
+@pytest.mark.parametrize("divergence", ["forward_kl", "jsd", "tvd"])
+def test_a_row_split_over_programs_gives_the_whole_rows_bits(per_program, k, divergence, monkeypatch):
+    from ligerbench.kernels import distill as distill_module
+
+    monkeypatch.setattr(ce_module, "_MAX_BLOCK_V", 64)
+    s, t, ids, labels = _inputs(k=k, seed=per_program)
+    n_rows, n_blocks = s.shape[0], -(-V // 64)
+    wanted = n_rows * -(-n_blocks // per_program)
+    assert distill_module.blocks_per_program(n_rows, n_blocks, wanted) == per_program
+    opts = dict(divergence=divergence, beta=0.3, temperature=1.3, reduction="none", teacher_grad=True)
+    got = []
+    for programs in (0, wanted):
+        monkeypatch.setattr(distill_module, "_CPU_BWD_PROGRAMS", programs)
+        x, y = s.clone().requires_grad_(True), t.clone().requires_grad_(True)
+        distill_loss(x, y, labels, teacher_ids=ids, **opts).sum().backward()
+        got.append((x.grad, y.grad))
+    (gs, gt), (split_s, split_t) = got
+    assert gs.abs().sum() > 0 and (gt.abs().sum() > 0 or (k, divergence) == (5, "tvd"))  # (its exact 0 there)
+    assert torch.equal(split_s, gs) and torch.equal(split_t, gt)

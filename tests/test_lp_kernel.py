@@ -272,6 +272,6 @@ def test_a_row_split_over_programs_gives_the_whole_rows_bits(
     whole = grad(0)
     n_programs = lp_module.programs(N, lp_module.rows_per_program(N, 128, x.device))[0]
     split = grad(n_programs * -(-8 // per_program))
-    assert lp_module._blocks_per_program(n_programs, 8, n_programs * -(-8 // per_program)) == per_program
+    assert lp_module.blocks_per_program(n_programs, 8, n_programs * -(-8 // per_program)) == per_program
     assert torch.isfinite(whole).all() and whole.abs().sum() > 0 or pattern == "all"
     assert torch.equal(split, whole)

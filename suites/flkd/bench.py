@@ -5,7 +5,7 @@ FLOP model (matrix products only): forward 2*N*V*(Hs + Ht) (both heads' logits),
 4*N*Hs*V (grad of the student's hidden and weight): the least any design does, and what ours
 does for a scalar loss (the gradients formed in forward). ours_recompute forms them in backward,
 recomputing both heads' logits: 2*N*V*(Hs + Ht) more; it is credited with the least, as every
-provider is. ours_large_groups is ours at 384 rows a product and a group: the time the memory
+provider is. ours_large_groups is ours at 376 rows a product and a group: the time the memory
 target costs (kernels/fused_linear_distill.py: at 128 rows a float32 logits product reads the
 whole weight for 2 * 128 FLOPs a byte, under an H100/H200's balance of ~180-300).
 
@@ -71,11 +71,12 @@ def eager_bf16_product(student_hidden, student_weight, teacher_hidden, teacher_w
     return semantics.reference(xs, xt, labels, textbook=True, **options)
 
 
-# 384 rows, three 128-row tiles (H200, results/runs/bench-flkd-heads-rows-h200): 72.86 ms at 1653 MiB
-# at Qwen2.5-7B (Liger 76.85 at 3467) and 70.05 at 1536 at Llama-3-8B (Liger 89.8 at 3063: half its
-# memory is 1531.5, 4.7 MiB under ours). 352 rows fit half at both heads but ran 79.56 at Qwen;
-# 320 rows, 78.98 at Qwen and 74.85 at 1458 MiB at Llama: no row count meets both targets at both heads.
-LARGE_GROUP_ROWS = 384
+# The most rows whose buffers (two float32 logits and a 16-bit gradient row: 10 bytes a logit) fit
+# half Liger's fused JSD's memory at Llama-3-8B, beside the gradients (1066 MiB): 376 (1526 MiB;
+# Liger's half 1531.5 on an H200). At 384 rows (results/runs/bench-flkd-heads-rows-h200): 72.86 ms
+# at 1653 MiB at Qwen2.5-7B (Liger 76.85 at 3467), 70.05 at 1536 at Llama-3-8B, 4.7 MiB over; 352
+# rows fit but ran 79.56 at Qwen, 320 rows 78.98. TO BE MEASURED at 376.
+LARGE_GROUP_ROWS = 376
 
 
 def _ours_large_groups():
@@ -92,7 +93,7 @@ VARIANTS = (
     *PLAIN,
     Provider(name="ours_large_groups", kernel="flkd", bench_only=True, load=_ours_large_groups,
              settings={"chunk_rows": LARGE_GROUP_ROWS},
-             description="ours with 384-row products and groups: past the memory target, about half Liger's fused "
+             description="ours with 376-row products and groups: past the memory target, about half Liger's fused "
              "JSD's memory, each product no longer bound by reading the weight"),
 )  # fmt: skip
 
