@@ -463,9 +463,11 @@ def distill_rows(
     return loss, stats
 
 
-# The backward's programs wanted a multiprocessor: with fewer rows (a fused head's sub-chunks of
-# 128), a row's blocks go to several programs; no bit moves. TO BE MEASURED.
-_GPU_BWD_PROGRAMS_PER_SM = 16
+# The backward's programs wanted a multiprocessor: with fewer rows (flkd's sub-chunks), a row's
+# blocks go to several programs; no bit moves. On an H200 (kd_bwd_split.py, JSD, V=152064, ms, one
+# program a row against 8 a multiprocessor): float32 x 128 rows 0.0754 -> 0.0645, x 376 rows 0.182
+# -> 0.163 (4 and 16 between, 32 slower); kd's 2048 bf16 rows, which fill the GPU, unmoved (0.760).
+_GPU_BWD_PROGRAMS_PER_SM = 8
 _CPU_BWD_PROGRAMS = 0  # under the interpreter a row stays whole (tests raise it to split rows)
 
 
