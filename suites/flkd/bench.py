@@ -75,8 +75,8 @@ def eager_bf16_product(student_hidden, student_weight, teacher_hidden, teacher_w
 # half Liger's fused JSD's memory at Llama-3-8B, beside the gradients (1066 MiB): 376 (1526 MiB;
 # Liger's half 1531.5 on an H200). At 384 rows (results/runs/bench-flkd-heads-rows-h200): 72.86 ms
 # at 1653 MiB at Qwen2.5-7B (Liger 76.85 at 3467), 70.05 at 1536 at Llama-3-8B, 4.7 MiB over; 352
-# rows fit but ran 79.56 at Qwen, 320 rows 78.98. At 376 (results/runs/bench-flkd-heads-large-groups-h200-8f33eee):
-# 72.61 ms at 1641 MiB at Qwen (Liger 75.85 at 3467), 69.70 at 1526 at Llama (Liger 88.70 at 3063).
+# rows fit but ran 79.56 at Qwen, 320 rows 78.98. At 376 (results/runs/bench-flkd-heads-large-groups-h200-8532c28):
+# 73.01 ms at 1641 MiB at Qwen (Liger 75.62 at 3467), 69.54 at 1526 at Llama (Liger 88.89 at 3063).
 LARGE_GROUP_ROWS = 376
 
 
