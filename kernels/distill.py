@@ -305,7 +305,8 @@ def _kd_bwd_kernel(
     ROUND_BY_HAND: tl.constexpr,
 ):  # fmt: skip
     row = tl.program_id(0).to(tl.int64)
-    b_lo = tl.program_id(1) * blocks_per_program
+    # a block index (under cdiv(V, BLOCK_V)): formed in 64 bits as every offset's factors are, held in 32
+    b_lo = (tl.program_id(1).to(tl.int64) * blocks_per_program).to(tl.int32)
     b_hi = tl.minimum(b_lo + blocks_per_program, tl.cdiv(V, BLOCK_V))
     offs = tl.arange(0, BLOCK_V)
     gs_row = gs_ptr + row * stride_gs

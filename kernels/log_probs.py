@@ -347,7 +347,8 @@ def _lp_bwd_kernel(
     out_ty = grad_ptr.dtype.element_ty
     n_valid = _count_valid(tgt_rows, K, ignore_index, ROWS)
     live = in_n & (n_valid > 0)
-    b_lo = tl.program_id(1) * blocks_per_program
+    # a block index (under cdiv(V, BLOCK_V)): formed in 64 bits as every offset's factors are, held in 32
+    b_lo = (tl.program_id(1).to(tl.int64) * blocks_per_program).to(tl.int32)
     b_hi = tl.minimum(b_lo + blocks_per_program, tl.cdiv(V, BLOCK_V))
     if all_zero(n_valid, ROWS):  # every target ignored: a zero gradient
         for b in range(b_lo, b_hi):
